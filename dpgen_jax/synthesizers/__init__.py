@@ -1,0 +1,1 @@
+"""Synthesizers: one module per method."""
