@@ -1,0 +1,305 @@
+"""Per-example clipped gradient sums: ghost norms with book-keeping, and vmap.
+
+A *per-example loss* is a function ``loss_fn(params, batch) -> (B,)`` whose i-th output depends
+only on row i of every array in ``batch`` (leading axis B). No batch statistics, no cross-row
+terms: that is what makes per-example clipping meaningful (DESIGN privacy rule 6).
+
+``method="ghost"`` (the fast path) never materialises per-example gradients. It runs the loss
+once under a Flax method interceptor that taps every ``flax.linen.Dense`` and ``LayerNorm`` call:
+it records the layer input ``a`` and adds a zero "perturbation" to the layer output ``z``. One
+backward pass with respect to the perturbations gives ``g = dL/dz`` for every example (because
+the loss is a sum of per-example terms), and then
+
+* Dense, one call per example (a row): ||grad W_i||^2 = ||a_i||^2 ||g_i||^2, ||grad b_i||^2 = ||g_i||^2;
+* Dense called T times per example (e.g. a critic applied to a real and a fake row, or inputs with
+  token axes): ||grad W_i||^2 = sum_{t,s} (a_t . a_s)(g_t . g_s) (the Gram form);
+* LayerNorm: grad scale_i = sum_t g_t * xhat_t and grad bias_i = sum_t g_t, instantiated (B x d).
+
+The clipped sum then comes from the stored activations ("book-keeping"): sum_i c_i grad W_i =
+A^T (c * G), one matmul per layer, the same cost as an ordinary weight gradient.
+
+A parameter is *supported* when the interceptor saw it used, unchanged, as the kernel/bias of a
+``Dense`` or the scale/bias of a default ``LayerNorm``. If any parameter is not (another layer
+type, a parameter transformed before use, a Dense whose output feeds nothing), ``fallback="vmap"``
+uses the vmap method for the whole computation (with a warning) and ``fallback="error"`` raises.
+
+``method="vmap"`` materialises per-example gradients with ``jax.vmap(jax.grad(...))``; it is the
+general fallback and the reference the ghost path is tested against.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from typing import Any, Callable
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from dpgen_jax.dpsgd._validate import check_choice, check_clip_norm
+
+PyTree = Any
+LossFn = Callable[[PyTree, PyTree], jax.Array]
+
+METHODS = ("ghost", "vmap")
+FALLBACKS = ("vmap", "error")
+
+
+class UnsupportedLayerError(ValueError):
+    """Raised by ``method="ghost", fallback="error"`` when a parameter has no ghost rule."""
+
+
+@dataclasses.dataclass
+class _Tap:
+    kind: str                 # "dense" | "layernorm"
+    leaves: tuple             # (kernel_or_scale_leaf_index, bias_leaf_index or None)
+    epsilon: float = 0.0
+
+
+def clip_factors(sq_norms: jax.Array, clip_norm: float, mask: jax.Array | None) -> jax.Array:
+    """c_i = min(1, C / ||g_i||), zero for masked-out rows; never amplifies a gradient."""
+    norms = jnp.sqrt(jnp.maximum(sq_norms, 0.0))
+    c = clip_norm / jnp.maximum(norms, clip_norm)
+    if mask is not None:
+        c = jnp.where(mask, c, 0.0)
+    return c
+
+
+def _layernorm_xhat(x: jax.Array, epsilon: float) -> jax.Array:
+    mean = jnp.mean(x, axis=-1, keepdims=True)
+    var = jnp.maximum(jnp.mean(jnp.square(x), axis=-1, keepdims=True) - jnp.square(mean), 0.0)
+    return (x - mean) * jax.lax.rsqrt(var + epsilon)
+
+
+def _as_tokens(x: jax.Array, batch: int) -> jax.Array:
+    """(B, ..., d) -> (B, T, d)."""
+    return x.reshape(batch, -1, x.shape[-1])
+
+
+class _Interceptor:
+    """Taps Dense/LayerNorm calls whose parameters are leaves of the differentiated params."""
+
+    def __init__(self, leaf_ids: dict[int, int], perturbations: list | None):
+        self.leaf_ids = leaf_ids
+        self.perturbations = perturbations
+        self.taps: list[_Tap] = []
+        self.inputs: list[jax.Array] = []
+        self.out_shapes: list[jax.ShapeDtypeStruct] = []
+
+    def _leaf(self, module: nn.Module, name: str):
+        if not module.has_variable("params", name):
+            return None, True
+        idx = self.leaf_ids.get(id(module.get_variable("params", name)))
+        return idx, idx is not None
+
+    def __call__(self, next_fun, args, kwargs, context):
+        module = context.module
+        if context.method_name != "__call__" or not args:
+            return next_fun(*args, **kwargs)
+        if type(module) is nn.Dense:
+            k, ok_k = self._leaf(module, "kernel")
+            b, ok_b = self._leaf(module, "bias")
+            if k is None or not (ok_k and ok_b):
+                return next_fun(*args, **kwargs)
+            tap = _Tap("dense", (k, b))
+        elif type(module) is nn.LayerNorm:
+            default_axes = module.reduction_axes == -1 and module.feature_axes == -1
+            s, ok_s = self._leaf(module, "scale")
+            b, ok_b = self._leaf(module, "bias")
+            if not default_axes or (s is None and b is None) or not (ok_s and ok_b):
+                return next_fun(*args, **kwargs)
+            tap = _Tap("layernorm", (s, b), float(module.epsilon))
+        else:
+            return next_fun(*args, **kwargs)
+        out = next_fun(*args, **kwargs)
+        i = len(self.taps)
+        self.taps.append(tap)
+        self.inputs.append(args[0])
+        self.out_shapes.append(jax.ShapeDtypeStruct(out.shape, out.dtype))
+        if self.perturbations is not None:
+            out = out + self.perturbations[i]
+        return out
+
+
+def _unsupported_leaves(taps: list[_Tap], n_leaves: int) -> set[int]:
+    covered = {i for t in taps for i in t.leaves if i is not None}
+    return set(range(n_leaves)) - covered
+
+
+def _ghost_clipped_sum(loss_fn, params, batch, mask, clip_norm, fallback):
+    leaves, treedef = jax.tree_util.tree_flatten(params)
+    n = len(leaves)
+
+    def traced_loss(leaf_list, perts):
+        ids = {id(x): i for i, x in enumerate(leaf_list)}
+        icpt = _Interceptor(ids, perts)
+        with nn.intercept_methods(icpt):
+            losses = loss_fn(jax.tree_util.tree_unflatten(treedef, leaf_list), batch)
+        return losses, icpt
+
+    # Discovery pass (abstract): which layers are tapped, and their output shapes.
+    box = {}
+
+    def discover(leaf_list):
+        losses, icpt = traced_loss(leaf_list, None)
+        box["taps"], box["shapes"] = icpt.taps, icpt.out_shapes
+        return losses
+
+    jax.eval_shape(discover, leaves)
+    taps, shapes = box["taps"], box["shapes"]
+    missing = _unsupported_leaves(taps, n)
+    if missing:
+        paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(params)[0]]
+        names = ", ".join(paths[i] for i in sorted(missing))
+        msg = (
+            f"method='ghost' has no rule for parameter(s) {names}: ghost norms cover parameters used "
+            "unchanged as the kernel/bias of flax.linen.Dense or the scale/bias of a default LayerNorm."
+        )
+        if fallback == "error":
+            raise UnsupportedLayerError(msg + " Use method='vmap' or fallback='vmap'.")
+        warnings.warn(msg + " Falling back to method='vmap'.", stacklevel=4)
+        return _vmap_clipped_sum(loss_fn, params, batch, mask, clip_norm)
+
+    perts0 = [jnp.zeros(s.shape, s.dtype) for s in shapes]
+
+    def total(perts):
+        losses, icpt = traced_loss(leaves, perts)
+        return jnp.sum(losses), (losses, icpt.inputs)
+
+    grads, (losses, inputs) = jax.grad(total, has_aux=True)(perts0)
+    bsz = losses.shape[0]
+    keep = jnp.ones((bsz,), bool) if mask is None else mask
+
+    # Group the calls by parameter leaf (a layer may be called several times per example).
+    groups: dict[tuple, list[int]] = {}
+    for call, tap in enumerate(taps):
+        groups.setdefault((tap.kind, tap.leaves, tap.epsilon), []).append(call)
+
+    sq = jnp.zeros((bsz,), jnp.float32)
+    book = []  # (kind, leaves, A (B,T,d) or xhat, G (B,T,p))
+    for (kind, leaf_idx, eps), calls in groups.items():
+        g = jnp.concatenate([_as_tokens(grads[c], bsz) for c in calls], axis=1)
+        g = jnp.where(keep[:, None, None], g, 0.0)
+        a = jnp.concatenate([_as_tokens(inputs[c], bsz) for c in calls], axis=1)
+        if kind == "dense":
+            k_idx, b_idx = leaf_idx
+            if g.shape[1] == 1:
+                sq = sq + jnp.sum(a[:, 0] ** 2, -1) * jnp.sum(g[:, 0] ** 2, -1)
+            else:
+                gram_a = jnp.einsum("btd,bsd->bts", a, a)
+                gram_g = jnp.einsum("btp,bsp->bts", g, g)
+                sq = sq + jnp.sum(gram_a * gram_g, axis=(1, 2))
+            if b_idx is not None:
+                sq = sq + jnp.sum(jnp.sum(g, 1) ** 2, -1)
+            book.append((kind, leaf_idx, a, g))
+        else:
+            s_idx, b_idx = leaf_idx
+            xhat = _layernorm_xhat(a, eps)
+            gs = jnp.sum(g * xhat, axis=1)  # (B, d) per-example scale gradient
+            gb = jnp.sum(g, axis=1)         # (B, d) per-example bias gradient
+            if s_idx is not None:
+                sq = sq + jnp.sum(gs**2, -1)
+            if b_idx is not None:
+                sq = sq + jnp.sum(gb**2, -1)
+            book.append((kind, leaf_idx, gs, gb))
+
+    c = clip_factors(sq, clip_norm, mask)
+    out = [jnp.zeros_like(x) for x in leaves]
+    for kind, leaf_idx, first, second in book:
+        if kind == "dense":
+            k_idx, b_idx = leaf_idx
+            a, g = first, second
+            if g.shape[1] == 1:  # one token per example: plain matmuls
+                a, g = a[:, 0], g[:, 0]
+                kernel = a.T @ (g * c[:, None])
+                bias = c @ g
+            else:
+                kernel = jnp.einsum("btd,btp->dp", a, g * c[:, None, None])
+                bias = jnp.einsum("b,btp->p", c, g)
+            out[k_idx] = out[k_idx] + kernel.reshape(leaves[k_idx].shape)
+            if b_idx is not None:
+                out[b_idx] = out[b_idx] + bias.reshape(leaves[b_idx].shape)
+        else:
+            s_idx, b_idx = leaf_idx
+            if s_idx is not None:
+                out[s_idx] = out[s_idx] + (c @ first).reshape(leaves[s_idx].shape)
+            if b_idx is not None:
+                out[b_idx] = out[b_idx] + (c @ second).reshape(leaves[b_idx].shape)
+    return jax.tree_util.tree_unflatten(treedef, out), _aux(losses, sq, c, mask)
+
+
+def _aux(losses, sq, c, mask):
+    keep = jnp.ones_like(losses, bool) if mask is None else mask
+    return {
+        "losses": jnp.where(keep, losses, 0.0),
+        "norms": jnp.where(keep, jnp.sqrt(jnp.maximum(sq, 0.0)), 0.0),
+        "clip_factors": c,
+    }
+
+
+def per_example_grads(loss_fn: LossFn, params: PyTree, batch: PyTree) -> PyTree:
+    """Per-example gradients with ``jax.vmap``: a pytree like ``params`` with a leading B axis."""
+
+    def one(p, example):
+        return loss_fn(p, jax.tree_util.tree_map(lambda x: x[None], example))[0]
+
+    return jax.vmap(jax.value_and_grad(one), in_axes=(None, 0))(params, batch)
+
+
+def _vmap_clipped_sum(loss_fn, params, batch, mask, clip_norm):
+    losses, grads = per_example_grads(loss_fn, params, batch)
+    leaves = jax.tree_util.tree_leaves(grads)
+    sq = sum(jnp.sum(g.reshape(g.shape[0], -1) ** 2, axis=1) for g in leaves)
+    c = clip_factors(sq, clip_norm, mask)
+    summed = jax.tree_util.tree_map(lambda g: jnp.tensordot(c, g, axes=1), grads)
+    return summed, _aux(losses, sq, c, mask)
+
+
+def clipped_grad_sum(
+    loss_fn: LossFn, clip_norm: float, method: str = "ghost", fallback: str = "vmap"
+) -> Callable[[PyTree, PyTree, jax.Array | None], tuple[PyTree, dict]]:
+    """Builds ``fn(params, batch, mask) -> (sum_i c_i grad_i, aux)``.
+
+    Args:
+        loss_fn: per-example loss ``(params, batch) -> (B,)`` (see the module docstring).
+        clip_norm: C > 0; each example's gradient (over all of ``params``) is scaled to norm <= C.
+        method: "ghost" (ghost norms + book-keeping for Dense/LayerNorm) or "vmap".
+        fallback: for "ghost" when some parameter has no ghost rule: "vmap" (warn and use vmap)
+            or "error" (raise :class:`UnsupportedLayerError`).
+
+    Returns:
+        A function of ``(params, batch, mask)``; ``mask`` is a (B,) bool array (None: all rows).
+        It returns the clipped gradient sum (a pytree like ``params``) and ``aux`` with the
+        per-example ``losses`` (masked rows 0), gradient ``norms`` and ``clip_factors``.
+
+    Privacy:
+        Adding or removing one row of ``batch`` changes the sum by a vector of L2 norm <= C.
+        ``aux`` describes private rows: it is for diagnostics and must not be released.
+    """
+    clip_norm = check_clip_norm(clip_norm)
+    check_choice(method, METHODS, "method")
+    check_choice(fallback, FALLBACKS, "fallback")
+
+    def fn(params, batch, mask=None):
+        if method == "vmap":
+            return _vmap_clipped_sum(loss_fn, params, batch, mask, clip_norm)
+        return _ghost_clipped_sum(loss_fn, params, batch, mask, clip_norm, fallback)
+
+    return fn
+
+
+def grad_sum(loss_fn: LossFn) -> Callable[[PyTree, PyTree, jax.Array | None], tuple[PyTree, dict]]:
+    """Non-private counterpart of :func:`clipped_grad_sum`: the plain gradient of the masked sum."""
+
+    def fn(params, batch, mask=None):
+        def total(p):
+            losses = loss_fn(p, batch)
+            if mask is not None:
+                losses = jnp.where(mask, losses, 0.0)
+            return jnp.sum(losses), losses
+
+        grads, losses = jax.grad(total, has_aux=True)(params)
+        return grads, {"losses": losses}
+
+    return fn
