@@ -1,0 +1,451 @@
+"""Throughput benchmark: dpgen_jax DP-SGD steps against non-private JAX and the torch versions.
+
+Usage::
+
+    python -m experiments.throughput --quick --out runs/throughput [--threads 1] [--device cpu]
+
+Protocol (fast-dp-sgd spec §7.8):
+
+* Every row times whole optimizer steps with batch sampling included: the JAX rows run the
+  fused step of :func:`dpgen_jax.dpsgd.make_dp_step` (Poisson sampling inside the compiled graph,
+  clipping, noise, SGD update), ``n`` steps per compiled call; the non-private JAX row uses the
+  same sampler with the plain gradient. Torch rows (``experiments.torch_reference``) sample with
+  ``torch.rand(m) < q`` inside every timed step.
+* Both frameworks get the same thread count (default 1), the same model, the same initial
+  weights, the same data, clip norm, noise multiplier and SGD learning rate.
+* Methods are interleaved round-robin over ``--rounds`` rounds so that background load hits them
+  alike. JAX statistics are over per-call averages (each call runs ``n`` fused steps); torch
+  statistics are over single steps. Compile time (first call, one step) is reported separately.
+* Before timing, a parity check computes the clipped gradient sum of one batch with every
+  method (noise off) and fails the run loudly if they disagree, so every row measures the same
+  computation.
+
+Writes ``OUT/throughput.json``, ``OUT/throughput.md`` (ratios to the JAX ``ghost`` row of the same
+model and batch size) and ``OUT/throughput.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import platform
+import sys
+import time
+from importlib import metadata
+
+QUICK_MODELS = ("adult_autoencoder",)
+FULL_MODELS = ("adult_autoencoder", "adult_critic", "mimic_autoencoder")
+QUICK_BATCHES = (64, 256, 1024)
+FULL_BATCHES = (64, 128, 256, 512, 1024)
+JAX_METHODS = ("nonprivate", "ghost", "vmap")
+DATASET_SIZE = {"adult_autoencoder": 32561, "adult_critic": 32561, "mimic_autoencoder": 27912}
+CLIP_NORM = 0.012
+NOISE_MULTIPLIER = 2.5
+LEARNING_RATE = 1e-3
+PARITY_BATCH = 64
+PARITY_RTOL = 2e-4  # torch and Opacus clip with C/(norm + 1e-6), dpgen_jax with C/max(norm, C)
+ROW_KEYS = (
+    "framework", "method", "model", "batch_size", "ms_per_step_median", "ms_per_step_p10",
+    "ms_per_step_p90", "compile_seconds", "includes_sampling",
+)
+
+
+def _parse(argv):
+    p = argparse.ArgumentParser(
+        prog="python -m experiments.throughput",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--quick", action="store_true", help="adult_autoencoder at batch 64, 256, 1024")
+    p.add_argument("--out", required=True, type=pathlib.Path, help="output folder")
+    p.add_argument("--threads", type=int, default=1, help="threads for both frameworks")
+    p.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+    p.add_argument("--rounds", type=int, default=7, help="interleaved timing rounds")
+    p.add_argument("--target-seconds", type=float, default=0.25,
+                   help="approximate wall time of one timed JAX call / torch measurement")
+    p.add_argument("--no-torch", action="store_true", help="skip the torch rows")
+    args = p.parse_args(argv)
+    if args.threads < 1:
+        p.error(f"--threads={args.threads} must be >= 1")
+    if args.rounds < 3:
+        p.error(f"--rounds={args.rounds} must be >= 3 (p10/median/p90)")
+    return args
+
+
+def _configure_threads(threads: int, device: str) -> None:
+    """Must run before jax is imported."""
+    if device == "cpu":
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    if threads == 1:
+        flags = os.environ.get("XLA_FLAGS", "")
+        extra = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+        os.environ["XLA_FLAGS"] = (flags + " " + extra).strip()
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = str(threads)
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _machine(threads: int) -> dict:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "versions": {d: _version(d) for d in
+                     ("jax", "jaxlib", "flax", "optax", "numpy", "torch", "opacus", "dpgen-jax")},
+        "threads": threads,
+    }
+
+
+# --------------------------------------------------------------------------- JAX side
+
+
+def _jax_setup(model_name: str):
+    """(flax module, per-example loss, forward-order param paths) for a benchmark model."""
+    from dpgen_jax import models
+
+    if model_name == "adult_autoencoder":
+        net = models.adult_autoencoder()
+        paths = [("encoder", "layer_0"), ("encoder", "layer_1"), ("decoder", "layer_0"),
+                 ("decoder", "layer_1")]
+
+        def loss(params, batch):
+            return models.bce_with_logits(net.apply({"params": params}, batch), batch).mean(-1)
+    elif model_name == "mimic_autoencoder":
+        net = models.mimic_autoencoder()
+        paths = [("encoder", "layer_0"), ("decoder", "layer_0")]
+
+        def loss(params, batch):
+            return models.bce_with_logits(net.apply({"params": params}, batch), batch).sum(-1)
+    elif model_name == "adult_critic":
+        net = models.adult_critic()
+        paths = [("MLP_0", "layer_0"), ("MLP_0", "layer_1"), ("MLP_0", "layer_2")]
+
+        def loss(params, batch):
+            return -net.apply({"params": params}, batch)
+    else:
+        raise ValueError(f"Unknown model {model_name!r}; expected one of {FULL_MODELS}.")
+    return net, loss, paths
+
+
+def _to_flax(paths, weights):
+    import jax.numpy as jnp
+
+    params: dict = {}
+    for path, (kernel, bias) in zip(paths, weights):
+        node = params
+        for name in path:
+            node = node.setdefault(name, {})
+        node["Dense_0"] = {"kernel": jnp.asarray(kernel), "bias": jnp.asarray(bias)}
+    return params
+
+
+def _from_flax(paths, params):
+    import numpy as np
+
+    out = []
+    for path in paths:
+        node = params
+        for name in path:
+            node = node[name]
+        out.append((np.asarray(node["Dense_0"]["kernel"]), np.asarray(node["Dense_0"]["bias"])))
+    return out
+
+
+def _jax_runner(model_name, method, batch_size, params, data):
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    from dpgen_jax import dpsgd
+
+    _, loss, _ = _jax_setup(model_name)
+    m = data.shape[0]
+    opt = optax.sgd(LEARNING_RATE)
+    private = method != "nonprivate"
+    step = dpsgd.make_dp_step(
+        loss, opt, num_records=m, sample_rate=batch_size / m,
+        clip_norm=CLIP_NORM if private else None,
+        noise_multiplier=NOISE_MULTIPLIER if private else 0.0,
+        method=method, fallback="error",
+    )
+    runner = dpsgd.make_phase_runner(step, donate=False)
+    state = dpsgd.init_state(params, opt)
+    key = jax.random.key(0)
+    t0 = time.perf_counter()
+    jax.block_until_ready(runner(state, data, key, None, jnp.int32(1)))
+    compile_s = time.perf_counter() - t0
+
+    def call(n: int, seed: int) -> float:
+        t = time.perf_counter()
+        jax.block_until_ready(runner(state, data, jax.random.key(seed), None, jnp.int32(n)))
+        return (time.perf_counter() - t) * 1e3 / n
+
+    return call, compile_s
+
+
+# --------------------------------------------------------------------------- parity
+
+
+def _parity(model_name, weights, data, torch_ref) -> dict:
+    """Clipped gradient sums of one batch (noise off) from every method; raises on mismatch."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    from dpgen_jax import dpsgd
+
+    _, loss, paths = _jax_setup(model_name)
+    params = _to_flax(paths, weights)
+    batch = data[:PARITY_BATCH]
+    # A clip norm at the median per-example gradient norm: about half of the rows are clipped.
+    _, aux = dpsgd.clipped_grad_sum(loss, 1e9, method="vmap")(params, jnp.asarray(batch))
+    clip = float(np.median(np.asarray(aux["norms"])))
+    results = {}
+    for method in ("ghost", "vmap"):
+        g, _ = dpsgd.clipped_grad_sum(loss, clip, method=method, fallback="error")(
+            params, jnp.asarray(batch))
+        results[("jax", method)] = _from_flax(paths, g)
+    if torch_ref is not None:
+        for method in ("loop", "opacus_hooks", "opacus_ghost"):
+            results[("torch", method)] = torch_ref.clipped_grad_sum(
+                model_name, method, weights, batch, clip)
+    reference = results[("jax", "vmap")]
+    scale = max(float(np.max(np.abs(a))) for pair in reference for a in pair)
+    worst = {}
+    for key, grads in results.items():
+        err = 0.0
+        for (ka, ba), (kr, br) in zip(grads, reference):
+            for a, r in ((ka, kr), (ba, br)):
+                excess = np.abs(a - r) - PARITY_RTOL * np.abs(r) - 1e-5 * scale
+                err = max(err, float(np.max(np.abs(a - r))))
+                if np.any(excess > 0):
+                    raise RuntimeError(
+                        f"Parity check failed for {model_name} {key[0]}/{key[1]}: clipped gradient "
+                        f"sum differs from JAX vmap by up to {float(np.max(np.abs(a - r))):.3g} "
+                        f"(rtol {PARITY_RTOL}, atol {1e-5 * scale:.3g})."
+                    )
+        worst["/".join(key)] = err
+    return {"model": model_name, "batch_size": PARITY_BATCH, "clip_norm": clip,
+            "max_abs_diff_vs_jax_vmap": worst, "rtol": PARITY_RTOL, "atol": 1e-5 * scale}
+
+
+# --------------------------------------------------------------------------- timing
+
+
+def _stats(ms: list[float]) -> tuple[float, float, float]:
+    import numpy as np
+
+    a = np.asarray(ms, dtype=float)
+    return float(np.median(a)), float(np.percentile(a, 10)), float(np.percentile(a, 90))
+
+
+def _row(framework, method, model, batch, ms, compile_s):
+    med, p10, p90 = _stats(ms)
+    return {
+        "framework": framework, "method": method, "model": model, "batch_size": batch,
+        "ms_per_step_median": round(med, 4), "ms_per_step_p10": round(p10, 4),
+        "ms_per_step_p90": round(p90, 4),
+        "compile_seconds": None if compile_s is None else round(compile_s, 3),
+        "includes_sampling": True,
+    }
+
+
+def benchmark(models, batches, *, threads, rounds, target_seconds, torch_ref, log=print):
+    import jax.numpy as jnp
+    import numpy as np
+
+    rows, parity = [], []
+    for model_name in models:
+        m = DATASET_SIZE[model_name]
+        rng = np.random.default_rng(0)
+        if torch_ref is not None:
+            weights = torch_ref.init_weights(model_name, 0)
+        else:
+            weights = _fallback_weights(model_name)
+        in_dim = weights[0][0].shape[0]
+        data = (rng.random((m, in_dim)) < 0.15).astype(np.float32)
+        parity.append(_parity(model_name, weights, data, torch_ref))
+        log(f"parity {model_name}: ok {parity[-1]['max_abs_diff_vs_jax_vmap']}")
+        _, _, paths = _jax_setup(model_name)
+        params = _to_flax(paths, weights)
+        data_dev = jnp.asarray(data)
+        for batch in batches:
+            calls, samples, compiles = {}, {}, {}
+            for method in JAX_METHODS:
+                call, compile_s = _jax_runner(model_name, method, batch, params, data_dev)
+                probe = call(2, 1)
+                n = int(max(1, min(2000, target_seconds * 1e3 / max(probe, 1e-3))))
+                calls[("jax", method)] = (call, n)
+                compiles[("jax", method)] = compile_s
+                samples[("jax", method)] = []
+            if torch_ref is not None:
+                for method in torch_ref.METHODS:
+                    probe = np.median(torch_ref.time_steps(
+                        model_name, method, weights, data, batch / m, CLIP_NORM,
+                        NOISE_MULTIPLIER, steps=2, warmup=1, threads=threads, seed=0,
+                        learning_rate=LEARNING_RATE))
+                    n = int(max(2, min(200, target_seconds * 1e3 / max(probe, 1e-3))))
+                    calls[("torch", method)] = (method, n)
+                    compiles[("torch", method)] = None
+                    samples[("torch", method)] = []
+            for r in range(rounds):
+                for key, (fn, n) in calls.items():
+                    if key[0] == "jax":
+                        samples[key].append(fn(n, 100 + r))
+                    else:
+                        samples[key].extend(torch_ref.time_steps(
+                            model_name, fn, weights, data, batch / m, CLIP_NORM,
+                            NOISE_MULTIPLIER, steps=n, warmup=1, threads=threads, seed=100 + r,
+                            learning_rate=LEARNING_RATE))
+            for key in calls:
+                rows.append(_row(key[0], key[1], model_name, batch, samples[key], compiles[key]))
+                log(f"{model_name} B={batch} {key[0]}/{key[1]}: "
+                    f"{rows[-1]['ms_per_step_median']:.3f} ms/step")
+    return rows, parity
+
+
+def _fallback_weights(model_name):
+    """PyTorch-style U(+-1/sqrt(fan_in)) weights when torch_reference is unavailable."""
+    import numpy as np
+
+    dims = {"adult_autoencoder": (106, 60, 15, 60, 106), "adult_critic": (106, 70, 35, 1),
+            "mimic_autoencoder": (1071, 128, 1071)}[model_name]
+    rng = np.random.default_rng(0)
+    out = []
+    for i, o in zip(dims[:-1], dims[1:]):
+        b = 1.0 / np.sqrt(i)
+        out.append((rng.uniform(-b, b, (i, o)).astype(np.float32),
+                    rng.uniform(-b, b, (o,)).astype(np.float32)))
+    return out
+
+
+# --------------------------------------------------------------------------- output
+
+
+def ratios(rows):
+    """Each row's median divided by the JAX ghost median of the same model and batch size."""
+    ghost = {(r["model"], r["batch_size"]): r["ms_per_step_median"] for r in rows
+             if r["framework"] == "jax" and r["method"] == "ghost"}
+    return [r["ms_per_step_median"] / ghost[(r["model"], r["batch_size"])]
+            if (r["model"], r["batch_size"]) in ghost else None for r in rows]
+
+
+def markdown(result) -> str:
+    lines = [
+        "# Throughput: ms per DP-SGD step (sampling included)",
+        "",
+        f"Machine: {result['machine']['cpu']}, {result['machine']['cores']} cores; threads per "
+        f"framework: {result['threads']}. Ratio = row / JAX ghost of the same model and batch "
+        "(> 1: slower than JAX ghost).",
+        "",
+        "| model | batch | framework | method | median ms | p10 | p90 | compile s | ratio to JAX ghost |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r, ratio in zip(result["rows"], ratios(result["rows"])):
+        comp = "-" if r["compile_seconds"] is None else f"{r['compile_seconds']:.2f}"
+        rat = "-" if ratio is None else f"{ratio:.2f}x"
+        lines.append(
+            f"| {r['model']} | {r['batch_size']} | {r['framework']} | {r['method']} | "
+            f"{r['ms_per_step_median']:.3f} | {r['ms_per_step_p10']:.3f} | "
+            f"{r['ms_per_step_p90']:.3f} | {comp} | {rat} |")
+    if result.get("skipped"):
+        lines += ["", f"Skipped: {result['skipped']}"]
+    lines += ["", "Parity (clipped gradient sum of one batch, noise off, max |diff| vs JAX vmap):"]
+    for p in result["parity"]:
+        lines.append(f"- {p['model']} (C = {p['clip_norm']:.4g}): " + ", ".join(
+            f"{k} {v:.2e}" for k, v in p["max_abs_diff_vs_jax_vmap"].items()))
+    return "\n".join(lines) + "\n"
+
+
+def plot(result, path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    models = sorted({r["model"] for r in result["rows"]})
+    fig, axes = plt.subplots(1, len(models), figsize=(6 * len(models), 4.5), squeeze=False)
+    for ax, model in zip(axes[0], models):
+        rows = [r for r in result["rows"] if r["model"] == model]
+        series = sorted({(r["framework"], r["method"]) for r in rows})
+        for fw, method in series:
+            pts = sorted((r["batch_size"], r["ms_per_step_median"]) for r in rows
+                         if (r["framework"], r["method"]) == (fw, method))
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
+                    linestyle="-" if fw == "jax" else "--", label=f"{fw} {method}")
+        ax.set(xscale="log", yscale="log", xlabel="expected batch size", ylabel="ms per step",
+               title=model)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None) -> dict:
+    args = _parse(argv)
+    _configure_threads(args.threads, args.device)
+    if args.device == "gpu":
+        os.environ.pop("JAX_PLATFORMS", None)
+    import jax
+
+    if args.device == "gpu" and jax.default_backend() != "gpu":
+        raise SystemExit("--device gpu: JAX sees no GPU on this machine.")
+    torch_ref, skipped = None, None
+    if not args.no_torch:
+        from experiments import torch_reference
+
+        ok, reason = torch_reference.available()
+        if ok:
+            torch_ref = torch_reference
+        else:
+            skipped = f"torch rows ({reason})"
+            print(f"throughput: skipping {skipped}", file=sys.stderr)
+    else:
+        skipped = "torch rows (--no-torch)"
+    if args.device == "gpu" and torch_ref is not None:
+        skipped, torch_ref = "torch rows (--device gpu runs the JAX rows only)", None
+    models = QUICK_MODELS if args.quick else FULL_MODELS
+    batches = QUICK_BATCHES if args.quick else FULL_BATCHES
+    t0 = time.perf_counter()
+    rows, parity = benchmark(models, batches, threads=args.threads, rounds=args.rounds,
+                             target_seconds=args.target_seconds, torch_ref=torch_ref)
+    result = {
+        "machine": _machine(args.threads),
+        "threads": args.threads,
+        "device": args.device,
+        "mode": "quick" if args.quick else "full",
+        "settings": {"clip_norm": CLIP_NORM, "noise_multiplier": NOISE_MULTIPLIER,
+                     "optimizer": f"sgd(lr={LEARNING_RATE})", "rounds": args.rounds,
+                     "dataset_size": {m: DATASET_SIZE[m] for m in models}},
+        "rows": rows,
+        "parity": parity,
+        "skipped": skipped,
+        "wall_seconds": round(time.perf_counter() - t0, 1),
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "throughput.json").write_text(json.dumps(result, indent=2, allow_nan=False))
+    (args.out / "throughput.md").write_text(markdown(result))
+    plot(result, args.out / "throughput.png")
+    print(markdown(result))
+    return result
+
+
+if __name__ == "__main__":
+    main()
