@@ -1,0 +1,431 @@
+"""The table encoder: DataFrame <-> float32 matrix under a public :class:`Schema`.
+
+Layout (dp-auto-gan §4.1): a categorical column becomes a one-hot block of width k (category
+index = position in the schema's list); a binary column one 0/1 column (1 = the second
+category); a continuous column one column scaled to [0, 1] with the schema's bounds. The encoder
+is built from the schema alone and never fits anything on data.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Literal, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+from dpgen_jax.data._schema import Column, Schema, _show
+
+OutOfBoundsPolicy = Literal["error", "clip"]
+DecodeMode = Literal["argmax", "sample"]
+
+
+class Block(NamedTuple):
+    """Where one column lives in the encoded matrix: columns ``start:stop``.
+
+    Attributes:
+        name: Column name.
+        kind: ``"binary"``, ``"categorical"`` or ``"continuous"``.
+        start: First encoded column (inclusive).
+        stop: Last encoded column (exclusive).
+        categories: The schema's categories (``None`` for continuous).
+    """
+
+    name: str
+    kind: str
+    start: int
+    stop: int
+    categories: tuple | None
+
+    @property
+    def width(self) -> int:
+        """``stop - start``."""
+        return self.stop - self.start
+
+    @property
+    def slice(self) -> slice:
+        """``slice(start, stop)``, for indexing the encoded matrix."""
+        return slice(self.start, self.stop)
+
+
+def _int_dtype(categories: tuple) -> np.dtype:
+    """The smallest signed integer dtype that holds every int category."""
+    lo, hi = min(categories), max(categories)
+    for dt in (np.int8, np.int16, np.int32):
+        info = np.iinfo(dt)
+        if info.min <= lo and hi <= info.max:
+            return np.dtype(dt)
+    return np.dtype(np.int64)
+
+
+class TableEncoder:
+    """Encode a DataFrame into a float32 matrix and decode model outputs back.
+
+    Args:
+        schema: The public schema.
+        on_out_of_bounds: What :meth:`encode` and :meth:`codes` do with a continuous value outside
+            the schema bounds: ``"error"`` (default) raises; ``"clip"`` clips it to the bound,
+            records the per-column counts in :attr:`last_clip_counts` and warns with them.
+
+    Attributes:
+        schema: The schema.
+        blocks: One :class:`Block` per column, in schema order.
+        width: Total number of encoded columns.
+        last_clip_counts: After a successful :meth:`encode`/:meth:`codes`, ``{column: number of
+            values clipped}`` for every continuous column (all zero under ``"error"``); ``None``
+            before the first call.
+
+    Example:
+        >>> from dpgen_jax.data import Schema
+        >>> s = Schema.from_dict({"columns": [
+        ...     {"name": "c", "kind": "categorical", "categories": ["a", "b", "c"]},
+        ...     {"name": "y", "kind": "binary", "categories": ["no", "yes"]},
+        ...     {"name": "v", "kind": "continuous", "lower": 0, "upper": 10}]})
+        >>> enc = TableEncoder(s)
+        >>> enc.width
+        5
+        >>> enc.encode(pd.DataFrame({"c": ["b"], "y": ["yes"], "v": [2.5]})).tolist()
+        [[0.0, 1.0, 0.0, 1.0, 0.25]]
+
+    Privacy:
+        Encoding and decoding use only the public schema. The clip counts and the messages of
+        errors and warnings are computed from the rows they were given: if those rows are
+        private, do not put them in anything you release.
+    """
+
+    def __init__(self, schema: Schema, on_out_of_bounds: OutOfBoundsPolicy = "error") -> None:
+        if not isinstance(schema, Schema):
+            raise TypeError(f"schema must be a dpgen_jax.data.Schema, got {type(schema).__name__}.")
+        if on_out_of_bounds not in ("error", "clip"):
+            raise ValueError(f"on_out_of_bounds={on_out_of_bounds!r}; expected 'error' or 'clip'.")
+        self.schema = schema
+        self.on_out_of_bounds: OutOfBoundsPolicy = on_out_of_bounds
+        blocks, start = [], 0
+        for col in schema.columns:
+            blocks.append(Block(col.name, col.kind, start, start + col.width, col.categories))
+            start += col.width
+        self.blocks: list[Block] = blocks
+        self.width: int = start
+        self.last_clip_counts: dict[str, int] | None = None
+        self._index = {b.name: b for b in blocks}
+
+    def __repr__(self) -> str:
+        return (
+            f"TableEncoder({len(self.schema)} columns, width={self.width}, "
+            f"on_out_of_bounds={self.on_out_of_bounds!r})"
+        )
+
+    def block(self, name: str) -> Block:
+        """The block of column ``name``."""
+        try:
+            return self._index[name]
+        except KeyError:
+            raise KeyError(f"no column {name!r} in the encoder's schema") from None
+
+    # -- validation ---------------------------------------------------------------------
+    def _check_frame(self, df: Any) -> None:
+        if not isinstance(df, pd.DataFrame):
+            raise TypeError(f"df must be a pandas DataFrame, got {type(df).__name__}.")
+        cols = list(df.columns)
+        dupes = sorted({str(c) for c in cols if cols.count(c) > 1})
+        if dupes:
+            raise ValueError(f"df has duplicate column names {dupes}.")
+        names = self.schema.names
+        missing = [n for n in names if n not in set(cols)]
+        if missing:
+            raise ValueError(f"df is missing schema column(s) {_show(missing, 10)}.")
+        extra = [c for c in cols if c not in set(names)]
+        if extra:
+            raise ValueError(
+                f"df has column(s) not declared in the schema: {_show(extra, 10)}; "
+                "drop them or add them to the schema."
+            )
+        if len(df) == 0:
+            raise ValueError("df is empty (0 rows); there is nothing to encode.")
+
+    def _discrete_codes(self, col: Column, s: pd.Series) -> np.ndarray:
+        """Integer codes (category index) of one discrete column; raises on bad values."""
+        cats = col.categories
+        numeric_fast = (
+            isinstance(cats[0], int)
+            and not isinstance(cats[0], bool)
+            and (pd.api.types.is_integer_dtype(s.dtype) or pd.api.types.is_float_dtype(s.dtype))
+            and not pd.api.types.is_bool_dtype(s.dtype)
+            and isinstance(s.dtype, np.dtype)  # not a nullable/extension dtype
+        )
+        if numeric_fast and len(cats) == 2:
+            arr = s.to_numpy()
+            pos = arr == cats[1]
+            codes = pos.astype(np.int64)
+            codes[~(pos | (arr == cats[0]))] = -1
+            isna = np.isnan(arr) if arr.dtype.kind == "f" else np.zeros(arr.shape[0], dtype=bool)
+        elif numeric_fast:
+            arr = s.to_numpy()
+            codes = np.full(arr.shape[0], -1, dtype=np.int64)
+            for k, c in enumerate(cats):
+                codes[arr == c] = k
+            isna = np.isnan(arr) if arr.dtype.kind == "f" else np.zeros(arr.shape[0], dtype=bool)
+        else:
+            codes = pd.Index(cats).get_indexer(s).astype(np.int64)
+            isna = s.isna().to_numpy(dtype=bool)
+        where = f"column {col.name!r}"
+        if isna.any():
+            if col.missing is None:
+                raise ValueError(
+                    f"{where}: {int(isna.sum())} missing value(s) (NaN/None) and the schema declares no "
+                    "missing-value category for it (Column.missing)."
+                )
+            codes[isna] = cats.index(col.missing)
+        bad = codes < 0
+        if bad.any():
+            values = pd.Series(s.to_numpy(dtype=object)[bad]).value_counts(sort=True)
+            listed = ", ".join(f"{v!r} ({n} row{'s' if n > 1 else ''})" for v, n in list(values.items())[:5])
+            more = f", ... ({len(values) - 5} more distinct)" if len(values) > 5 else ""
+            raise ValueError(
+                f"{where}: {int(bad.sum())} value(s) not in the schema's categories: {listed}{more}; "
+                f"expected one of {_show(cats, 8)} ({len(cats)} categories). Values are compared exactly "
+                "(no whitespace stripping, no str/number conversion)."
+            )
+        return codes
+
+    def _continuous_values(self, col: Column, s: pd.Series, clip_counts: dict[str, int]) -> np.ndarray:
+        """float64 values of one continuous column, checked against the bounds."""
+        where = f"column {col.name!r}"
+        if pd.api.types.is_bool_dtype(s.dtype) or not (
+            pd.api.types.is_integer_dtype(s.dtype) or pd.api.types.is_float_dtype(s.dtype)
+        ):
+            obj = s.to_numpy(dtype=object)
+            numeric = np.array(
+                [
+                    isinstance(v, (int, float, np.integer, np.floating))
+                    and not isinstance(v, (bool, np.bool_))
+                    for v in obj
+                ],
+                dtype=bool,
+            )
+            isna = s.isna().to_numpy(dtype=bool)
+            bad = ~numeric & ~isna
+            if bad.any():
+                raise ValueError(
+                    f"{where}: {int(bad.sum())} non-numeric value(s) in a continuous column, e.g. "
+                    f"{_show(pd.unique(obj[bad]).tolist())}; expected numbers (dtype {s.dtype})."
+                )
+            values = np.where(isna, np.nan, obj).astype(np.float64)
+        else:
+            values = s.to_numpy(dtype=np.float64, na_value=np.nan)
+        nan = np.isnan(values)
+        if nan.any():
+            raise ValueError(
+                f"{where}: {int(nan.sum())} missing value(s) (NaN/None); continuous columns have no "
+                "missing-value category."
+            )
+        inf = np.isinf(values)
+        if inf.any():
+            raise ValueError(f"{where}: {int(inf.sum())} infinite value(s); expected finite numbers.")
+        low, high = values < col.lower, values > col.upper
+        n_out = int(low.sum() + high.sum())
+        if n_out and self.on_out_of_bounds == "error":
+            out = values[low | high]
+            raise ValueError(
+                f"{where}: {n_out} value(s) outside the schema bounds [{col.lower:g}, {col.upper:g}], e.g. "
+                f"{_show(np.unique(out).tolist())}. Fix the data or the schema, or use "
+                "TableEncoder(schema, on_out_of_bounds='clip')."
+            )
+        clip_counts[col.name] = n_out
+        return np.clip(values, col.lower, col.upper) if n_out else values
+
+    def _validated(self, df: pd.DataFrame) -> dict[str, np.ndarray]:
+        """Per column: int64 codes (discrete) or float64 in-bounds values (continuous)."""
+        self._check_frame(df)
+        clip_counts: dict[str, int] = {}
+        out = {}
+        for col in self.schema.columns:
+            s = df[col.name]
+            if col.kind == "continuous":
+                out[col.name] = self._continuous_values(col, s, clip_counts)
+            else:
+                out[col.name] = self._discrete_codes(col, s)
+        self.last_clip_counts = clip_counts
+        clipped = {k: v for k, v in clip_counts.items() if v}
+        if clipped:
+            warnings.warn(
+                "TableEncoder clipped values outside the schema bounds: "
+                + ", ".join(f"{k!r}: {v}" for k, v in clipped.items())
+                + f" (of {len(df)} rows).",
+                UserWarning,
+                stacklevel=3,
+            )
+        return out
+
+    # -- encode -------------------------------------------------------------------------
+    def encode(self, df: pd.DataFrame) -> np.ndarray:
+        """Encode a table.
+
+        Args:
+            df: A frame with exactly the schema's columns (any order), at least one row.
+
+        Returns:
+            ``(len(df), width)`` float32: one-hot blocks, 0/1 binary columns, continuous
+            columns scaled to [0, 1] by ``(x - lower) / (upper - lower)``.
+
+        Raises:
+            TypeError: if ``df`` is not a DataFrame.
+            ValueError: naming the column, on a missing or undeclared column, an empty frame, a
+                value outside the categories, a missing value without a missing-value category,
+                a non-numeric or non-finite continuous value, or (policy ``"error"``) a value
+                outside the bounds.
+        """
+        parts = self._validated(df)
+        x = np.zeros((len(df), self.width), dtype=np.float32, order="F")  # contiguous column writes
+        rows = np.arange(len(df))
+        for b, col in zip(self.blocks, self.schema.columns, strict=True):
+            v = parts[b.name]
+            if b.kind == "categorical":
+                x[rows, b.start + v] = 1.0
+            elif b.kind == "binary":
+                x[:, b.start] = v
+            else:
+                x[:, b.start] = (v - col.lower) / (col.upper - col.lower)
+        return np.ascontiguousarray(x)
+
+    def codes(self, df: pd.DataFrame) -> pd.DataFrame:
+        """Integer codes for discrete columns, raw numbers for continuous ones.
+
+        The same checks and out-of-bounds policy as :meth:`encode` apply. Used by the papers'
+        random-forest protocol (dp-auto-gan §6.7).
+
+        Args:
+            df: A frame with exactly the schema's columns.
+
+        Returns:
+            A frame in schema order with ``df``'s index: int64 category indices (binary: 0 for the
+            first category, 1 for the second) and float64 continuous values (clipped under the
+            ``"clip"`` policy).
+        """
+        parts = self._validated(df)
+        return pd.DataFrame({n: parts[n] for n in self.schema.names}, index=df.index)
+
+    # -- decode -------------------------------------------------------------------------
+    def decode(self, array: Any, mode: DecodeMode = "argmax", key: jax.Array | None = None) -> pd.DataFrame:
+        """Decode model outputs into a table.
+
+        Args:
+            array: ``(n, width)`` real array (numpy or JAX), e.g. sigmoid/softmax outputs.
+            mode: ``"argmax"``: a categorical block takes its largest output (first on ties), a
+                binary column is the second category iff its output is > 0.5 (dp-auto-gan §4.1).
+                ``"sample"``: a categorical value is drawn with probability proportional to its
+                block's outputs (which must be >= 0 with a positive sum), a binary column is the
+                second category with probability equal to its output (which must lie in
+                [0, 1]). Continuous columns are decoded the same way in both modes.
+            key: ``mode="sample"`` only, and then required: a ``jax.random`` key (typed,
+                ``jax.random.key(seed)``, or legacy ``jax.random.PRNGKey(seed)``). There is no
+                default randomness. Ignored by ``"argmax"``.
+
+        Returns:
+            A frame with the schema's columns in order and a RangeIndex. Discrete columns hold
+            the schema's own values (str columns as pandas strings; int columns with the
+            smallest signed integer dtype that holds the categories; bool columns as bool).
+            Continuous columns are float64: ``x * (upper - lower) + lower``, clipped to the
+            bounds, rounded half to even for integer columns.
+
+        Raises:
+            ValueError: on a wrong shape, non-finite outputs, an unknown mode, a missing key, or
+                (``"sample"``) outputs outside the ranges above, naming the column.
+            TypeError: if ``key`` is not a JAX key.
+        """
+        if mode not in ("argmax", "sample"):
+            raise ValueError(f"mode={mode!r}; expected 'argmax' or 'sample'.")
+        x = np.asarray(array)
+        if x.ndim != 2 or x.shape[1] != self.width:
+            raise ValueError(f"array has shape {x.shape}; expected (n, {self.width}).")
+        if not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer) or x.dtype == bool):
+            raise ValueError(f"array has dtype {x.dtype}; expected real numbers.")
+        if not np.issubdtype(x.dtype, np.floating):
+            x = x.astype(np.float64)
+        finite = np.isfinite(x).all(axis=0)
+        if not finite.all():
+            bad = [b.name for b in self.blocks if not finite[b.slice].all()]
+            raise ValueError(f"array has NaN or infinite outputs in column(s) {_show(bad, 10)}.")
+        n = x.shape[0]
+        xt = np.ascontiguousarray(x.T)  # (width, n): each encoded column is contiguous
+        uniforms = None
+        if mode == "sample":
+            _check_key(key)
+            n_draws = sum(1 for b in self.blocks if b.kind != "continuous")
+            # 128 bits from the key seed a numpy PCG64 stream: one fixed-shape JAX call (compiled
+            # once per process) however many rows are decoded.
+            words = np.asarray(jax.random.bits(key, (4,), dtype=jnp.uint32)).tolist()
+            rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(words)))
+            uniforms = rng.random((n_draws, n))  # in [0, 1); row d for the d-th discrete column
+        out: dict[str, Any] = {}
+        draw = 0
+        for b, col in zip(self.blocks, self.schema.columns, strict=True):
+            v = xt[b.slice]  # (block width, n)
+            if b.kind == "continuous":
+                y = v[0].astype(np.float64) * (col.upper - col.lower) + col.lower
+                y = np.clip(y, col.lower, col.upper)
+                out[b.name] = np.round(y) if col.integer else y
+                continue
+            if mode == "argmax":
+                idx = np.argmax(v, axis=0) if b.kind == "categorical" else (v[0] > 0.5).astype(np.int64)
+            else:
+                u = uniforms[draw]
+                draw += 1
+                idx = _sample_block(b, v, u)
+            out[b.name] = _values_from_codes(col, idx)
+        return pd.DataFrame(out, index=pd.RangeIndex(n))
+
+
+def _check_key(key: Any) -> None:
+    """Accept a typed JAX key or a legacy uint32[2] key; refuse anything else."""
+    hint = "pass key=jax.random.key(seed) (decoding with mode='sample' has no default randomness)"
+    if key is None:
+        raise ValueError(f"mode='sample' needs a key: {hint}.")
+    if not isinstance(key, jax.Array):
+        raise TypeError(f"key must be a jax.random key, got {type(key).__name__} {key!r}; {hint}.")
+    if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
+        if key.shape != ():
+            raise ValueError(f"key must be a single key (shape ()), got shape {key.shape}.")
+    elif not (key.dtype == jnp.uint32 and key.shape == (2,)):
+        raise TypeError(
+            f"key must be a jax.random key, got an array of dtype {key.dtype} and shape {key.shape}; {hint}."
+        )
+
+
+def _sample_block(b: Block, v: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Inverse-CDF draw of one discrete block's codes; ``v`` is (block width, n), ``u`` is (n,)."""
+    where = f"column {b.name!r}"
+    if b.kind == "binary":
+        p = v[0]
+        if (p < 0).any() or (p > 1).any():
+            raise ValueError(
+                f"{where}: mode='sample' needs binary outputs in [0, 1] (probabilities), got values in "
+                f"[{p.min():g}, {p.max():g}]; apply a sigmoid first."
+            )
+        return (u < p).astype(np.int64)
+    if (v < 0).any():
+        raise ValueError(
+            f"{where}: mode='sample' draws in proportion to the block's outputs, which must be >= 0; "
+            f"got a minimum of {v.min():g}. Apply a softmax or sigmoid first."
+        )
+    cum = np.cumsum(v, axis=0, dtype=np.float64)
+    total = cum[-1]
+    if (total <= 0).any():
+        raise ValueError(
+            f"{where}: mode='sample' needs a positive sum of outputs per row; "
+            f"{int((total <= 0).sum())} row(s) are all zero."
+        )
+    idx = (cum <= u * total).sum(axis=0)
+    return np.minimum(idx, b.width - 1).astype(np.int64)
+
+
+def _values_from_codes(col: Column, idx: np.ndarray) -> Any:
+    """Map category indices back to the schema's values, with a dtype that fits them."""
+    cats = col.categories
+    if isinstance(cats[0], bool):
+        return np.asarray(cats, dtype=bool)[idx]
+    if isinstance(cats[0], int):
+        return np.asarray(cats, dtype=_int_dtype(cats))[idx]
+    return np.asarray(cats, dtype=object)[idx]  # pandas infers its default string dtype

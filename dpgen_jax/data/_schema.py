@@ -1,0 +1,497 @@
+"""Public column metadata: :class:`Column`, :class:`Schema` and the schema constructors.
+
+A schema is the *public* description of a table: column kinds, the full ordered category
+list of every discrete column and the bounds of every continuous column. Under differential
+privacy none of these facts may be read from the private rows for free (DESIGN privacy rule 1,
+ecosystem spec pitfall P1), so a schema records where its facts came from (``source``) and
+carries plain-language ``notes`` that end up in every privacy report built on it.
+
+References:
+    specs/dp-auto-gan.md §4.1 (the Adult layout); specs/ecosystem-and-privacy-pitfalls.md P1.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import numbers
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+ColumnKind = Literal["binary", "categorical", "continuous"]
+SchemaSource = Literal["public", "data-derived"]
+
+_KINDS: tuple[str, ...] = ("binary", "categorical", "continuous")
+_SOURCES: tuple[str, ...] = ("public", "data-derived")
+_FORMAT_VERSION = 1
+_COLUMN_KEYS = ("name", "kind", "categories", "lower", "upper", "integer", "label", "missing")
+_SCHEMA_KEYS = ("version", "columns", "source", "notes")
+
+
+class DataDerivedSchemaWarning(UserWarning):
+    """Warned when a schema is read from the data itself (not end-to-end DP)."""
+
+
+def _show(values: Sequence[Any], limit: int = 5) -> str:
+    """Render at most ``limit`` values with ``repr`` for an error message."""
+    shown = ", ".join(repr(v) for v in list(values)[:limit])
+    extra = len(values) - limit
+    return shown + (f", ... ({extra} more)" if extra > 0 else "")
+
+
+def _category_type(value: Any) -> type:
+    """The normalised Python type of a category value (str, bool or int)."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool
+    if isinstance(value, str):
+        return str
+    if isinstance(value, numbers.Integral):
+        return int
+    raise TypeError(f"category {value!r} has type {type(value).__name__}; expected str, int or bool")
+
+
+def _normalise_category(value: Any) -> str | int | bool:
+    """Convert numpy scalars to the equivalent Python value (for hashing and JSON)."""
+    kind = _category_type(value)
+    return kind(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Column:
+    """Public metadata of one column.
+
+    Attributes:
+        name: Column name (non-empty string).
+        kind: ``"binary"`` (two values, encoded as one 0/1 column), ``"categorical"`` (one-hot
+            over the full ordered category list) or ``"continuous"`` (scaled to [0, 1] with the
+            bounds).
+        categories: Binary: exactly two values ``(negative, positive)``; the second encodes as
+            1. Categorical: the full ordered category list; the one-hot position and the integer
+            code of a value is its index here. Values are all ``str``, all ``int`` or all
+            ``bool``; ``None`` for continuous columns.
+        lower: Lower bound of a continuous column (finite float, ``None`` otherwise).
+        upper: Upper bound of a continuous column (finite float > ``lower``).
+        integer: Continuous columns only: the values are integers, so decoding rounds them
+            (half to even).
+        label: Whether this column is the prediction target (at most one per schema). The
+            label is encoded like any other column.
+        missing: Discrete columns only: the category that stands for a missing value. NaN,
+            None and ``pd.NA`` in the data encode as this category, and decoding returns the
+            category itself (for Adult ``"?"``). ``None`` (default): a missing value is an
+            error.
+
+    Raises:
+        ValueError: if a field is inconsistent with ``kind`` (e.g. a binary column without
+            exactly two distinct categories, bounds with ``lower >= upper``).
+        TypeError: if a category is not a str, int or bool, or the types are mixed.
+    """
+
+    name: str
+    kind: ColumnKind
+    categories: tuple[str | int | bool, ...] | None = None
+    lower: float | None = None
+    upper: float | None = None
+    integer: bool = False
+    label: bool = False
+    missing: str | int | bool | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"Column name must be a non-empty string, got {self.name!r}.")
+        where = f"column {self.name!r}"
+        if self.kind not in _KINDS:
+            raise ValueError(f"{where}: kind={self.kind!r}; expected one of {_KINDS}.")
+        if not isinstance(self.integer, (bool, np.bool_)) or not isinstance(self.label, (bool, np.bool_)):
+            raise TypeError(f"{where}: integer and label must be bool, got {self.integer!r}, {self.label!r}.")
+        object.__setattr__(self, "integer", bool(self.integer))
+        object.__setattr__(self, "label", bool(self.label))
+        if self.kind == "continuous":
+            self._check_continuous(where)
+        else:
+            self._check_discrete(where)
+
+    def _check_continuous(self, where: str) -> None:
+        if self.categories is not None:
+            raise ValueError(f"{where}: a continuous column takes no categories, got {self.categories!r}.")
+        if self.missing is not None:
+            raise ValueError(
+                f"{where}: missing={self.missing!r}, but continuous columns have no missing-value "
+                "category (declare the column categorical or clean the data)."
+            )
+        bounds = []
+        for side, value in (("lower", self.lower), ("upper", self.upper)):
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+                raise ValueError(
+                    f"{where}: {side}={value!r}; a continuous column needs a finite real {side} bound."
+                )
+            if not math.isfinite(float(value)):
+                raise ValueError(f"{where}: {side}={value!r}; expected a finite bound.")
+            bounds.append(float(value))
+        if not bounds[0] < bounds[1]:
+            raise ValueError(f"{where}: lower={bounds[0]!r} must be smaller than upper={bounds[1]!r}.")
+        object.__setattr__(self, "lower", bounds[0])
+        object.__setattr__(self, "upper", bounds[1])
+
+    def _check_discrete(self, where: str) -> None:
+        if self.lower is not None or self.upper is not None:
+            raise ValueError(
+                f"{where}: a {self.kind} column takes no bounds, "
+                f"got lower={self.lower!r}, upper={self.upper!r}."
+            )
+        if self.integer:
+            raise ValueError(f"{where}: integer=True applies to continuous columns only.")
+        if self.categories is None or isinstance(self.categories, (str, bytes, set, frozenset, Mapping)):
+            raise ValueError(
+                f"{where}: a {self.kind} column needs an ordered sequence of categories, "
+                f"got {self.categories!r}."
+            )
+        try:
+            cats = tuple(_normalise_category(c) for c in self.categories)
+        except TypeError as err:
+            raise TypeError(f"{where}: {err}.") from None
+        types = {type(c) for c in cats}
+        if len(types) > 1:
+            raise TypeError(
+                f"{where}: categories mix types {sorted(t.__name__ for t in types)}; "
+                "use all str, all int or all bool."
+            )
+        if len(set(cats)) != len(cats):
+            dupes = sorted({c for c in cats if cats.count(c) > 1}, key=repr)
+            raise ValueError(f"{where}: duplicate categories {_show(dupes)}.")
+        if self.kind == "binary" and len(cats) != 2:
+            raise ValueError(
+                f"{where}: a binary column needs exactly 2 categories (negative, positive), "
+                f"got {len(cats)}: {_show(cats)}."
+            )
+        if not cats:
+            raise ValueError(f"{where}: a categorical column needs at least one category.")
+        if isinstance(cats[0], int) and not isinstance(cats[0], bool):
+            out_of_range = [c for c in cats if not -(2**63) <= c < 2**63]
+            if out_of_range:
+                raise ValueError(f"{where}: int categories must fit in int64, got {_show(out_of_range)}.")
+        object.__setattr__(self, "categories", cats)
+        if self.missing is not None:
+            try:
+                missing = _normalise_category(self.missing)
+            except TypeError as err:
+                raise TypeError(f"{where}: missing: {err}.") from None
+            if missing not in cats or type(missing) is not type(cats[0]):
+                raise ValueError(
+                    f"{where}: missing={self.missing!r} is not one of its categories ({_show(cats)})."
+                )
+            object.__setattr__(self, "missing", missing)
+
+    @property
+    def width(self) -> int:
+        """Number of encoded columns: k for categorical, 1 for binary and continuous."""
+        return len(self.categories) if self.kind == "categorical" else 1
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict with every field (lossless; inverse of :meth:`from_dict`)."""
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "categories": None if self.categories is None else list(self.categories),
+            "lower": self.lower,
+            "upper": self.upper,
+            "integer": self.integer,
+            "label": self.label,
+            "missing": self.missing,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Column:
+        """Build a column from a dict as written by :meth:`to_dict` (absent keys take defaults).
+
+        Raises:
+            ValueError: on unknown keys or inconsistent fields.
+        """
+        if not isinstance(data, Mapping):
+            raise TypeError(f"a column must be a dict, got {type(data).__name__}: {data!r}.")
+        unknown = sorted(set(data) - set(_COLUMN_KEYS))
+        if unknown:
+            raise ValueError(
+                f"column {data.get('name')!r}: unknown keys {unknown}; "
+                f"expected a subset of {list(_COLUMN_KEYS)}."
+            )
+        fields = dict(data)
+        if fields.get("categories") is not None and not isinstance(fields["categories"], (str, bytes)):
+            fields["categories"] = tuple(fields["categories"])
+        return cls(**fields)
+
+
+@dataclasses.dataclass(frozen=True)
+class Schema:
+    """An ordered tuple of :class:`Column` plus where its facts came from.
+
+    Attributes:
+        columns: The columns, in encoding order.
+        source: ``"public"`` (declared from public knowledge; the default) or
+            ``"data-derived"`` (read from the data by :func:`infer_schema`; not end-to-end DP).
+        notes: Plain sentences about the schema's facts (their origin, assumptions such as
+            bounds treated as public knowledge). They are copied into privacy reports.
+
+    Raises:
+        ValueError: on an empty schema, duplicate names, more than one label or an unknown source.
+
+    Example:
+        >>> s = Schema.from_dict({"columns": [
+        ...     {"name": "sex", "kind": "binary", "categories": ["Female", "Male"]},
+        ...     {"name": "age", "kind": "continuous", "lower": 17, "upper": 90, "integer": True}]})
+        >>> s.names, s["age"].upper, len(s)
+        (['sex', 'age'], 90.0, 2)
+        >>> Schema.from_json(s.to_json()) == s
+        True
+    """
+
+    columns: tuple[Column, ...]
+    source: SchemaSource = "public"
+    notes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        cols = tuple(self.columns)
+        if not cols:
+            raise ValueError("a schema needs at least one column.")
+        for c in cols:
+            if not isinstance(c, Column):
+                raise TypeError(f"schema columns must be Column objects, got {type(c).__name__}: {c!r}.")
+        names = [c.name for c in cols]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"duplicate column names in schema: {dupes}.")
+        labels = [c.name for c in cols if c.label]
+        if len(labels) > 1:
+            raise ValueError(f"at most one label column is allowed, got {labels}.")
+        if self.source not in _SOURCES:
+            raise ValueError(f"schema source={self.source!r}; expected one of {_SOURCES}.")
+        if isinstance(self.notes, str):
+            raise TypeError("schema notes must be a sequence of strings, not a single string.")
+        notes = tuple(self.notes)
+        for n in notes:
+            if not isinstance(n, str):
+                raise TypeError(f"schema notes must be strings, got {n!r}.")
+        object.__setattr__(self, "columns", cols)
+        object.__setattr__(self, "notes", notes)
+
+    # -- lookup -------------------------------------------------------------------------
+    @property
+    def names(self) -> list[str]:
+        """Column names in schema order."""
+        return [c.name for c in self.columns]
+
+    @property
+    def label(self) -> str | None:
+        """Name of the label column, or None."""
+        for c in self.columns:
+            if c.label:
+                return c.name
+        return None
+
+    def __getitem__(self, name: str) -> Column:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise KeyError(f"no column {name!r} in schema; columns are {_show(self.names, 20)}")
+
+    def __contains__(self, name: object) -> bool:
+        return any(c.name == name for c in self.columns)
+
+    def __len__(self) -> int:
+        return len(self.columns)
+
+    def __iter__(self) -> Iterator[Column]:
+        return iter(self.columns)
+
+    # -- (de)serialisation --------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (lossless: ``Schema.from_dict(s.to_dict()) == s``)."""
+        return {
+            "version": _FORMAT_VERSION,
+            "source": self.source,
+            "notes": list(self.notes),
+            "columns": [c.to_dict() for c in self.columns],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Schema:
+        """Build a schema from ``{"columns": [...], "source": ..., "notes": [...]}``.
+
+        ``source`` defaults to ``"public"``: building a schema by hand declares its facts public.
+
+        Raises:
+            ValueError: on unknown keys, an unsupported ``version`` or invalid columns.
+        """
+        if not isinstance(data, Mapping):
+            raise TypeError(f"a schema must be a dict, got {type(data).__name__}.")
+        unknown = sorted(set(data) - set(_SCHEMA_KEYS))
+        if unknown:
+            raise ValueError(f"schema: unknown keys {unknown}; expected a subset of {list(_SCHEMA_KEYS)}.")
+        version = data.get("version", _FORMAT_VERSION)
+        if version != _FORMAT_VERSION:
+            raise ValueError(f"schema version={version!r}; this library reads version {_FORMAT_VERSION}.")
+        if "columns" not in data:
+            raise ValueError("schema: missing key 'columns'.")
+        return cls(
+            columns=tuple(Column.from_dict(c) for c in data["columns"]),
+            source=data.get("source", "public"),
+            notes=tuple(data.get("notes", ())),
+        )
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """Serialise to JSON text. Category types (str, int, bool) survive the round trip."""
+        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> Schema:
+        """Inverse of :meth:`to_json`."""
+        return cls.from_dict(json.loads(text))
+
+    # -- privacy report -----------------------------------------------------------------
+    def assumptions(self) -> list[str]:
+        """Plain sentences for a privacy report: where the schema's facts came from.
+
+        Returns:
+            One sentence on the source, then the schema's notes, and for a data-derived schema a
+            final sentence saying the result is not end-to-end differentially private.
+        """
+        if self.source == "public":
+            out = [
+                "The schema (column kinds, category lists, numeric bounds) is declared as public "
+                "knowledge and was not computed from the private rows; the privacy guarantee "
+                "assumes this is true."
+            ]
+        else:
+            out = [
+                "The schema (column kinds, category lists, numeric bounds) was derived from the "
+                "data itself without any differential-privacy mechanism."
+            ]
+        out.extend(self.notes)
+        if self.source == "data-derived":
+            out.append(
+                "Because the schema is data-derived, the synthetic data is NOT end-to-end "
+                "differentially private: the category sets and bounds can reveal individual rows "
+                "(e.g. a category that occurs once)."
+            )
+        return out
+
+
+def binary_schema(n_features: int, prefix: str = "x") -> Schema:
+    """A public schema of ``n_features`` binary 0/1 columns named ``f"{prefix}{i}"``.
+
+    Args:
+        n_features: Number of columns (>= 1).
+        prefix: Column-name prefix.
+
+    Returns:
+        A ``public`` schema whose columns are binary with int categories ``(0, 1)``.
+
+    Example:
+        >>> binary_schema(3).names
+        ['x0', 'x1', 'x2']
+    """
+    if isinstance(n_features, bool) or not isinstance(n_features, numbers.Integral) or n_features < 1:
+        raise ValueError(f"n_features={n_features!r}; expected an integer >= 1.")
+    if not isinstance(prefix, str) or not prefix:
+        raise ValueError(f"prefix={prefix!r}; expected a non-empty string.")
+    cols = tuple(Column(f"{prefix}{i}", "binary", categories=(0, 1)) for i in range(int(n_features)))
+    return Schema(
+        cols,
+        source="public",
+        notes=(f"All {int(n_features)} columns are binary with values 0/1; this layout is public.",),
+    )
+
+
+def infer_schema(df: pd.DataFrame, label: str | None = None) -> Schema:
+    """Read a schema from the data itself. For non-private use only.
+
+    Rules: bool columns -> binary ``(False, True)``; integer columns holding only 0/1 ->
+    binary ``(0, 1)``; other integer columns -> continuous integer with the observed min/max;
+    float columns -> continuous with the observed min/max; other columns (strings) ->
+    categorical with the sorted distinct values, or binary when there are exactly two.
+
+    Args:
+        df: The table.
+        label: Optional name of the label column.
+
+    Returns:
+        A schema with ``source="data-derived"``.
+
+    Raises:
+        ValueError: on an empty frame, missing values, a constant numeric column, a column of
+            mixed types, or an unknown ``label``.
+
+    Warns:
+        DataDerivedSchemaWarning: always.
+
+    Privacy:
+        Category sets, bounds and kinds read from the rows are not differentially private (a
+        category that occurs once reveals that row). Any privacy report built on this schema
+        says the result is not end-to-end DP. Declare a public schema instead for real use.
+    """
+    if not isinstance(df, pd.DataFrame):
+        raise TypeError(f"df must be a pandas DataFrame, got {type(df).__name__}.")
+    if len(df) == 0 or df.shape[1] == 0:
+        raise ValueError(f"df is empty (shape {df.shape}); cannot infer a schema.")
+    if label is not None and label not in df.columns:
+        raise ValueError(f"label={label!r} is not a column of df.")
+    if len(set(df.columns)) != df.shape[1]:
+        raise ValueError("df has duplicate column names.")
+    warnings.warn(
+        "infer_schema reads column kinds, categories and bounds from the data: the result is "
+        "marked 'data-derived' and is not end-to-end differentially private.",
+        DataDerivedSchemaWarning,
+        stacklevel=2,
+    )
+    columns = []
+    for name in df.columns:
+        if not isinstance(name, str):
+            raise ValueError(f"column name {name!r} is not a string.")
+        s = df[name]
+        n_missing = int(s.isna().sum())
+        if n_missing:
+            raise ValueError(
+                f"column {name!r}: {n_missing} missing values (NaN/None); infer_schema cannot invent "
+                "a missing-value category. Fill them or declare the schema by hand."
+            )
+        is_label = name == label
+        if pd.api.types.is_bool_dtype(s):
+            columns.append(Column(name, "binary", categories=(False, True), label=is_label))
+        elif pd.api.types.is_integer_dtype(s) or pd.api.types.is_float_dtype(s):
+            values = s.to_numpy()
+            lo, hi = values.min(), values.max()
+            if pd.api.types.is_integer_dtype(s) and set(np.unique(values).tolist()) <= {0, 1} and lo != hi:
+                columns.append(Column(name, "binary", categories=(0, 1), label=is_label))
+            elif lo == hi:
+                raise ValueError(f"column {name!r} is constant ({lo!r}); declare its bounds by hand.")
+            else:
+                columns.append(
+                    Column(
+                        name,
+                        "continuous",
+                        lower=float(lo),
+                        upper=float(hi),
+                        integer=bool(pd.api.types.is_integer_dtype(s)),
+                        label=is_label,
+                    )
+                )
+        else:
+            uniques = pd.unique(s.to_numpy(dtype=object))
+            try:
+                kinds = {_category_type(v) for v in uniques}
+            except TypeError as err:
+                raise ValueError(f"column {name!r}: {err}.") from None
+            if len(kinds) > 1:
+                raise ValueError(f"column {name!r} mixes value types {sorted(k.__name__ for k in kinds)}.")
+            cats = tuple(sorted(_normalise_category(v) for v in uniques))
+            kind = "binary" if len(cats) == 2 else "categorical"
+            columns.append(Column(name, kind, categories=cats, label=is_label))
+    return Schema(
+        tuple(columns),
+        source="data-derived",
+        notes=("The schema was produced by infer_schema from the table's own values.",),
+    )
