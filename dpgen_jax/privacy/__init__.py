@@ -1,0 +1,63 @@
+"""Privacy accounting: phases as ``dp_accounting`` events, composition, calibration, report.
+
+- :class:`DPSGDPhase`, :class:`ShardedSanitizerPhase`, :class:`NonPrivatePhase`: the public
+  parameters of each way a run touches the private data; ``.event()`` gives the dp_accounting event.
+- :func:`epsilon`: all phases composed (one ``ComposedDpEvent``) and converted once; PLD (default,
+  the headline) or RDP with the improved or the papers' classic conversion.
+- :func:`calibrate`: one common factor on every noise multiplier to meet a target epsilon.
+- :func:`report`: a JSON-serialisable report with every phase, epsilon by accountant and the
+  assumptions; :func:`seeded_assumption` is the shared sentence for seeded runs.
+- :data:`RDP_ORDERS`, :data:`PAPER_RDP_ORDERS`, :func:`rdp_curve`, :func:`classic_conversion`,
+  :func:`pld_discretization_interval`: the accounting details, documented and testable.
+
+Example:
+    >>> from dpgen_jax import privacy
+    >>> phases = [privacy.DPSGDPhase("autoencoder", 64 / 32561, 2.5, 10_000),
+    ...           privacy.DPSGDPhase("critic", 128 / 32561, 7.5, 15_000)]
+    >>> round(privacy.epsilon(phases, 1e-5, accountant="rdp", conversion="classic"), 3)
+    0.508
+"""
+
+from dpgen_jax.privacy._accounting import (
+    ACCOUNTANTS,
+    CONVERSIONS,
+    PAPER_RDP_ORDERS,
+    PLD_VALUE_DISCRETIZATION,
+    RDP_ORDERS,
+    classic_conversion,
+    composed_event,
+    epsilon,
+    neighbouring_relation,
+    pld_discretization_interval,
+    rdp_curve,
+)
+from dpgen_jax.privacy._calibrate import calibrate
+from dpgen_jax.privacy._phases import (
+    DPSGDPhase,
+    NonPrivatePhase,
+    Phase,
+    ShardedSanitizerPhase,
+)
+from dpgen_jax.privacy._report import SEEDED_ASSUMPTION, report, seeded_assumption
+
+__all__ = [
+    "ACCOUNTANTS",
+    "CONVERSIONS",
+    "DPSGDPhase",
+    "NonPrivatePhase",
+    "PAPER_RDP_ORDERS",
+    "PLD_VALUE_DISCRETIZATION",
+    "Phase",
+    "RDP_ORDERS",
+    "SEEDED_ASSUMPTION",
+    "ShardedSanitizerPhase",
+    "calibrate",
+    "classic_conversion",
+    "composed_event",
+    "epsilon",
+    "neighbouring_relation",
+    "pld_discretization_interval",
+    "rdp_curve",
+    "report",
+    "seeded_assumption",
+]

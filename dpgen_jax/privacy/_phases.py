@@ -1,0 +1,352 @@
+"""Training phases as ``dp_accounting`` events.
+
+A phase is a frozen dataclass holding the public parameters of one way of touching the private
+data (sampling rate, noise multiplier, steps, ...). ``phase.event()`` turns it into the
+``dp_accounting`` event an accountant interprets; :mod:`dpgen_jax.privacy._accounting` composes the
+events of all phases of a run before one conversion to (epsilon, delta).
+
+References:
+    specs/dp-auto-gan.md §2 (DP-SGD phases); specs/gs-wgan-tabular.md §2.4-§2.6 (sharded phases,
+    paper and strict accounting); specs/fast-dp-sgd.md §4 (dp_accounting API).
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import math
+from typing import Any, Literal
+
+import dp_accounting as dpa
+
+from dpgen_jax.privacy import _validate as _v
+
+NeighboringRelation = dpa.NeighboringRelation
+
+ShardAccounting = Literal["strict", "paper"]
+SHARD_ACCOUNTINGS: tuple[str, ...] = ("strict", "paper")
+
+_RELATION_NAMES = {
+    NeighboringRelation.ADD_OR_REMOVE_ONE: "add_or_remove_one",
+    NeighboringRelation.REPLACE_ONE: "replace_one",
+    NeighboringRelation.REPLACE_SPECIAL: "replace_special",
+}
+
+
+def relation_name(relation: NeighboringRelation) -> str:
+    """The report spelling of a neighbouring relation, e.g. ``"add_or_remove_one"``."""
+    return _RELATION_NAMES[relation]
+
+
+class Phase(abc.ABC):
+    """Base class of all phases. Subclasses are frozen dataclasses with a ``name`` and ``steps``."""
+
+    name: str
+    steps: int
+
+    @abc.abstractmethod
+    def event(self) -> dpa.DpEvent:
+        """The ``dp_accounting`` event of the whole phase (``NoOpDpEvent`` when ``steps == 0``)."""
+
+    @property
+    @abc.abstractmethod
+    def neighbouring_relation(self) -> NeighboringRelation | None:
+        """The neighbouring relation the event is stated under (None: compatible with any)."""
+
+    @property
+    @abc.abstractmethod
+    def mechanism(self) -> str:
+        """A short name of the mechanism, as written in the privacy report."""
+
+    @property
+    def noise_multiplier_or_none(self) -> float | None:
+        """The noise multiplier that :func:`calibrate` scales, or None for a noiseless phase."""
+        return None
+
+    @property
+    def spends_privacy(self) -> bool:
+        """Whether the phase touches the private data at all (``steps > 0``)."""
+        return self.steps > 0
+
+    def _with_noise_multiplier(self, noise_multiplier: float) -> Phase:
+        raise TypeError(f"{type(self).__name__} {self.name!r} has no noise multiplier to scale.")
+
+    @abc.abstractmethod
+    def _parameters(self) -> dict[str, Any]:
+        """The public parameters of the phase for the report (JSON-serialisable)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DPSGDPhase(Phase):
+    """A DP-SGD phase: Poisson-sampled batches, per-example clipping, Gaussian noise.
+
+    Every step includes each record independently with probability ``sample_rate``, clips every
+    example's gradient to L2 norm C, sums, and adds Gaussian noise with standard deviation
+    ``noise_multiplier * C`` per coordinate (``dpgen_jax.dpsgd`` realises exactly this, with padded
+    batches whose overflow is processed, never truncated).
+
+    Args:
+        name: Name of the phase in the report, e.g. ``"autoencoder"``.
+        sample_rate: Poisson sampling probability q in (0, 1] (expected batch / dataset size).
+        noise_multiplier: Noise standard deviation divided by the clip norm; finite and > 0.
+        steps: Number of steps actually executed; an integer >= 0 (0 spends nothing).
+
+    Raises:
+        TypeError: If an argument has the wrong type (e.g. ``steps=10.0``).
+        ValueError: If an argument is outside its range.
+
+    Privacy:
+        ``SelfComposedDpEvent(PoissonSampledDpEvent(q, GaussianDpEvent(sigma)), steps)`` under
+        add/remove-one neighbours (one record added or removed).
+
+    Example:
+        >>> phase = DPSGDPhase("critic", sample_rate=128 / 32561, noise_multiplier=7.5, steps=15000)
+        >>> phase.event().count
+        15000
+    """
+
+    name: str
+    sample_rate: float
+    noise_multiplier: float
+    steps: int
+
+    def __post_init__(self) -> None:
+        _v.name(self.name, "DPSGDPhase")
+        ctx = f"DPSGDPhase {self.name!r}"
+        object.__setattr__(self, "sample_rate", _v.sample_rate(self.sample_rate, "sample_rate", ctx))
+        object.__setattr__(
+            self, "noise_multiplier", _v.positive_finite(self.noise_multiplier, "noise_multiplier", ctx)
+        )
+        object.__setattr__(self, "steps", _v.count(self.steps, "steps", 0, ctx))
+
+    def event(self) -> dpa.DpEvent:
+        """``SelfComposedDpEvent(PoissonSampledDpEvent(q, GaussianDpEvent(sigma)), steps)``."""
+        if self.steps == 0:
+            return dpa.NoOpDpEvent()
+        step = dpa.PoissonSampledDpEvent(self.sample_rate, dpa.GaussianDpEvent(self.noise_multiplier))
+        return dpa.SelfComposedDpEvent(step, self.steps)
+
+    @property
+    def neighbouring_relation(self) -> NeighboringRelation:
+        """Add/remove-one: Poisson sampling is analysed with one record added or removed."""
+        return NeighboringRelation.ADD_OR_REMOVE_ONE
+
+    @property
+    def mechanism(self) -> str:
+        return "poisson_subsampled_gaussian"
+
+    @property
+    def noise_multiplier_or_none(self) -> float:
+        return self.noise_multiplier
+
+    def _with_noise_multiplier(self, noise_multiplier: float) -> DPSGDPhase:
+        return dataclasses.replace(self, noise_multiplier=noise_multiplier)
+
+    def _parameters(self) -> dict[str, Any]:
+        return {"sample_rate": self.sample_rate, "noise_multiplier": self.noise_multiplier}
+
+
+@dataclasses.dataclass(frozen=True)
+class NonPrivatePhase(Phase):
+    """A phase that trains on the private data without any DP mechanism (epsilon = infinity).
+
+    Use it for ``epsilon=inf`` runs so that the report still lists the phase: any composition that
+    contains a non-private phase with ``steps > 0`` has epsilon = inf, and the report says
+    ``non_private: true``.
+
+    Args:
+        name: Name of the phase in the report.
+        steps: Number of steps executed; an integer >= 0 (0: the data was never touched).
+
+    Privacy:
+        ``NonPrivateDpEvent()`` (``NoOpDpEvent()`` when ``steps == 0``); compatible with any
+        neighbouring relation.
+    """
+
+    name: str
+    steps: int
+
+    def __post_init__(self) -> None:
+        _v.name(self.name, "NonPrivatePhase")
+        object.__setattr__(
+            self, "steps", _v.count(self.steps, "steps", 0, f"NonPrivatePhase {self.name!r}")
+        )
+
+    def event(self) -> dpa.DpEvent:
+        """``NonPrivateDpEvent()``, or ``NoOpDpEvent()`` when no step was run."""
+        return dpa.NonPrivateDpEvent() if self.steps > 0 else dpa.NoOpDpEvent()
+
+    @property
+    def neighbouring_relation(self) -> None:
+        return None
+
+    @property
+    def mechanism(self) -> str:
+        return "non_private"
+
+    def _parameters(self) -> dict[str, Any]:
+        return {}
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardedSanitizerPhase(Phase):
+    """GS-WGAN-style generator training: K disjoint shards, one per step, sanitised rows.
+
+    The dataset of ``dataset_size`` records is split into ``num_shards`` (K) disjoint shards, each
+    with its own discriminator. Every step picks one shard uniformly at random, generates
+    ``rows_per_step`` (B) rows, clips the gradient flowing from that discriminator into each row to
+    L2 norm C and adds Gaussian noise with standard deviation ``2 * C * noise_multiplier`` per
+    coordinate (per-row replacement sensitivity 2C, noise multiplier sigma relative to it).
+
+    Two accountings (specs/gs-wgan-tabular.md §2.4-§2.6):
+
+    ``accounting="strict"`` (the default and the headline): the B rows of a step come from one
+    shard selection, so they are released jointly. If the differing record's shard is selected
+    (probability 1/K), all B rows may move at once: the B x d release moves by at most sqrt(B)
+    times one row's sensitivity, against the same per-coordinate noise, i.e. one Gaussian with
+    noise multiplier ``sigma / sqrt(B)``. Otherwise the step's output distribution is the same
+    for both datasets. The event is ``SelfComposedDpEvent(PoissonSampledDpEvent(1/K,
+    GaussianDpEvent(sigma / sqrt(B))), steps)`` under add/remove-one neighbours. It assumes:
+    shard selection is uniform and independent across steps, and shard membership comes from
+    data-independent randomness (i.i.d. labels, so adding or removing a record moves no other
+    record); the Poisson add/remove pair is the worst case among feasible placements of the
+    non-selected branch (checked numerically in spec §2.9, not proved); and, as in the GS-WGAN
+    paper, each step's subsampling is treated as fresh although discriminator states persist
+    across steps (the hidden-state caveat of §2.9; a selection-conditioned bound that needs no
+    such assumption is larger, e.g. 479.6 vs 252.0 for K=1500, T=21,000, B=32, sigma=1.07).
+    Discriminator pretraining releases nothing and costs nothing only if the pretrained
+    discriminators themselves are never released.
+
+    ``accounting="paper"`` reproduces the GS-WGAN / thesis number exactly (autodp's
+    analytical moments accountant): each of the ``steps * B`` sanitised rows is treated as an
+    independent release, each sampled without replacement (a shard of n = dataset_size // K
+    records out of n * K; only the ratio 1/K matters) with a Gaussian of noise multiplier sigma,
+    under replace-one neighbours; RDP over the integer orders 2..256 (``PAPER_RDP_ORDERS``) and
+    the classic conversion. The event is ``SelfComposedDpEvent(SampledWithoutReplacementDpEvent(
+    n * K, n, GaussianDpEvent(sigma)), steps * B)``. This is **not a sound bound**: the B rows of
+    a step share one shard selection, but each gets its own subsampling coin, which credits
+    amplification B times over and understates epsilon by a factor of about 17-45 at the thesis
+    checkpoints (spec §2.5, §2.7). Use it only to show the published number beside the strict one.
+    Paper mode is an RDP-only event (the PLD accountant does not support sampling without
+    replacement) and one evaluation takes ~10 s (the without-replacement bound is O(order^2) per
+    order up to 256).
+
+    Args:
+        name: Name of the phase in the report.
+        num_shards: Number K of disjoint shards (discriminators); an integer >= 1.
+        steps: Number of generator steps T actually executed; an integer >= 0.
+        rows_per_step: Generated rows B per step, each sanitised; an integer >= 1.
+        noise_multiplier: Per-row noise multiplier sigma (noise std / per-row sensitivity);
+            finite and > 0.
+        dataset_size: Number N of private records (public, as GS-WGAN assumes); an integer
+            >= num_shards.
+        accounting: ``"strict"`` (sound, headline) or ``"paper"`` (GS-WGAN reproduction).
+
+    Raises:
+        TypeError: If an argument has the wrong type.
+        ValueError: If an argument is outside its range.
+
+    Privacy:
+        strict: Poisson(1/K)-subsampled Gaussian with multiplier sigma/sqrt(B) per step,
+        add/remove-one. paper: T*B releases, each a without-replacement (1/K) subsampled Gaussian
+        with multiplier sigma, replace-one (unsound; comparison only).
+    """
+
+    name: str
+    num_shards: int
+    steps: int
+    rows_per_step: int
+    noise_multiplier: float
+    dataset_size: int
+    accounting: ShardAccounting = "strict"
+
+    def __post_init__(self) -> None:
+        _v.name(self.name, "ShardedSanitizerPhase")
+        ctx = f"ShardedSanitizerPhase {self.name!r}"
+        object.__setattr__(self, "num_shards", _v.count(self.num_shards, "num_shards", 1, ctx))
+        object.__setattr__(self, "steps", _v.count(self.steps, "steps", 0, ctx))
+        object.__setattr__(self, "rows_per_step", _v.count(self.rows_per_step, "rows_per_step", 1, ctx))
+        object.__setattr__(
+            self, "noise_multiplier", _v.positive_finite(self.noise_multiplier, "noise_multiplier", ctx)
+        )
+        n = _v.integer(self.dataset_size, "dataset_size", ctx)
+        if n < self.num_shards:
+            raise ValueError(
+                f"{ctx}: expected dataset_size to be an integer >= num_shards={self.num_shards} "
+                f"(every shard needs a record), got {n}."
+            )
+        object.__setattr__(self, "dataset_size", n)
+        if not isinstance(self.accounting, str) or self.accounting not in SHARD_ACCOUNTINGS:
+            raise ValueError(
+                f"{ctx}: expected accounting to be one of {list(SHARD_ACCOUNTINGS)}, "
+                f"got {self.accounting!r}."
+            )
+
+    @property
+    def sample_rate(self) -> float:
+        """Probability 1/K that a given record's shard is queried in one step."""
+        return 1.0 / self.num_shards
+
+    @property
+    def shard_size(self) -> int:
+        """Records per shard used by the paper event, n = dataset_size // num_shards."""
+        return self.dataset_size // self.num_shards
+
+    @property
+    def effective_noise_multiplier(self) -> float:
+        """Noise multiplier of one step's joint B-row release, sigma / sqrt(B) (strict mode)."""
+        return self.noise_multiplier / math.sqrt(self.rows_per_step)
+
+    def event(self) -> dpa.DpEvent:
+        """The strict or paper event described in the class docstring."""
+        if self.steps == 0:
+            return dpa.NoOpDpEvent()
+        if self.accounting == "strict":
+            step = dpa.PoissonSampledDpEvent(
+                self.sample_rate, dpa.GaussianDpEvent(self.effective_noise_multiplier)
+            )
+            return dpa.SelfComposedDpEvent(step, self.steps)
+        n = self.shard_size
+        row = dpa.SampledWithoutReplacementDpEvent(
+            n * self.num_shards, n, dpa.GaussianDpEvent(self.noise_multiplier)
+        )
+        return dpa.SelfComposedDpEvent(row, self.steps * self.rows_per_step)
+
+    @property
+    def neighbouring_relation(self) -> NeighboringRelation:
+        """Add/remove-one for strict, replace-one for paper."""
+        if self.accounting == "strict":
+            return NeighboringRelation.ADD_OR_REMOVE_ONE
+        return NeighboringRelation.REPLACE_ONE
+
+    @property
+    def mechanism(self) -> str:
+        if self.accounting == "strict":
+            return "sharded_poisson_subsampled_gaussian_joint_rows"
+        return "sharded_per_row_sampled_without_replacement_gaussian_paper"
+
+    @property
+    def noise_multiplier_or_none(self) -> float:
+        return self.noise_multiplier
+
+    def _with_noise_multiplier(self, noise_multiplier: float) -> ShardedSanitizerPhase:
+        return dataclasses.replace(self, noise_multiplier=noise_multiplier)
+
+    def _parameters(self) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "accounting": self.accounting,
+            "num_shards": self.num_shards,
+            "rows_per_step": self.rows_per_step,
+            "noise_multiplier": self.noise_multiplier,
+            "dataset_size": self.dataset_size,
+            "sample_rate": self.sample_rate,
+        }
+        if self.accounting == "strict":
+            params["effective_noise_multiplier"] = self.effective_noise_multiplier
+        else:
+            params["shard_size"] = self.shard_size
+            params["row_releases"] = self.steps * self.rows_per_step
+        return params
+
+
+PHASE_TYPES = (DPSGDPhase, NonPrivatePhase, ShardedSanitizerPhase)

@@ -1,0 +1,251 @@
+"""The privacy report: a JSON-serialisable account of every phase and what was assumed.
+
+DESIGN privacy rule 8: the report lists every phase (mechanism, sampling rate, noise multiplier,
+steps, epsilon alone), the accountant, conversion, neighbouring relation, delta, the composed
+epsilon, and every assumption the guarantee rests on, as plain sentences.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+from dpgen_jax.privacy import _validate as _v
+from dpgen_jax.privacy._accounting import (
+    RDP_ORDERS,
+    Accountant,
+    Conversion,
+    _as_phases,
+    _check_args,
+    _check_pld_interval,
+    _epsilon_and_interval,
+    _is_paper,
+    _rdp_epsilon_and_order,
+    neighbouring_relation,
+)
+from dpgen_jax.privacy._phases import (
+    DPSGDPhase,
+    NeighboringRelation,
+    NonPrivatePhase,
+    Phase,
+    ShardedSanitizerPhase,
+    relation_name,
+)
+
+SEEDED_ASSUMPTION = (
+    "The noise was seeded: a user-given seed makes the sampling and noise reproducible by anyone "
+    "who knows it, so this run is for research and not fit for release."
+)
+
+
+def seeded_assumption() -> str:
+    """The one sentence every synthesizer puts in its report when the run was seeded.
+
+    ``report(..., seeded=True)`` appends it for you; this helper is for callers that build their
+    own list of assumptions.
+    """
+    return SEEDED_ASSUMPTION
+
+
+def _finite_or_none(x: float | None) -> float | None:
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _module_assumptions(
+    phases: tuple[Phase, ...],
+    relation: NeighboringRelation,
+    accountant: str,
+    conversion: str,
+    pld_interval: float | None,
+    non_private: bool,
+) -> list[str]:
+    out: list[str] = []
+    if relation == NeighboringRelation.ADD_OR_REMOVE_ONE:
+        out.append(
+            "Neighbouring datasets differ by adding or removing one record (add/remove-one); "
+            "the unit of privacy is one record (one row)."
+        )
+    else:
+        out.append(
+            "Neighbouring datasets differ by replacing one record (replace-one), with the "
+            "dataset size public, as in the GS-WGAN paper's accounting."
+        )
+    out.append(
+        "Only the listed phases touch the private records; anything else (schema and "
+        "preprocessing, hyperparameter and checkpoint selection, repeated runs) is covered only "
+        "if an assumption below says so."
+    )
+    dpsgd = [p.name for p in phases if isinstance(p, DPSGDPhase)]
+    if dpsgd:
+        out.append(
+            f"DP-SGD phases {dpsgd} sample every record independently with probability "
+            "sample_rate at every step (Poisson sampling, as realised by dpgen_jax.dpsgd with "
+            "padded batches whose overflow is processed, never truncated or resampled), clip each "
+            "example's gradient to the clip norm C and add Gaussian noise of standard deviation "
+            "noise_multiplier * C to the sum; the number of steps is the count actually executed."
+        )
+    strict = [p.name for p in phases if isinstance(p, ShardedSanitizerPhase) and p.accounting == "strict"]
+    if strict:
+        out.append(
+            f"Sharded phases {strict} (strict accounting): each step queries one of num_shards "
+            "disjoint shards chosen uniformly and independently, shard membership comes from "
+            "data-independent randomness, and the rows_per_step sanitised rows of a step are one "
+            "joint release (noise multiplier noise_multiplier / sqrt(rows_per_step), subsampled "
+            "with probability 1 / num_shards). As in the GS-WGAN paper, the state the "
+            "discriminators carry between steps is not accounted for, and the pretrained "
+            "discriminators are assumed never to be released."
+        )
+    paper = [p.name for p in phases if isinstance(p, ShardedSanitizerPhase) and p.accounting == "paper"]
+    if paper:
+        out.append(
+            f"Sharded phases {paper} use the GS-WGAN paper's accounting (each of steps * "
+            "rows_per_step rows treated as an independent release sampled without replacement "
+            "at rate 1 / num_shards, replace-one, integer RDP orders 2..256, classic conversion). "
+            "It reproduces the published number but is NOT a valid bound: the rows of a step "
+            "share one shard selection, and it understates epsilon many times over; use strict "
+            "accounting for any claim."
+        )
+    if accountant == "pld":
+        out.append(
+            "Epsilon comes from dp_accounting's PLD accountant with pessimistic discretisation "
+            f"(value_discretization_interval={pld_interval:.3g}), an upper bound on the exact "
+            "epsilon."
+            if pld_interval is not None
+            else "Epsilon comes from dp_accounting's PLD accountant."
+        )
+    else:
+        grid = "integers 2..256" if _is_paper(phases) else f"{len(RDP_ORDERS)} orders from 1.001 to 1024"
+        conv = (
+            "the classic conversion eps = min_a r(a) + log(1/delta)/(a-1) used by the papers"
+            if conversion == "classic"
+            else "dp_accounting's improved conversion"
+        )
+        out.append(f"Epsilon comes from dp_accounting's RDP accountant over {grid}, with {conv}.")
+    if non_private:
+        names = [p.name for p in phases if isinstance(p, NonPrivatePhase) and p.spends_privacy]
+        out.append(
+            f"Phases {names} trained on the private data without differential privacy, so the "
+            "composed epsilon is infinite: this run has no privacy guarantee (non_private: true)."
+        )
+    return out
+
+
+def report(
+    phases: Sequence[Phase],
+    delta: float,
+    accountant: Accountant = "pld",
+    conversion: Conversion = "improved",
+    *,
+    dataset_size: int | None = None,
+    assumptions: Sequence[str] = (),
+    seeded: bool = False,
+    pld_discretization: float | None = None,
+) -> dict[str, Any]:
+    """A JSON-serialisable privacy report of all phases composed.
+
+    Infinite epsilons are written as ``None`` (JSON ``null``), so ``json.dumps(report,
+    allow_nan=False)`` always works.
+
+    Args:
+        phases: The phases of the run.
+        delta: Target delta in (0, 1).
+        accountant: Headline accountant, ``"pld"`` (default) or ``"rdp"``.
+        conversion: For ``"rdp"``: ``"improved"`` or ``"classic"``.
+        dataset_size: Number n of private records, if known; ``delta >= 1/n`` then warns
+            (``UserWarning``) and adds an assumption sentence.
+        assumptions: The caller's own sentences (schema, preprocessing, ...), appended after the
+            module's.
+        seeded: Whether the run's noise was seeded; appends :func:`seeded_assumption`.
+        pld_discretization: Fixed PLD interval; default as in :func:`epsilon`.
+
+    Returns:
+        A dict with keys ``delta``, ``accountant``, ``conversion`` (None for PLD),
+        ``neighbouring_relation``, ``epsilon`` (None if infinite), ``non_private``,
+        ``epsilon_by_accountant`` (``{"pld", "rdp_improved", "rdp_classic"}``; None where infinite
+        or unsupported, e.g. PLD for paper-mode phases), ``rdp_optimal_order``
+        (``{"improved", "classic"}``), ``pld_value_discretization_interval``, ``phases`` (each:
+        ``name``, ``mechanism``, its parameters, ``steps``, ``epsilon_alone`` at the full delta
+        under the headline accountant) and ``assumptions`` (list of sentences).
+
+    Raises:
+        TypeError, ValueError: As :func:`epsilon`, and for a bad ``dataset_size``, ``assumptions``
+            or ``seeded``.
+    """
+    ps = _as_phases(phases)
+    d = _v.delta(delta)
+    _check_args(accountant, conversion)
+    fixed = _check_pld_interval(pld_discretization)
+    relation = neighbouring_relation(ps)
+    if dataset_size is not None:
+        n = _v.count(dataset_size, "dataset_size", 1)
+    if isinstance(assumptions, str) or not all(isinstance(s, str) for s in assumptions):
+        raise TypeError(f"expected assumptions to be a sequence of strings, got {assumptions!r}.")
+    if not isinstance(seeded, bool):
+        raise TypeError(f"expected seeded to be a bool, got {seeded!r}.")
+
+    headline, interval = _epsilon_and_interval(ps, d, accountant, conversion, fixed)
+    paper = _is_paper(ps)
+    by_acc: dict[str, float | None] = {}
+    if paper:
+        by_acc["pld"] = None
+        pld_interval = interval
+    elif accountant == "pld":
+        by_acc["pld"] = headline
+        pld_interval = interval
+    else:
+        by_acc["pld"], pld_interval = _epsilon_and_interval(ps, d, "pld", "improved", fixed)
+    spends = any(p.spends_privacy for p in ps)
+    orders: dict[str, float | None] = {"improved": None, "classic": None}
+    for conv in ("improved", "classic"):
+        if spends:
+            eps, order = _rdp_epsilon_and_order(ps, d, conv)
+        else:
+            eps, order = 0.0, None
+        by_acc[f"rdp_{conv}"] = eps
+        orders[conv] = order if eps is not None and math.isfinite(eps) else None
+
+    phase_entries = []
+    for p in ps:
+        alone = _epsilon_and_interval((p,), d, accountant, conversion, fixed)[0]
+        entry: dict[str, Any] = {"name": p.name, "mechanism": p.mechanism}
+        entry.update(p._parameters())
+        entry["steps"] = p.steps
+        rel = p.neighbouring_relation
+        entry["neighbouring_relation"] = None if rel is None else relation_name(rel)
+        entry["epsilon_alone"] = _finite_or_none(alone)
+        phase_entries.append(entry)
+
+    non_private = math.isinf(headline)
+    sentences = _module_assumptions(ps, relation, accountant, conversion, pld_interval, non_private)
+    if dataset_size is not None and d >= 1.0 / n:
+        msg = (
+            f"delta={d:g} is not smaller than 1/n = {1.0 / n:.3g} for dataset_size n={n}: a "
+            "mechanism that publishes one random record outright meets such a delta, so the "
+            "guarantee is meaningless; use delta well below 1/n."
+        )
+        warnings.warn(msg, UserWarning, stacklevel=2)
+        sentences.append(msg)
+    if seeded:
+        sentences.append(SEEDED_ASSUMPTION)
+    sentences.extend(assumptions)
+
+    return {
+        "delta": d,
+        "accountant": accountant,
+        "conversion": None if accountant == "pld" else conversion,
+        "neighbouring_relation": relation_name(relation),
+        "epsilon": _finite_or_none(headline),
+        "non_private": non_private,
+        "epsilon_by_accountant": {k: _finite_or_none(v) for k, v in by_acc.items()},
+        "rdp_optimal_order": orders,
+        "rdp_orders": "integers 2..256" if paper else "dpgen_jax.privacy.RDP_ORDERS",
+        "pld_value_discretization_interval": pld_interval,
+        "phases": phase_entries,
+        "assumptions": sentences,
+    }
+

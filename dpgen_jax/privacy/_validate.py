@@ -1,0 +1,85 @@
+"""Argument checks shared by the privacy module.
+
+Every check raises an error that names the argument, the value received and what was expected
+(STYLE §6.14). Numbers are returned as builtin ``float``/``int`` so that phases hash, compare and
+serialise to JSON the same way whether the caller passed Python or NumPy scalars; the value itself
+is never changed, clipped or rounded.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+
+def _where(context: str) -> str:
+    return f"{context}: " if context else ""
+
+
+def real(value: Any, name: str, context: str = "") -> float:
+    """Returns ``value`` as a float; raises TypeError for anything that is not a real number."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(
+            f"{_where(context)}expected {name} to be a real number, got {value!r} "
+            f"({type(value).__name__})."
+        )
+    return float(value)
+
+
+def integer(value: Any, name: str, context: str = "") -> int:
+    """Returns ``value`` as an int; raises TypeError for floats, bools and non-numbers."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(
+            f"{_where(context)}expected {name} to be an integer, got {value!r} "
+            f"({type(value).__name__})."
+        )
+    return int(value)
+
+
+def sample_rate(value: Any, name: str = "sample_rate", context: str = "") -> float:
+    """A sampling probability in (0, 1]."""
+    q = real(value, name, context)
+    if not (0.0 < q <= 1.0):
+        raise ValueError(f"{_where(context)}expected {name} in (0, 1], got {value!r}.")
+    return q
+
+
+def positive_finite(value: Any, name: str, context: str = "") -> float:
+    """A real number in (0, inf)."""
+    x = real(value, name, context)
+    if not (math.isfinite(x) and x > 0.0):
+        raise ValueError(
+            f"{_where(context)}expected {name} to be a finite number > 0, got {value!r}."
+        )
+    return x
+
+
+def count(value: Any, name: str, minimum: int, context: str = "") -> int:
+    """An integer >= ``minimum``."""
+    n = integer(value, name, context)
+    if n < minimum:
+        raise ValueError(f"{_where(context)}expected {name} to be an integer >= {minimum}, got {n}.")
+    return n
+
+
+def delta(value: Any, name: str = "delta") -> float:
+    """A target delta in (0, 1)."""
+    d = real(value, name)
+    if not (0.0 < d < 1.0):
+        raise ValueError(f"expected {name} in (0, 1), got {value!r}.")
+    return d
+
+
+def choice(value: Any, name: str, options: tuple[str, ...]) -> str:
+    """One of a closed set of strings."""
+    if not isinstance(value, str) or value not in options:
+        raise ValueError(f"expected {name} to be one of {list(options)}, got {value!r}.")
+    return value
+
+
+def name(value: Any, context: str) -> str:
+    """A phase name: a non-empty string."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{_where(context)}expected name to be a non-empty string, got {value!r}.")
+    return value

@@ -1,0 +1,239 @@
+"""dpgen_jax.privacy phases, argument checks and the JSON report."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import warnings
+
+import dp_accounting as dpa
+import pytest
+from dp_accounting.pld import PLDAccountant
+
+from dpgen_jax import privacy
+from dpgen_jax.privacy import DPSGDPhase, NonPrivatePhase, ShardedSanitizerPhase
+
+DELTA = 1e-5
+ADD_REMOVE = dpa.NeighboringRelation.ADD_OR_REMOVE_ONE
+
+
+def _adult_b():
+    return [DPSGDPhase("autoencoder", 64 / 32561, 2.5, 10000), DPSGDPhase("critic", 128 / 32561, 7.5, 15000)]
+
+
+# -- phases and events -------------------------------------------------------------------------
+
+
+def test_dpsgd_phase_event_and_relation():
+    p = DPSGDPhase("critic", 0.01, 1.5, 200)
+    assert p.event() == dpa.SelfComposedDpEvent(dpa.PoissonSampledDpEvent(0.01, dpa.GaussianDpEvent(1.5)), 200)
+    assert p.neighbouring_relation == ADD_REMOVE
+    assert DPSGDPhase("x", 0.01, 1.5, 0).event() == dpa.NoOpDpEvent()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        p.steps = 3  # type: ignore[misc]
+    assert hash(p) == hash(DPSGDPhase("critic", 0.01, 1.5, 200))
+
+
+def test_numpy_scalars_are_accepted_as_builtin_numbers():
+    np = pytest.importorskip("numpy")
+    p = DPSGDPhase("a", np.float64(0.5), np.float32(2.0), np.int64(7))
+    assert type(p.sample_rate) is float and type(p.steps) is int
+    assert p == DPSGDPhase("a", 0.5, 2.0, 7)
+
+
+def test_non_private_phase_event():
+    assert NonPrivatePhase("pre", 10).event() == dpa.NonPrivateDpEvent()
+    assert NonPrivatePhase("pre", 0).event() == dpa.NoOpDpEvent()
+    assert NonPrivatePhase("pre", 10).neighbouring_relation is None
+
+
+def test_sharded_phase_events_both_modes():
+    strict = ShardedSanitizerPhase("g", 250, 100, 32, 1.07, 70000)
+    assert strict.accounting == "strict" and strict.neighbouring_relation == ADD_REMOVE
+    assert strict.event() == dpa.SelfComposedDpEvent(
+        dpa.PoissonSampledDpEvent(1 / 250, dpa.GaussianDpEvent(1.07 / math.sqrt(32))), 100
+    )
+    paper = dataclasses.replace(strict, accounting="paper")
+    assert paper.neighbouring_relation == dpa.NeighboringRelation.REPLACE_ONE
+    assert paper.event() == dpa.SelfComposedDpEvent(
+        dpa.SampledWithoutReplacementDpEvent(280 * 250, 280, dpa.GaussianDpEvent(1.07)), 100 * 32
+    )
+    assert dataclasses.replace(strict, steps=0).event() == dpa.NoOpDpEvent()
+
+
+def test_mixed_neighbouring_relations_raise():
+    paper = ShardedSanitizerPhase("g", 10, 5, 2, 1.0, 100, accounting="paper")
+    with pytest.raises(ValueError, match="neighbouring relation"):
+        privacy.epsilon([paper, DPSGDPhase("a", 0.1, 1.0, 5)], DELTA, "rdp")
+    with pytest.raises(ValueError, match="neighbouring relation"):
+        privacy.composed_event([paper, ShardedSanitizerPhase("s", 10, 5, 2, 1.0, 100)])
+    # a non-private phase has no relation and composes with either
+    assert privacy.neighbouring_relation([NonPrivatePhase("n", 0), paper]) == dpa.NeighboringRelation.REPLACE_ONE
+    assert privacy.neighbouring_relation([NonPrivatePhase("n", 1)]) == ADD_REMOVE
+
+
+# -- bad input ---------------------------------------------------------------------------------
+
+BAD_PHASES = [
+    (lambda: DPSGDPhase("a", 0.0, 1.0, 1), ValueError, r"sample_rate in \(0, 1\]"),
+    (lambda: DPSGDPhase("a", 1.3, 1.0, 1), ValueError, r"sample_rate in \(0, 1\], got 1.3"),
+    (lambda: DPSGDPhase("a", -0.1, 1.0, 1), ValueError, "sample_rate"),
+    (lambda: DPSGDPhase("a", math.nan, 1.0, 1), ValueError, "sample_rate"),
+    (lambda: DPSGDPhase("a", "0.1", 1.0, 1), TypeError, "sample_rate"),
+    (lambda: DPSGDPhase("a", 0.1, 0.0, 1), ValueError, "noise_multiplier to be a finite number > 0"),
+    (lambda: DPSGDPhase("a", 0.1, -1.0, 1), ValueError, "noise_multiplier"),
+    (lambda: DPSGDPhase("a", 0.1, math.inf, 1), ValueError, "noise_multiplier"),
+    (lambda: DPSGDPhase("a", 0.1, math.nan, 1), ValueError, "noise_multiplier"),
+    (lambda: DPSGDPhase("a", 0.1, 1.0, -1), ValueError, "steps to be an integer >= 0, got -1"),
+    (lambda: DPSGDPhase("a", 0.1, 1.0, 10.0), TypeError, "steps to be an integer"),
+    (lambda: DPSGDPhase("a", 0.1, 1.0, True), TypeError, "steps"),
+    (lambda: DPSGDPhase("", 0.1, 1.0, 1), ValueError, "name"),
+    (lambda: DPSGDPhase(3, 0.1, 1.0, 1), ValueError, "name"),
+    (lambda: NonPrivatePhase("n", -2), ValueError, "steps"),
+    (lambda: NonPrivatePhase("n", 2.5), TypeError, "steps"),
+    (lambda: ShardedSanitizerPhase("g", 0, 5, 2, 1.0, 100), ValueError, "num_shards to be an integer >= 1"),
+    (lambda: ShardedSanitizerPhase("g", 10, -5, 2, 1.0, 100), ValueError, "steps"),
+    (lambda: ShardedSanitizerPhase("g", 10, 5, 0, 1.0, 100), ValueError, "rows_per_step to be an integer >= 1"),
+    (lambda: ShardedSanitizerPhase("g", 10, 5, 2, 0.0, 100), ValueError, "noise_multiplier"),
+    (lambda: ShardedSanitizerPhase("g", 10, 5, 2, 1.0, 9), ValueError, "dataset_size to be an integer >= num_shards"),
+    (lambda: ShardedSanitizerPhase("g", 10, 5, 2, 1.0, 100.0), TypeError, "dataset_size"),
+    (lambda: ShardedSanitizerPhase("g", 10, 5, 2, 1.0, 100, "loose"), ValueError, r"accounting to be one of \['strict', 'paper'\]"),
+]
+
+
+@pytest.mark.parametrize("make, error, message", BAD_PHASES)
+def test_bad_phase_arguments(make, error, message):
+    with pytest.raises(error, match=message):
+        make()
+
+
+def test_bad_epsilon_calibrate_report_arguments():
+    ok = [DPSGDPhase("a", 0.01, 1.0, 10)]
+    for bad in (0.0, 1.0, -1e-5, math.nan):
+        with pytest.raises(ValueError, match=r"delta in \(0, 1\)"):
+            privacy.epsilon(ok, bad)
+    with pytest.raises(TypeError, match="delta"):
+        privacy.epsilon(ok, "1e-5")
+    with pytest.raises(ValueError, match=r"accountant to be one of \['pld', 'rdp'\]"):
+        privacy.epsilon(ok, DELTA, accountant="moments")
+    with pytest.raises(ValueError, match=r"conversion to be one of \['improved', 'classic'\]"):
+        privacy.epsilon(ok, DELTA, "rdp", conversion="tight")
+    with pytest.raises(ValueError, match="conversion='classic' applies only to accountant='rdp'"):
+        privacy.epsilon(ok, DELTA, "pld", "classic")
+    with pytest.raises(ValueError, match="pld_discretization"):
+        privacy.epsilon(ok, DELTA, pld_discretization=0.0)
+    with pytest.raises(TypeError, match="list or tuple"):
+        privacy.epsilon(ok[0], DELTA)
+    with pytest.raises(ValueError, match="at least one phase"):
+        privacy.epsilon([], DELTA)
+    with pytest.raises(TypeError, match=r"phases\[1\]"):
+        privacy.epsilon([ok[0], dpa.GaussianDpEvent(1.0)], DELTA)
+    with pytest.raises(ValueError, match="paper accounting is RDP-only"):
+        privacy.epsilon([ShardedSanitizerPhase("g", 10, 5, 2, 1.0, 100, "paper")], DELTA)
+    for bad in (0.0, -1.0, math.inf):
+        with pytest.raises(ValueError, match="target_epsilon"):
+            privacy.calibrate(ok, bad, DELTA)
+    with pytest.raises(ValueError, match="max_noise_multiplier"):
+        privacy.calibrate(ok, 1.0, DELTA, max_noise_multiplier=0.0)
+    with pytest.raises(ValueError, match="dataset_size to be an integer >= 1"):
+        privacy.report(ok, DELTA, dataset_size=0)
+    with pytest.raises(TypeError, match="assumptions"):
+        privacy.report(ok, DELTA, assumptions="one sentence")
+    with pytest.raises(TypeError, match="seeded"):
+        privacy.report(ok, DELTA, seeded="yes")
+    with pytest.raises(ValueError, match="orders > 1"):
+        privacy.rdp_curve(ok, orders=[1.0, 2.0])
+    with pytest.raises(ValueError, match="order > 1"):
+        privacy.classic_conversion([0.5], [1.0], DELTA)
+
+
+# -- report ------------------------------------------------------------------------------------
+
+
+def test_report_structure_and_json():
+    rep = privacy.report(_adult_b(), DELTA, assumptions=["The schema is public."])
+    text = json.dumps(rep, allow_nan=False)
+    assert json.loads(text) == rep
+    for key in (
+        "delta", "accountant", "conversion", "neighbouring_relation", "epsilon",
+        "epsilon_by_accountant", "phases", "assumptions", "non_private",
+    ):
+        assert key in rep
+    assert rep["accountant"] == "pld" and rep["conversion"] is None and rep["non_private"] is False
+    assert rep["neighbouring_relation"] == "add_or_remove_one"
+    assert rep["epsilon"] == pytest.approx(privacy.epsilon(_adult_b(), DELTA), rel=1e-12)
+    by = rep["epsilon_by_accountant"]
+    assert set(by) == {"pld", "rdp_improved", "rdp_classic"}
+    assert by["rdp_classic"] == pytest.approx(0.508439, abs=1e-3)
+    assert by["pld"] < by["rdp_improved"] < by["rdp_classic"]
+    ae, critic = rep["phases"]
+    assert ae["name"] == "autoencoder" and ae["mechanism"] == "poisson_subsampled_gaussian"
+    assert ae["sample_rate"] == 64 / 32561 and ae["noise_multiplier"] == 2.5 and ae["steps"] == 10000
+    assert ae["epsilon_alone"] == pytest.approx(privacy.epsilon(_adult_b()[:1], DELTA), rel=1e-12)
+    assert rep["epsilon"] < ae["epsilon_alone"] + critic["epsilon_alone"]
+    assert rep["assumptions"][-1] == "The schema is public."  # the caller's come last
+    assert any("adding or removing" in s for s in rep["assumptions"][:-1])
+    assert any("Poisson" in s and "dpgen_jax.dpsgd" in s for s in rep["assumptions"])
+    assert not any("seeded" in s for s in rep["assumptions"])
+
+
+def test_report_rdp_classic_headline():
+    rep = privacy.report(_adult_b(), DELTA, accountant="rdp", conversion="classic")
+    assert rep["conversion"] == "classic"
+    assert rep["epsilon"] == rep["epsilon_by_accountant"]["rdp_classic"]
+    assert rep["rdp_optimal_order"]["classic"] == 47.0  # dp-auto-gan §2.3, ADULT b
+    assert rep["phases"][0]["epsilon_alone"] == pytest.approx(0.400401, abs=2e-3)  # as the code prints
+
+
+def test_report_non_private_is_json_safe():
+    phases = [NonPrivatePhase("encoder", 500), DPSGDPhase("critic", 0.01, 2.0, 100)]
+    rep = privacy.report(phases, DELTA)
+    json.dumps(rep, allow_nan=False)
+    assert rep["epsilon"] is None and rep["non_private"] is True
+    assert all(v is None for v in rep["epsilon_by_accountant"].values())
+    assert rep["phases"][0]["epsilon_alone"] is None
+    assert rep["phases"][1]["epsilon_alone"] > 0
+    assert any("no privacy guarantee" in s and "encoder" in s for s in rep["assumptions"])
+
+
+def test_report_seeded_sentence_and_small_delta_warning():
+    phases = [DPSGDPhase("a", 0.01, 2.0, 100)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # delta < 1/n: no warning
+        rep = privacy.report(phases, DELTA, dataset_size=70000, seeded=True)
+    assert privacy.seeded_assumption() in rep["assumptions"]
+    assert "not fit for release" in privacy.seeded_assumption()
+    with pytest.warns(UserWarning, match="1/n"):
+        rep = privacy.report(phases, 1e-3, dataset_size=1000, assumptions=["mine"])
+    assert any("dataset_size n=1000" in s for s in rep["assumptions"])
+    assert rep["assumptions"][-1] == "mine"
+
+
+def test_report_paper_mode_has_no_pld_and_flags_the_bound():
+    phase = [ShardedSanitizerPhase("generator", 1500, 21000, 32, 1.07, 70000, accounting="paper")]
+    rep = privacy.report(phase, DELTA, "rdp", "classic")
+    json.dumps(rep, allow_nan=False)
+    assert rep["neighbouring_relation"] == "replace_one"
+    assert rep["epsilon"] == pytest.approx(6.469, abs=1e-3)
+    assert rep["epsilon_by_accountant"]["pld"] is None
+    assert rep["phases"][0]["row_releases"] == 21000 * 32
+    assert any("NOT a valid bound" in s for s in rep["assumptions"])
+    with pytest.raises(ValueError, match="RDP-only"):
+        privacy.report(phase, DELTA)
+
+
+def test_report_strict_mode_parameters():
+    phase = [ShardedSanitizerPhase("generator", 1500, 21000, 32, 1.07, 70000)]
+    rep = privacy.report(phase, DELTA)
+    entry = rep["phases"][0]
+    assert entry["accounting"] == "strict" and entry["num_shards"] == 1500
+    assert entry["effective_noise_multiplier"] == pytest.approx(1.07 / math.sqrt(32))
+    assert entry["sample_rate"] == pytest.approx(1 / 1500)
+    assert rep["epsilon"] == pytest.approx(252.0, abs=0.5)
+    assert any("strict accounting" in s for s in rep["assumptions"])
+    # dp_accounting's PLDAccountant with the interval the report states gives the same number
+    interval = rep["pld_value_discretization_interval"]
+    assert interval == pytest.approx(privacy.pld_discretization_interval(277.0), rel=0.05)
+    direct = PLDAccountant(value_discretization_interval=interval).compose(phase[0].event())
+    assert direct.get_epsilon(DELTA) == pytest.approx(rep["epsilon"], rel=1e-9)
