@@ -82,6 +82,7 @@ def make_dp_step(
     capacity: int | None = None,
     batch_fn: Callable[[PyTree, jax.Array, jax.Array, PyTree], PyTree] = gather_rows,
     post_update: Callable[[PyTree], PyTree] | None = None,
+    public_grad_fn: Callable[[PyTree, jax.Array, PyTree], PyTree] | None = None,
 ) -> Callable[[TrainState, PyTree, jax.Array, PyTree], tuple[TrainState, dict]]:
     """Builds one (DP-)SGD step ``step(state, data, key, extra=None) -> (state, metrics)``.
 
@@ -102,6 +103,12 @@ def make_dp_step(
             inputs (e.g. one fresh generated row per real row, from ``key`` and ``extra``).
         post_update: applied to the parameters after each update (e.g. a WGAN weight clamp);
             post-processing, so it needs no accounting.
+        public_grad_fn: ``(params, key, extra) -> grads``, the gradient of a loss term that
+            depends on no private record (e.g. the fake-data term of a critic loss: generator and
+            decoder are DP outputs and z is fresh noise; DESIGN privacy rule 7), summed on the
+            same scale as the clipped sum. It is added to the noised sum, unclipped, before the
+            division by the expected batch size, once per step. Its size must not depend on the
+            private data (use a fixed number of generated rows).
 
     Returns:
         ``step(state, data, key, extra=None)``; ``metrics`` has ``batch_size`` (realised size)
@@ -136,7 +143,7 @@ def make_dp_step(
     noise_std = 0.0 if clip_norm is None else sigma * clip_norm
 
     def step(state: TrainState, data: PyTree, key: jax.Array, extra: PyTree = None):
-        k_sample, k_batch, k_noise = jax.random.split(key, 3)
+        k_sample, k_batch, k_noise, k_public = jax.random.split(key, 4)
         zeros = jax.tree_util.tree_map(jnp.zeros_like, state.params)
 
         def body(carry):
@@ -150,6 +157,9 @@ def make_dp_step(
         init = (jnp.int32(0), zeros, jnp.int32(0), jnp.int32(0))
         _, gsum, count, n_chunks = jax.lax.while_loop(lambda c: c[0] < m, body, init)
         noisy = add_gaussian_noise(gsum, k_noise, noise_std)
+        if public_grad_fn is not None:
+            public = public_grad_fn(state.params, k_public, extra)
+            noisy = jax.tree_util.tree_map(jnp.add, noisy, public)
         grad = jax.tree_util.tree_map(lambda g: g / expected_batch, noisy)
         updates, opt_state = optimizer.update(grad, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
@@ -161,11 +171,12 @@ def make_dp_step(
     return step
 
 
-def make_phase_runner(step: Callable, *, donate: bool = True) -> Callable:
+def make_phase_runner(step: Callable, *, donate: bool = False) -> Callable:
     """Compiles ``run(state, data, key, extra, num_steps) -> state`` executing ``num_steps`` steps.
 
     The loop is a ``lax.fori_loop`` with a *dynamic* trip count, so one compilation serves every
-    chunk length. Step t uses the key ``fold_in(key, state.steps)`` (t counted over the whole
+    chunk length. With ``donate=True`` the input state's buffers are reused for the output (less
+    memory; the caller must not touch the input state afterwards). Step t uses the key ``fold_in(key, state.steps)`` (t counted over the whole
     phase), so results do not depend on how the phase is cut into chunks.
     """
 

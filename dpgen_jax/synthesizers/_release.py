@@ -1,0 +1,108 @@
+"""The released-model file: a safe, versioned container for a synthesizer's public parts.
+
+A release file is a NumPy ``.npz`` archive read with ``allow_pickle=False``: parameter arrays
+under ``"<group>/<path>"`` keys and one JSON document under ``"__meta__"`` (method, format version,
+config, schema, privacy report, library versions). Only what a synthesizer releases goes in (for
+DP-auto-GAN: generator and decoder); no optimizer state, no critic, no encoder, no key.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import zipfile
+from importlib import metadata
+from typing import Any
+
+import jax
+import numpy as np
+
+FORMAT = "dpgen_jax.release"
+FORMAT_VERSION = 1
+_SEP = "/"
+
+
+def library_versions() -> dict[str, str | None]:
+    out = {}
+    for dist in ("dpgen-jax", "jax", "jaxlib", "flax", "optax", "dp-accounting", "numpy", "pandas"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = None
+    return out
+
+
+def _flatten(tree: Any, prefix: str) -> dict[str, np.ndarray]:
+    out = {}
+    for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
+        names = []
+        for p in path:
+            if not isinstance(p, jax.tree_util.DictKey) or _SEP in str(p.key):
+                raise ValueError(f"Cannot save parameter path {path!r}: expected nested dicts of str keys.")
+            names.append(str(p.key))
+        out[_SEP.join([prefix, *names])] = np.asarray(leaf)
+    return out
+
+
+def _unflatten(arrays: dict[str, np.ndarray], prefix: str) -> dict:
+    tree: dict = {}
+    for key, value in arrays.items():
+        parts = key.split(_SEP)
+        if parts[0] != prefix:
+            continue
+        node = tree
+        for name in parts[1:-1]:
+            node = node.setdefault(name, {})
+        node[parts[-1]] = value
+    return tree
+
+
+def save_release(path: str | pathlib.Path, method: str, groups: dict[str, Any], meta: dict) -> pathlib.Path:
+    """Writes ``groups`` (name -> parameter pytree) and ``meta`` (JSON-serialisable) to ``path``."""
+    path = pathlib.Path(path)
+    arrays: dict[str, np.ndarray] = {}
+    for name, tree in groups.items():
+        arrays.update(_flatten(tree, name))
+    doc = {"format": FORMAT, "format_version": FORMAT_VERSION, "method": method,
+           "groups": sorted(groups), "versions": library_versions(), **meta}
+    arrays["__meta__"] = np.asarray(json.dumps(doc, allow_nan=False))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as fh:  # np.savez would append ".npz" to a name without it
+        np.savez(fh, **arrays)
+    return path
+
+
+def load_release(path: str | pathlib.Path, method: str) -> tuple[dict[str, dict], dict]:
+    """Reads a release file written by :func:`save_release` for ``method``.
+
+    Raises:
+        FileNotFoundError: no file at ``path``.
+        ValueError: the file is not a dpgen_jax release, is corrupt, holds another method, or was
+            written with an incompatible format version.
+    """
+    path = pathlib.Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"No saved model at {str(path)!r}.")
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {k: npz[k] for k in npz.files}
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
+        raise ValueError(f"{str(path)!r} is not a readable dpgen_jax model file ({exc}).") from exc
+    if "__meta__" not in arrays:
+        raise ValueError(f"{str(path)!r} is not a dpgen_jax model file (no '__meta__' record).")
+    try:
+        meta = json.loads(str(arrays.pop("__meta__")))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{str(path)!r} has a corrupt '__meta__' record ({exc}).") from exc
+    if meta.get("format") != FORMAT:
+        raise ValueError(f"{str(path)!r} is not a dpgen_jax model file (format {meta.get('format')!r}).")
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise ValueError(
+            f"{str(path)!r} was saved with release format version {meta.get('format_version')!r} "
+            f"(dpgen-jax {meta.get('versions', {}).get('dpgen-jax')}); this dpgen-jax reads version "
+            f"{FORMAT_VERSION}. Load it with the dpgen-jax version that wrote it."
+        )
+    if meta.get("method") != method:
+        raise ValueError(f"{str(path)!r} holds a {meta.get('method')!r} model, not {method!r}.")
+    groups = {name: _unflatten(arrays, name) for name in meta.get("groups", [])}
+    return groups, meta

@@ -1,0 +1,120 @@
+"""Shared plumbing of the DP-auto-GAN experiment modules: arguments, seeds, JSON, summaries."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import pathlib
+import statistics
+import time
+from typing import Any, Callable
+
+PRIVACY_ARGS_HELP = "target epsilon under the headline accountant (PLD); 'inf' trains non-privately"
+
+
+def add_common_args(p: argparse.ArgumentParser, presets: list[str]) -> None:
+    group = p.add_mutually_exclusive_group(required=True)
+    group.add_argument("--epsilon", type=float, help=PRIVACY_ARGS_HELP)
+    group.add_argument("--preset", choices=presets, help="the paper's exact noise and schedule")
+    p.add_argument("--delta", type=float, default=1e-5)
+    p.add_argument("--seeds", type=int, nargs="+", default=None,
+                   help="seeded, reproducible runs (not fit for release); default: one run "
+                        "with OS entropy")
+    p.add_argument("--out", type=pathlib.Path, required=True, help="output folder")
+    p.add_argument("--critic-clipping", choices=("paired", "real_only"), default="paired",
+                   help="clip each real row with its paired fake row (paper) or the real term only")
+    p.add_argument("--ae-steps", type=int, default=None, help="override the paper's AE steps")
+    p.add_argument("--critic-steps", type=int, default=None, help="override the paper's critic steps")
+    p.add_argument("--ae-clip-norm", default=None,
+                   help="joint autoencoder clip norm: a number, or 'public-median' (the default rule)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def config_overrides(args) -> dict[str, Any]:
+    out: dict[str, Any] = {"critic_clipping": args.critic_clipping}
+    if args.ae_steps is not None:
+        out["ae_steps"] = args.ae_steps
+    if args.critic_steps is not None:
+        out["critic_steps"] = args.critic_steps
+    if args.ae_clip_norm is not None:
+        try:
+            out["ae_clip_norm"] = float(args.ae_clip_norm)
+        except ValueError:
+            out["ae_clip_norm"] = args.ae_clip_norm
+    return out
+
+
+def finite_or_none(x):
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def write_json(path: pathlib.Path, obj: Any) -> None:
+    path.write_text(json.dumps(obj, indent=2, allow_nan=False, default=_default))
+
+
+def _default(o):
+    try:
+        import numpy as np
+
+        if isinstance(o, np.generic):
+            return o.item()
+    except ImportError:  # pragma: no cover
+        pass
+    raise TypeError(f"not JSON-serialisable: {type(o).__name__}")
+
+
+def run_seeds(args, run_one: Callable[[int | None, pathlib.Path], dict],
+              summary_keys: tuple[str, ...]) -> dict:
+    """Runs ``run_one(seed, out_dir)`` per seed; several seeds go to ``seed-S/`` with a summary."""
+    args.out.mkdir(parents=True, exist_ok=True)
+    seeds = args.seeds or [None]
+    if len(seeds) == 1:
+        return run_one(seeds[0], args.out)
+    reports = {}
+    for s in seeds:
+        reports[s] = run_one(s, args.out / f"seed-{s}")
+    summary: dict[str, Any] = {"seeds": seeds, "per_seed": {}, "median": {}}
+    for key in summary_keys:
+        values = {str(s): _lookup(r, key) for s, r in reports.items()}
+        summary["per_seed"][key] = values
+        finite = [v for v in values.values() if v is not None]
+        summary["median"][key] = statistics.median(finite) if finite else None
+    write_json(args.out / "summary.json", summary)
+    print(json.dumps(summary["median"], indent=2))
+    return summary
+
+
+def _lookup(report: dict, dotted: str):
+    node: Any = report
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return finite_or_none(node) if isinstance(node, (int, float)) else None
+
+
+class Timer:
+    def __enter__(self):
+        self.t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        self.seconds = time.perf_counter() - self.t0
+
+
+def print_privacy(report: dict) -> None:
+    """The headline lines of a privacy report, for the console."""
+    eps = report.get("epsilon")
+    by = report.get("epsilon_by_accountant", {})
+    print(f"privacy: epsilon={eps if eps is not None else 'inf (non-private)'} at delta="
+          f"{report['delta']} ({report['accountant']}, {report['neighbouring_relation']}); "
+          f"paper accounting (RDP, classic conversion): {by.get('rdp_classic')}")
+    for ph in report.get("phases", []):
+        params = {k: v for k, v in ph.items() if k not in ("name", "mechanism")}
+        print(f"  phase {ph['name']}: {ph['mechanism']} {params}")
+    for a in report.get("assumptions", []):
+        print(f"  - {a}")
