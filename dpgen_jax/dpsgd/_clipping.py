@@ -23,6 +23,11 @@ A parameter is *supported* when the interceptor saw it used, unchanged, as the k
 type, a parameter transformed before use, a Dense whose output feeds nothing), ``fallback="vmap"``
 uses the vmap method for the whole computation (with a warning) and ``fallback="error"`` raises.
 
+Assumptions of the ghost path (documented, not detected): a tapped parameter is used only by
+its layer (a kernel that is also used elsewhere in the loss, e.g. tied weights outside the Dense,
+would have its other use missed; the clipped norm bound C still holds, but the gradient is wrong),
+and the loss does not permute rows between layers. Use ``method="vmap"`` for such losses.
+
 ``method="vmap"`` materialises per-example gradients with ``jax.vmap(jax.grad(...))``; it is the
 general fallback and the reference the ghost path is tested against.
 """
@@ -144,17 +149,23 @@ def _ghost_clipped_sum(loss_fn, params, batch, mask, clip_norm, fallback):
     def discover(leaf_list):
         losses, icpt = traced_loss(leaf_list, None)
         box["taps"], box["shapes"] = icpt.taps, icpt.out_shapes
+        box["lead"] = [x.shape[0] if x.ndim else None for x in icpt.inputs]
         return losses
 
-    jax.eval_shape(discover, leaves)
+    out_shape = jax.eval_shape(discover, leaves)
     taps, shapes = box["taps"], box["shapes"]
-    missing = _unsupported_leaves(taps, n)
+    bsz = out_shape.shape[0] if out_shape.ndim == 1 else None
+    # Row i of every tapped input must belong to example i: a call whose leading axis is not the
+    # batch (e.g. real and fake rows stacked into one (2B, d) input) has no ghost rule here.
+    misaligned = {i for t, lead in zip(taps, box["lead"]) if lead != bsz for i in t.leaves if i is not None}
+    missing = _unsupported_leaves(taps, n) | misaligned
     if missing:
         paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(params)[0]]
         names = ", ".join(paths[i] for i in sorted(missing))
         msg = (
             f"method='ghost' has no rule for parameter(s) {names}: ghost norms cover parameters used "
-            "unchanged as the kernel/bias of flax.linen.Dense or the scale/bias of a default LayerNorm."
+            "unchanged as the kernel/bias of flax.linen.Dense or the scale/bias of a default LayerNorm, "
+            "in calls whose input rows are the loss's examples (leading axis B, row i = example i)."
         )
         if fallback == "error":
             raise UnsupportedLayerError(msg + " Use method='vmap' or fallback='vmap'.")
@@ -182,6 +193,7 @@ def _ghost_clipped_sum(loss_fn, params, batch, mask, clip_norm, fallback):
         g = jnp.concatenate([_as_tokens(grads[c], bsz) for c in calls], axis=1)
         g = jnp.where(keep[:, None, None], g, 0.0)
         a = jnp.concatenate([_as_tokens(inputs[c], bsz) for c in calls], axis=1)
+        a = jnp.where(keep[:, None, None], a, 0.0)  # a masked row adds exactly 0, even if NaN
         if kind == "dense":
             k_idx, b_idx = leaf_idx
             if g.shape[1] == 1:
@@ -252,7 +264,13 @@ def _vmap_clipped_sum(loss_fn, params, batch, mask, clip_norm):
     leaves = jax.tree_util.tree_leaves(grads)
     sq = sum(jnp.sum(g.reshape(g.shape[0], -1) ** 2, axis=1) for g in leaves)
     c = clip_factors(sq, clip_norm, mask)
-    summed = jax.tree_util.tree_map(lambda g: jnp.tensordot(c, g, axes=1), grads)
+    keep = jnp.ones_like(c, bool) if mask is None else mask  # masked rows add exactly 0, even NaN
+
+    def masked_sum(g):
+        g = jnp.where(keep.reshape((-1,) + (1,) * (g.ndim - 1)), g, 0.0)
+        return jnp.tensordot(c, g, axes=1)
+
+    summed = jax.tree_util.tree_map(masked_sum, grads)
     return summed, _aux(losses, sq, c, mask)
 
 

@@ -136,9 +136,12 @@ def make_dp_step(
     else:
         clip_norm = check_clip_norm(clip_norm)
         grads_fn = clipped_grad_sum(loss_fn, clip_norm, method=method, fallback=fallback)
-    cap = int(capacity) if capacity is not None else default_capacity(m, q)
-    if cap < 1:
+    if capacity is None:
+        cap = default_capacity(m, q)
+    elif isinstance(capacity, bool) or int(capacity) != capacity or capacity < 1:
         raise ValueError(f"Expected capacity={capacity!r} to be a positive integer.")
+    else:
+        cap = int(capacity)
     expected_batch = q * m
     noise_std = 0.0 if clip_norm is None else sigma * clip_norm
 
@@ -221,7 +224,7 @@ def run_phase(
     total = check_steps(num_steps, "num_steps")
     chunk = check_steps(chunk_size, "chunk_size")
     if chunk == 0:
-        raise ValueError("Expected chunk_size to be an integer >= 1.")
+        raise ValueError(f"Expected chunk_size={chunk_size!r} to be an integer >= 1.")
     runner = runner or make_phase_runner(step)
     done = 0
     while done < total:

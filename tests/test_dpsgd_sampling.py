@@ -1,0 +1,277 @@
+"""Exact Poisson sampling: statistics of many draws against the definition.
+
+A Poisson sample includes each of the m records independently with probability q. These tests
+check consequences of that definition over thousands of draws (vectorised over keys): the
+sample size is Binomial(m, q), every record is included with probability q, pairs of records are
+included independently, the gaps between selected records have the law the definition implies,
+and a tiny chunk capacity changes none of it (the overflow is processed in further chunks, never
+truncated). Every statistical test uses fixed keys and accepts at p > 1e-4; most are paired with a
+check that the same statistic rejects a slightly wrong q, so that the test has power.
+
+All draws use one key-array shape so the vectorised sampler compiles once per (m, q, capacity).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+
+from dpgen_jax import dpsgd
+
+P_ACCEPT = 1e-4
+P_REJECT = 1e-6
+N_DRAWS = 20_000
+
+# Test-only compile options: these small programs compile 2-3x faster with XLA's CPU backend
+# optimisations off, and the numerics checked here do not depend on them.
+FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+
+
+def _keys(seed: int) -> jax.Array:
+    return jax.random.split(jax.random.key(seed), N_DRAWS)
+
+
+def _binomial_chi2(sizes: np.ndarray, m: int, q: float) -> float:
+    """Chi-square p-value of ``sizes`` against Binomial(m, q), bins merged to >= 5 expected."""
+    n = sizes.size
+    expected = n * stats.binom.pmf(np.arange(m + 1), m, q)
+    observed = np.bincount(sizes, minlength=m + 1).astype(float)
+    obs_bins, exp_bins, acc_o, acc_e = [], [], 0.0, 0.0
+    for o, e in zip(observed, expected):
+        acc_o, acc_e = acc_o + o, acc_e + e
+        if acc_e >= 5.0:
+            obs_bins.append(acc_o)
+            exp_bins.append(acc_e)
+            acc_o, acc_e = 0.0, 0.0
+    obs_bins[-1] += acc_o
+    exp_bins[-1] += acc_e
+    obs, exp = np.array(obs_bins), np.array(exp_bins)
+    return float(stats.chisquare(obs, exp * obs.sum() / exp.sum()).pvalue)
+
+
+def _inclusion_chi2(counts: np.ndarray, n_draws: int, q: float) -> float:
+    """p-value of per-record inclusion counts against independent Binomial(n_draws, q) counts."""
+    mean, var = n_draws * q, n_draws * q * (1.0 - q)
+    return float(stats.chi2.sf(float(np.sum((counts - mean) ** 2) / var), df=counts.size))
+
+
+@functools.partial(jax.jit, static_argnums=(2, 3, 4), compiler_options=FAST_COMPILE)
+def _single_chunks(keys, position, m, q, capacity):
+    return jax.vmap(lambda k: dpsgd.poisson_chunk(k, position, m, q, capacity))(keys)
+
+
+def _draw(seed, m, q, position=0):
+    c = _single_chunks(_keys(seed), jnp.int32(position), m, q, dpsgd.default_capacity(m, q))
+    return np.asarray(c.indices), np.asarray(c.mask), np.asarray(c.next_position)
+
+
+def _inclusion_matrix(idx: np.ndarray, mask: np.ndarray, m: int) -> np.ndarray:
+    incl = np.zeros((idx.shape[0], m), bool)
+    rows, cols = np.nonzero(mask)
+    incl[rows, idx[rows, cols]] = True
+    return incl
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2, 3), compiler_options=FAST_COMPILE)
+def _full_samples(keys, m, q, capacity):
+    """The whole sample for every key, chunk after chunk (fresh key per chunk), inside jit.
+
+    Returns per key: the sample size, a (m,) inclusion count per record, the number of chunks, and
+    whether the selected indices were strictly increasing within and across chunks with every
+    padded slot holding index 0.
+    """
+
+    def one(key):
+        def body(carry):
+            pos, size, incl, ok, last, i = carry
+            c = dpsgd.poisson_chunk(jax.random.fold_in(key, i), pos, m, q, capacity)
+            sel = jnp.where(c.mask, c.indices, -1)
+            prev = jnp.concatenate([last[None], sel[:-1]])
+            ok = ok & jnp.all(jnp.where(c.mask, sel > prev, True))
+            ok = ok & jnp.all(jnp.where(c.mask, True, c.indices == 0))
+            new_last = jnp.max(jnp.where(c.mask, c.indices, last))
+            incl = incl.at[c.indices].add(c.mask.astype(jnp.int32))
+            return c.next_position, size + jnp.sum(c.mask), incl, ok, new_last, i + 1
+
+        init = (jnp.int32(0), jnp.int32(0), jnp.zeros((m,), jnp.int32), jnp.bool_(True),
+                jnp.int32(-1), jnp.int32(0))
+        _, size, incl, ok, _, chunks = jax.lax.while_loop(lambda c: c[0] < m, body, init)
+        return size, incl, chunks, ok
+
+    return jax.vmap(one)(keys)
+
+
+# --------------------------------------------------------------------------------------------
+# Capacity and chunk structure
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("m", [1, 7, 100, 1000, 27_912, 1_000_000])
+@pytest.mark.parametrize("q", [1e-6, 1e-3, 0.01, 0.0458, 0.3, 1.0])
+def test_default_capacity_covers_six_sigma(m, q):
+    cap = dpsgd.default_capacity(m, q)
+    mean = q * m
+    # A sample never has more than m records, so a capacity of m always suffices.
+    assert cap >= min(mean + 6.0 * math.sqrt(mean), m)
+    assert cap >= 1 and cap % 8 == 0
+
+
+def test_chunk_structure_over_many_draws():
+    m, q = 1000, 0.02
+    idx, mask, nxt = _draw(0, m, q)
+    assert idx.dtype == np.int32 and mask.dtype == bool
+    assert idx.shape == (N_DRAWS, dpsgd.default_capacity(m, q))
+    # The selected slots form a prefix; padded slots hold the valid index 0.
+    n_sel = mask.sum(1)
+    assert np.array_equal(mask, np.arange(idx.shape[1])[None, :] < n_sel[:, None])
+    assert np.all(idx[~mask] == 0)
+    assert np.all((idx >= 0) & (idx < m))
+    both = mask[:, 1:] & mask[:, :-1]
+    assert np.all(np.diff(idx, axis=1)[both] > 0)  # strictly increasing, hence unique
+    # With the default capacity every draw completes in one chunk: the scan passed the end.
+    assert np.all(nxt >= m)
+
+
+def test_chunk_from_a_start_position():
+    m, q, start = 1000, 0.02, 321
+    idx, mask, _ = _draw(1, m, q, position=start)
+    assert np.all(idx[mask] >= start)
+    # The record at the start position is included with probability q like any other, and the
+    # number selected from [start, m) is Binomial(m - start, q).
+    hit = mask[:, 0] & (idx[:, 0] == start)
+    assert abs(hit.mean() - q) < 5 * math.sqrt(q * (1 - q) / N_DRAWS)
+    assert _binomial_chi2(mask.sum(1), m - start, q) > P_ACCEPT
+
+
+# --------------------------------------------------------------------------------------------
+# Size distribution, uniformity and independence
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "m, q", [(1000, 0.02), (60, 0.9), (200_000, 5e-5)], ids=["q0.02", "q0.9", "q5e-5_large_m"]
+)
+def test_sample_size_is_binomial(m, q):
+    idx, mask, nxt = _draw(10, m, q)
+    assert np.all(nxt >= m)
+    sizes = mask.sum(1)
+    assert _binomial_chi2(sizes, m, q) > P_ACCEPT
+    # Mean and variance against q m and q (1 - q) m (z-tests at 5 standard errors).
+    n, mu, var = N_DRAWS, q * m, q * (1 - q) * m
+    assert abs(sizes.mean() - mu) < 5 * math.sqrt(var / n)
+    var_of_var = (var * (1 - 6 * q * (1 - q)) + 2 * var**2) / n  # binomial 4th central moment
+    assert abs(sizes.var(ddof=1) - var) < 5 * math.sqrt(var_of_var)
+    # Power: the same test rejects an inclusion probability a few percent off.
+    assert _binomial_chi2(sizes, m, q * 1.04 if q < 0.9 else 0.92) < P_REJECT
+
+
+@pytest.mark.parametrize("m, q", [(1000, 0.02), (60, 0.9)], ids=["q0.02", "q0.9"])
+def test_inclusion_is_uniform_and_pairwise_independent(m, q):
+    idx, mask, _ = _draw(10, m, q)  # same draws as the size test: shares its compilation
+    incl = _inclusion_matrix(idx, mask, m)
+    counts = incl.sum(0)
+    n = N_DRAWS
+    assert _inclusion_chi2(counts, n, q) > P_ACCEPT
+    # The first record (also the padding index) and the last record, one by one.
+    for j in (0, m - 1):
+        assert abs(counts[j] / n - q) < 5 * math.sqrt(q * (1 - q) / n), j
+    # P(j and j + lag both selected) = q^2 for every lag.
+    for lag in (1, 2, 7):
+        both = int(np.sum(incl[:, :-lag] & incl[:, lag:]))
+        pairs = n * (m - lag)
+        sd = math.sqrt(pairs * q * q * (1 - q * q) * 3)  # conservative: overlapping pairs
+        assert abs(both - pairs * q * q) < 5 * sd, (lag, both, pairs * q * q)
+    assert _inclusion_chi2(counts, n, q * 1.04 if q < 0.9 else 0.92) < P_REJECT
+
+
+def test_gaps_between_selected_records_follow_the_definition():
+    # For a Bernoulli(q) process on [0, m), the expected number of pairs (i, i + k) that are both
+    # selected with nothing selected between them is (m - k) q^2 (1 - q)^(k - 1). The sampler
+    # draws these gaps by inverting a geometric law, so this checks the inversion directly.
+    m, q = 1000, 0.02
+    idx, mask, _ = _draw(10, m, q)
+    gaps = np.diff(idx, axis=1)[mask[:, 1:] & mask[:, :-1]]
+    ks = np.arange(1, m)
+    expected = N_DRAWS * (m - ks) * q * q * (1 - q) ** (ks - 1)
+    observed = np.bincount(gaps, minlength=m)[1:].astype(float)
+    # Bins of width 10 up to 300, then one tail bin.
+    edges = list(range(0, 300, 10)) + [m - 1]
+    obs = np.add.reduceat(observed, edges[:-1])
+    exp = np.add.reduceat(expected, edges[:-1])
+    stat = float(np.sum((obs - exp) ** 2 / exp))
+    assert stats.chi2.sf(stat, df=obs.size) > P_ACCEPT
+    # Power: gaps of a sampler with q 4% too large would be rejected.
+    q2 = q * 1.04
+    exp2 = np.add.reduceat(N_DRAWS * (m - ks) * q2 * q2 * (1 - q2) ** (ks - 1), edges[:-1])
+    assert stats.chi2.sf(float(np.sum((obs - exp2) ** 2 / exp2)), df=obs.size) < P_REJECT
+
+
+# --------------------------------------------------------------------------------------------
+# Overflow: a tiny capacity is processed in further chunks, never truncated
+# --------------------------------------------------------------------------------------------
+
+
+def test_tiny_capacity_still_gives_exact_poisson_sample():
+    m, q, cap = 1000, 0.02, 4  # expected batch 20 through 4-slot chunks
+    size, incl, chunks, ok = map(np.asarray, _full_samples(_keys(40), m, q, cap))
+    assert ok.all()  # strictly increasing within and across chunks; padded slots hold index 0
+    assert incl.max() <= 1  # no record twice
+    assert np.array_equal(incl.sum(1), size)
+    assert np.mean(chunks) > 5 and np.all(chunks >= np.ceil(size / cap))  # overflow processed
+    assert _binomial_chi2(size, m, q) > P_ACCEPT
+    assert abs(size.mean() - q * m) < 5 * math.sqrt(q * (1 - q) * m / N_DRAWS)
+    assert _inclusion_chi2(incl.sum(0), N_DRAWS, q) > P_ACCEPT
+    # Truncation at a fixed number of chunks would be rejected by the same test.
+    assert _binomial_chi2(np.minimum(size, 4 * cap), m, q) < P_REJECT
+
+
+def test_poisson_sample_indices_host_helper():
+    m, q = 400, 0.05
+    keys = _keys(50)[:60]
+    sizes = []
+    for k in keys:
+        s = dpsgd.poisson_sample_indices(k, m, q, capacity=3)  # about 7 chunks per draw
+        assert s.dtype.kind == "i"
+        assert np.all(np.diff(s) > 0)
+        assert s.size == 0 or (s[0] >= 0 and s[-1] < m)
+        sizes.append(s.size)
+    sizes = np.array(sizes)
+    assert abs(sizes.mean() - q * m) < 5 * math.sqrt(q * (1 - q) * m / sizes.size)
+    a = dpsgd.poisson_sample_indices(keys[0], m, q, capacity=3)
+    assert np.array_equal(a, dpsgd.poisson_sample_indices(keys[0], m, q, capacity=3))
+    assert not np.array_equal(a, dpsgd.poisson_sample_indices(keys[1], m, q, capacity=3))
+
+
+@pytest.mark.parametrize("capacity", [None, 5])
+def test_rate_one_selects_every_record_once(capacity):
+    m = 37
+    s = dpsgd.poisson_sample_indices(jax.random.key(3), m, 1.0, capacity=capacity)
+    assert np.array_equal(s, np.arange(m))
+
+
+def test_rate_one_chunk_from_a_position():
+    c = dpsgd.poisson_chunk(jax.random.key(4), jnp.int32(30), 37, 1.0, 16)
+    idx, mask = np.asarray(c.indices), np.asarray(c.mask)
+    assert np.array_equal(idx[mask], np.arange(30, 37))
+    assert np.all(idx[~mask] == 0)
+    assert int(c.next_position) >= 37
+
+
+@pytest.mark.parametrize("bad", [0.0, -0.1, 1.5, float("nan")])
+def test_bad_sample_rate_raises(bad):
+    with pytest.raises(ValueError, match="sample_rate"):
+        dpsgd.default_capacity(100, bad)
+    with pytest.raises(ValueError, match="sample_rate"):
+        dpsgd.poisson_sample_indices(jax.random.key(0), 100, bad)
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.5, True])
+def test_bad_num_records_raises(bad):
+    with pytest.raises(ValueError, match="num_records"):
+        dpsgd.default_capacity(bad, 0.1)

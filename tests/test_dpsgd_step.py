@@ -1,0 +1,368 @@
+"""Noise, the DP step and the phase runner, checked against definitions.
+
+The central device is a *record-revealing* model: record j is the row s_j e_j of an m x m
+diagonal matrix and the loss is the output of a bias-free Dense(1), so example j's gradient is
+s_j e_j with norm s_j. After one SGD step with learning rate 1 from zero parameters, coordinate j
+of -(q m) * params is min(s_j, C) if record j was sampled and 0 otherwise (plus noise when
+sigma > 0). A step therefore reveals its own Poisson sample, its clipping and its normaliser, and
+these can be checked against the definitions without knowing how the engine uses its key.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from scipy import stats
+
+from dpgen_jax import dpsgd
+
+P_ACCEPT = 1e-4
+P_REJECT = 1e-6
+
+M, Q, C, SIGMA = 96, 0.125, 1.5, 1.3  # expected batch q m = 12
+N_KEYS = 3000
+
+# Test-only compile options: these small programs compile 2-3x faster with XLA's CPU backend
+# optimisations off, and the numerics checked here do not depend on them.
+FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+S = np.random.default_rng(0).permutation(np.linspace(0.3, 3.0, M)).astype(np.float32)
+DATA = np.diag(S)
+CLIPPED = np.minimum(S, C).astype(np.float64)
+
+_DENSE = nn.Dense(1, use_bias=False)
+_TRACES = {"count": 0}
+
+
+def _revealing_loss(params, x):
+    _TRACES["count"] += 1  # Python side effect: runs once per trace, never at run time
+    return _DENSE.apply(params, x)[:, 0]
+
+
+def _zero_params():
+    return {"params": {"kernel": jnp.zeros((M, 1), jnp.float32)}}
+
+
+def _step(method="ghost", capacity=None, noise_multiplier=0.0, **kw):
+    return dpsgd.make_dp_step(
+        _revealing_loss, optax.sgd(1.0), num_records=M, sample_rate=Q, clip_norm=C,
+        noise_multiplier=noise_multiplier, method=method, capacity=capacity, **kw)
+
+
+def _keys(seed: int, n: int = N_KEYS) -> jax.Array:
+    return jax.random.split(jax.random.key(seed), n)
+
+
+@functools.lru_cache(maxsize=None)
+def _revealed(method: str, capacity: int | None):
+    """For N_KEYS keys: (q m) * gradient with sigma = 0 and with sigma = SIGMA, and metrics.
+
+    The noisy half is only computed for the default capacity (the noise tests use it)."""
+    quiet, noisy = _step(method, capacity), _step(method, capacity, SIGMA)
+    state = dpsgd.init_state(_zero_params(), optax.sgd(1.0))
+    with_noise = capacity is None
+
+    @functools.partial(jax.jit, compiler_options=FAST_COMPILE)
+    def run(keys):
+        def one(key):
+            s0, m0 = quiet(state, DATA, key)
+            g0 = -s0.params["params"]["kernel"][:, 0]
+            g1 = -noisy(state, DATA, key)[0].params["params"]["kernel"][:, 0] if with_noise else g0
+            return g0, g1, m0
+
+        return jax.vmap(one)(keys)
+
+    g0, g1, metrics = run(_keys(1))
+    qm = Q * M
+    return (np.asarray(g0, np.float64) * qm, np.asarray(g1, np.float64) * qm,
+            {k: np.asarray(v) for k, v in metrics.items()})
+
+
+def _binomial_pvalue(sizes, m, q):
+    expected = sizes.size * stats.binom.pmf(np.arange(m + 1), m, q)
+    observed = np.bincount(sizes, minlength=m + 1).astype(float)
+    obs, exp, ao, ae = [], [], 0.0, 0.0
+    for o, e in zip(observed, expected):
+        ao, ae = ao + o, ae + e
+        if ae >= 5:
+            obs.append(ao)
+            exp.append(ae)
+            ao, ae = 0.0, 0.0
+    obs[-1] += ao
+    exp[-1] += ae
+    obs, exp = np.array(obs), np.array(exp)
+    return stats.chisquare(obs, exp * obs.sum() / exp.sum()).pvalue
+
+
+# --------------------------------------------------------------------------------------------
+# Gaussian noise
+# --------------------------------------------------------------------------------------------
+
+
+def test_add_gaussian_noise_statistics():
+    std = 0.7
+    tree = {"a": jnp.zeros((2001,)), "b": jnp.zeros((30, 7)), "c": jnp.full((3,), 5.0)}
+    draw = jax.jit(jax.vmap(lambda k: dpsgd.add_gaussian_noise(tree, k, std)),
+                   compiler_options=FAST_COMPILE)
+    out = draw(_keys(2, 16))
+    assert jax.tree_util.tree_structure(out) == jax.tree_util.tree_structure(tree)
+    assert all(out[k].shape == (16,) + tree[k].shape and out[k].dtype == jnp.float32 for k in tree)
+    noise = np.concatenate([np.asarray(out["a"]).ravel(), np.asarray(out["b"]).ravel(),
+                            np.asarray(out["c"]).ravel() - 5.0])
+    n = noise.size
+    assert abs(noise.mean()) < 5 * std / math.sqrt(n)
+    assert abs(noise.std() / std - 1) < 5 / math.sqrt(2 * n)
+    assert stats.kstest(noise, stats.norm(0, std).cdf).pvalue > P_ACCEPT
+    assert stats.kstest(noise, stats.norm(0, std * 2 / 3).cdf).pvalue < P_REJECT
+    assert stats.kstest(noise, stats.norm(0, std * 3 / 2).cdf).pvalue < P_REJECT
+    # Arrays get independent noise (no reused slice), and so do different keys.
+    a, b = np.asarray(out["a"])[:, :210].ravel(), np.asarray(out["b"]).reshape(16, -1).ravel()
+    assert abs(np.corrcoef(a, b)[0, 1]) < 5 / math.sqrt(a.size)
+    k0, k1 = np.asarray(out["b"][0]).ravel(), np.asarray(out["b"][1]).ravel()
+    assert abs(np.corrcoef(k0, k1)[0, 1]) < 5 / math.sqrt(k0.size)
+
+
+def test_add_gaussian_noise_zero_std_is_identity():
+    tree = {"w": jnp.arange(6.0).reshape(2, 3)}
+    out = dpsgd.add_gaussian_noise(tree, jax.random.key(0), 0.0)
+    np.testing.assert_array_equal(np.asarray(out["w"]), np.asarray(tree["w"]))
+
+
+# --------------------------------------------------------------------------------------------
+# One DP step: its sample, its clipping, its normaliser, its noise
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("method, capacity", [("ghost", None), ("vmap", None), ("ghost", 4)],
+                         ids=["ghost", "vmap", "ghost_capacity4"])
+def test_step_is_clipped_sum_over_a_poisson_sample_divided_by_qm(method, capacity):
+    g0, _, metrics = _revealed(method, capacity)
+    selected = g0 != 0.0
+    sizes = selected.sum(1)
+    # Each sampled record contributes exactly its clipped gradient, divided by q m (not by the
+    # realised batch size, which differs from q m in most steps); unsampled records nothing.
+    np.testing.assert_allclose(g0[selected], np.broadcast_to(CLIPPED, g0.shape)[selected],
+                               rtol=1e-5)
+    assert np.mean(sizes != round(Q * M)) > 0.8
+    np.testing.assert_array_equal(sizes, metrics["batch_size"])
+    # The samples are Poisson: Binomial sizes, uniform inclusion (record 0, the padding index,
+    # included), whatever the capacity.
+    assert _binomial_pvalue(sizes, M, Q) > P_ACCEPT
+    counts = selected.sum(0)
+    chi = np.sum((counts - N_KEYS * Q) ** 2) / (N_KEYS * Q * (1 - Q))
+    assert stats.chi2.sf(chi, df=M) > P_ACCEPT
+    assert abs(counts[0] / N_KEYS - Q) < 5 * math.sqrt(Q * (1 - Q) / N_KEYS)
+    if capacity == 4:
+        assert np.all(metrics["chunks"] >= np.ceil(sizes / 4)) and metrics["chunks"].mean() > 3
+    else:
+        assert np.all(metrics["chunks"] == 1)
+
+
+@pytest.mark.parametrize("method", ["ghost", "vmap"])
+def test_step_noise_is_gaussian_with_std_sigma_c(method):
+    g0, g1, _ = _revealed(method, None)
+    noise = (g1 - g0)[:1000].ravel()  # the sample does not depend on sigma, only the noise
+    std = SIGMA * C
+    assert abs(noise.mean()) < 5 * std / math.sqrt(noise.size)
+    assert stats.kstest(noise, stats.norm(0, std).cdf).pvalue > P_ACCEPT
+    assert stats.kstest(noise, stats.norm(0, std * 2 / 3).cdf).pvalue < P_REJECT
+    assert stats.kstest(noise, stats.norm(0, std * 3 / 2).cdf).pvalue < P_REJECT
+
+
+# --------------------------------------------------------------------------------------------
+# Non-private equivalence and post_update
+# --------------------------------------------------------------------------------------------
+
+
+class _SmallNet(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        h = jnp.tanh(nn.LayerNorm(epsilon=1e-5)(nn.Dense(6)(x)))
+        return nn.Dense(2)(h)
+
+
+def test_zero_noise_huge_clip_equals_nonprivate_step_and_post_update_applies():
+    net = _SmallNet()
+    r = np.random.default_rng(3)
+    data = {"x": r.normal(size=(64, 5)).astype(np.float32),
+            "y": r.normal(size=(64, 2)).astype(np.float32)}
+    loss = lambda p, b: jnp.sum((net.apply(p, b["x"]) - b["y"]) ** 2, -1)  # noqa: E731
+    shapes = jax.eval_shape(net.init, jax.random.key(0), data["x"][:1])
+    params = jax.tree_util.tree_map(lambda s: r.normal(size=s.shape).astype(np.float32), shapes)
+    opt = optax.sgd(0.5)
+    common = dict(num_records=64, sample_rate=0.25, noise_multiplier=0.0)
+    clamp = lambda p: jax.tree_util.tree_map(lambda w: jnp.clip(w, -0.01, 0.01), p)  # noqa: E731
+    steps = {
+        "ghost": dpsgd.make_dp_step(loss, opt, clip_norm=1e9, method="ghost", **common),
+        "vmap": dpsgd.make_dp_step(loss, opt, clip_norm=1e9, method="vmap", **common),
+        "none": dpsgd.make_dp_step(loss, opt, clip_norm=None, **common),
+        "nonprivate": dpsgd.make_dp_step(loss, opt, clip_norm=1.0, method="nonprivate", **common),
+        "clamped": dpsgd.make_dp_step(loss, opt, clip_norm=None, post_update=clamp, **common),
+    }
+
+    @functools.partial(jax.jit, compiler_options=FAST_COMPILE)
+    def run(key):
+        out = {}
+        for name, step in steps.items():
+            state, metrics = step(dpsgd.init_state(params, opt), data, key)
+            out[name] = (state.params, state.steps, metrics["batch_size"])
+        return out
+
+    out = run(jax.random.key(5))
+    flat = lambda t: np.concatenate([np.asarray(x, np.float64).ravel()  # noqa: E731
+                                     for x in jax.tree_util.tree_leaves(t)])
+    start = flat(params)
+    ref = flat(out["none"][0]) - start
+    assert np.linalg.norm(ref) > 0.1  # the step really moved the parameters
+    for name in ("ghost", "vmap", "nonprivate"):
+        update = flat(out[name][0]) - start
+        assert np.linalg.norm(update - ref) <= 1e-4 * np.linalg.norm(ref), name
+        assert int(out[name][1]) == 1 and int(out[name][2]) == int(out["none"][2])
+    # post_update is applied after the update: the clamped step is the unclamped one, clamped.
+    np.testing.assert_allclose(flat(out["clamped"][0]), np.clip(flat(out["none"][0]), -0.01, 0.01),
+                               rtol=1e-6, atol=1e-7)
+    assert np.mean(np.abs(flat(out["none"][0])) > 0.01) > 0.5  # the clamp had work to do
+
+
+# --------------------------------------------------------------------------------------------
+# The phase runner
+# --------------------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def _phase():
+    """One noisy ghost step and its compiled runner, shared by the runner tests."""
+    step = _step("ghost", None, SIGMA)
+    return step, dpsgd.make_phase_runner(step)
+
+
+def test_run_phase_counts_steps_is_chunking_invariant_and_compiles_once():
+    opt = optax.sgd(1.0)
+    key = jax.random.key(7)
+    step, runner = _phase()
+    calls = []
+
+    fresh = runner._cache_size() == 0
+    before = _TRACES["count"]
+    a = dpsgd.run_phase(step, dpsgd.init_state(_zero_params(), opt), DATA, key, 20, chunk_size=7,
+                        progress=lambda done, total: calls.append((done, total)), runner=runner)
+    traced = _TRACES["count"]
+    assert (traced > before) == fresh  # the loss was traced for the first chunk only...
+    b = dpsgd.run_phase(step, dpsgd.init_state(_zero_params(), opt), DATA, key, 20,
+                        chunk_size=50, runner=runner)
+    c = dpsgd.run_phase(step, dpsgd.init_state(_zero_params(), opt), DATA, key, 11, chunk_size=3,
+                        runner=runner)
+    assert _TRACES["count"] == traced  # ...and never again, for chunks of 7, 6, 20, 3, 2 steps
+    assert runner._cache_size() == 1
+
+    assert calls == [(7, 20), (14, 20), (20, 20)]
+    assert int(a.steps) == 20 and int(b.steps) == 20 and int(c.steps) == 11
+    ka, kb = np.asarray(a.params["params"]["kernel"]), np.asarray(b.params["params"]["kernel"])
+    np.testing.assert_allclose(ka, kb, rtol=1e-6, atol=1e-6)
+
+    # Step t uses fold_in(key, t): the same as a Python loop of single steps.
+    one = jax.jit(step, compiler_options=FAST_COMPILE)
+    state = dpsgd.init_state(_zero_params(), opt)
+    for t in range(20):
+        state, _ = one(state, DATA, jax.random.fold_in(key, t))
+    np.testing.assert_allclose(np.asarray(state.params["params"]["kernel"]), ka,
+                               rtol=1e-5, atol=1e-5)
+    # Twenty noisy steps are far from zero and differ from a different phase key.
+    assert float(np.abs(ka).max()) > 1.0
+    d = dpsgd.run_phase(step, dpsgd.init_state(_zero_params(), opt), DATA, jax.random.key(8), 20,
+                        chunk_size=20, runner=runner)
+    assert not np.allclose(np.asarray(d.params["params"]["kernel"]), ka)
+
+
+def test_run_phase_continues_the_step_count_and_zero_steps_is_a_no_op():
+    step, runner = _phase()
+    state = dpsgd.init_state(_zero_params(), optax.sgd(1.0))
+    same = dpsgd.run_phase(step, state, DATA, jax.random.key(0), 0, runner=runner)
+    assert same is state and int(same.steps) == 0
+    state = state._replace(steps=jnp.int32(5))
+    out = dpsgd.run_phase(step, state, DATA, jax.random.key(0), 4, chunk_size=3, runner=runner)
+    assert int(out.steps) == 9
+
+
+# --------------------------------------------------------------------------------------------
+# Bad arguments
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs, argument",
+    [
+        ({"sample_rate": 0.0}, "sample_rate"),
+        ({"sample_rate": 1.5}, "sample_rate"),
+        ({"sample_rate": float("nan")}, "sample_rate"),
+        ({"clip_norm": 0.0}, "clip_norm"),
+        ({"clip_norm": float("inf")}, "clip_norm"),
+        ({"clip_norm": float("nan")}, "clip_norm"),
+        ({"noise_multiplier": -1.0}, "noise_multiplier"),
+        ({"noise_multiplier": float("nan")}, "noise_multiplier"),
+        ({"noise_multiplier": float("inf")}, "noise_multiplier"),
+        ({"num_records": 0}, "num_records"),
+        ({"method": "opacus"}, "method"),
+        ({"fallback": "ignore"}, "fallback"),
+        ({"capacity": 0}, "capacity"),
+        ({"clip_norm": None, "noise_multiplier": 1.0}, "noise_multiplier"),
+        ({"method": "nonprivate", "noise_multiplier": 1.0}, "noise_multiplier"),
+    ],
+)
+def test_make_dp_step_bad_arguments(kwargs, argument):
+    args = dict(num_records=M, sample_rate=Q, clip_norm=C, noise_multiplier=1.0)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=argument):
+        dpsgd.make_dp_step(_revealing_loss, optax.sgd(1.0), **args)
+
+
+@pytest.mark.parametrize(
+    "kwargs, argument",
+    [({"num_steps": -1}, "num_steps"), ({"num_steps": 2.5}, "num_steps"),
+     ({"chunk_size": 0}, "chunk_size"), ({"chunk_size": -2}, "chunk_size")],
+)
+def test_run_phase_bad_arguments(kwargs, argument):
+    args = dict(num_steps=3, chunk_size=10)
+    args.update(kwargs)
+    state = dpsgd.init_state(_zero_params(), optax.sgd(1.0))
+    with pytest.raises(ValueError, match=argument):
+        dpsgd.run_phase(_step(), state, DATA, jax.random.key(0), **args)
+
+
+def test_expected_batch_size():
+    assert dpsgd.expected_batch_size(27_912, 0.0458) == pytest.approx(27_912 * 0.0458)
+    with pytest.raises(ValueError, match="sample_rate"):
+        dpsgd.expected_batch_size(100, 0.0)
+
+
+# --------------------------------------------------------------------------------------------
+# Keys
+# --------------------------------------------------------------------------------------------
+
+
+def test_make_key_from_os_entropy_is_unseeded_and_fresh():
+    a, b = dpsgd.make_key(None), dpsgd.make_key()
+    assert a.seeded is False and b.seeded is False
+    assert not np.array_equal(np.asarray(jax.random.key_data(a.key)),
+                              np.asarray(jax.random.key_data(b.key)))
+
+
+def test_make_key_from_seed_is_reproducible():
+    a, b = dpsgd.make_key(3), dpsgd.make_key(3)
+    assert a.seeded is True
+    np.testing.assert_array_equal(np.asarray(jax.random.key_data(a.key)),
+                                  np.asarray(jax.random.key_data(b.key)))
+    assert not np.array_equal(np.asarray(jax.random.key_data(a.key)),
+                              np.asarray(jax.random.key_data(dpsgd.make_key(4).key)))
+
+
+@pytest.mark.parametrize("seed", ["3", 3.0, True, [3]])
+def test_make_key_rejects_non_integer_seeds(seed):
+    with pytest.raises(TypeError, match="seed"):
+        dpsgd.make_key(seed)
