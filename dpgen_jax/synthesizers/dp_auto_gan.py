@@ -332,12 +332,22 @@ def make_gan_runner(config: DPAutoGANConfig, width: int, num_records: int, *, pr
             return -critic_value(params, batch)
 
         n_fake = config.critic_batch_size
+        if private:
+            # Not for privacy (fake rows touch no private record, so they get no noise): each
+            # fake row's gradient is clipped to the same C3 as the real rows', so that the two
+            # terms keep the balance they have in the paired form. Without it the unclipped fake
+            # term dominates the clipped real term and the GAN collapses.
+            fake_sum = dpsgd.clipped_grad_sum(critic_value, config.critic_clip_norm,
+                                              method=config.method)
+        else:
+            fake_sum = dpsgd.grad_sum(critic_value)
 
         def public_grad_fn(params, key, extra):
             gen_params, dec_params = extra
             fake = jax.lax.stop_gradient(fake_rows(nets, gen_params, dec_params, key, n_fake, nd))
-            # Scaled so that after the division by q*m it is the gradient of mean_j D(fake_j).
-            return jax.grad(lambda p: jnp.sum(critic_value(p, fake)) * (q * m / n_fake))(params)
+            # Scaled so that after the division by q*m it is the mean over the fake rows.
+            g, _ = fake_sum(params, fake, None)
+            return jax.tree_util.tree_map(lambda x: x * (q * m / n_fake), g)
 
     clamp = None
     if config.weight_clamp is not None:
