@@ -31,6 +31,18 @@ def add_common_args(p: argparse.ArgumentParser, presets: list[str]) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
+def enable_compilation_cache() -> None:
+    """JAX's persistent compilation cache under the user cache folder: repeated runs (seeds,
+    settings with the same shapes and constants) skip XLA compilation."""
+    import os
+
+    import jax
+
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    jax.config.update("jax_compilation_cache_dir", os.path.join(base, "dpgen_jax", "xla"))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+
+
 def config_overrides(args) -> dict[str, Any]:
     out: dict[str, Any] = {"critic_clipping": args.critic_clipping}
     if args.ae_steps is not None:

@@ -94,6 +94,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.epsilon is not None and not (args.epsilon > 0 or math.isinf(args.epsilon)):
         p.error(f"--epsilon={args.epsilon} must be > 0 or inf")
+    _common.enable_compilation_cache()
     return _common.run_seeds(args, lambda s, out: run_one(args, s, out), SUMMARY_KEYS)
 
 
