@@ -1,0 +1,375 @@
+"""``evaluate``: every metric of the papers on one (real train, real test, synthetic) triple."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dpgen_jax.data import Schema, TableEncoder
+from dpgen_jax.metrics._divergence import diversity_from_tables
+from dpgen_jax.metrics._dimension_wise import (
+    DIMENSION_WISE_TREES,
+    dimension_wise_prediction_from_tables,
+    dimension_wise_probability_from_tables,
+    is_all_binary,
+)
+from dpgen_jax.metrics._downstream import (
+    LabelAccuracyProtocol,
+    label_accuracy_from_tables,
+    tstr_auroc_from_tables,
+)
+from dpgen_jax.metrics._marginals import (
+    DEFAULT_HISTOGRAM_BINS,
+    DEFAULT_TRIPLES,
+    one_way_marginals_from_tables,
+    pca_projection_from_arrays,
+    three_way_marginal_from_tables,
+)
+from dpgen_jax.metrics._models import Score, note_from_flag, source_flag
+from dpgen_jax.metrics._validate import (
+    Table,
+    check_int,
+    check_label,
+    check_same_columns,
+    check_schema,
+    concat_tables,
+    prepare,
+)
+
+#: Format version of the result dict (bump on incompatible changes).
+RESULT_VERSION = 1
+
+
+def _jsonable(obj: Any, path: str, nulls: dict[str, str]) -> Any:
+    """Convert numpy scalars/arrays to Python; replace NaN and infinities by None, noting why."""
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v, f"{path}.{k}" if path else str(k), nulls) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v, f"{path}[{i}]", nulls) for i, v in enumerate(obj)]
+    if isinstance(obj, np.ndarray):
+        return _jsonable(obj.tolist(), path, nulls)
+    if isinstance(obj, (bool, np.bool_)):
+        return bool(obj)
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        v = float(obj)
+        if not math.isfinite(v):
+            nulls.setdefault(path, f"the computed value was {v!r}, which JSON cannot hold")
+            return None
+        return v
+    return obj
+
+
+def evaluate(
+    real_train: pd.DataFrame,
+    real_test: pd.DataFrame,
+    synthetic: pd.DataFrame,
+    schema: Schema,
+    *,
+    label: str | None = None,
+    seed: int = 0,
+    n_jobs: int | None = -1,
+    n_triples: int = DEFAULT_TRIPLES,
+    histogram_bins: int = DEFAULT_HISTOGRAM_BINS,
+    tune_tstr: bool = False,
+    label_protocol: LabelAccuracyProtocol | None = None,
+    reuse_real: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Every metric of dp-auto-gan §6 (and gs-wgan-tabular §5.1) for one synthetic table.
+
+    Conventions (each recorded in the result's ``meta``):
+
+    - R = ``real_train``, T = ``real_test``, S = ``synthetic``. Predictive scores train on R
+      (the "real" score) or on S (the "synthetic" score) and test on T.
+    - The *reference* distribution of the diversity and marginal metrics is every real row given,
+      R + T, as the paper's code does (48,842 rows for Adult; §6.3-§6.5, §9 item 14).
+    - JSD is the mixture form summed over the real categories (the code behind Tables 2 and 6,
+      so a synthetic table disjoint from the real one scores ln(2)/2; see ``jensen_shannon``).
+    - Dimension-wise probability (all-binary schemas only) compares R with S (§6.1, the paper's
+      choice; its MIMIC code used the validation split).
+    - Label accuracy is the Table 3 forest, by default on the full split (the clean variant of
+      §6.7: all of R or S against all of T); ``label_protocol`` selects the notebook's SIZE
+      protocol.
+
+    Args:
+        real_train: Real training rows (the rows the synthesizer was fitted on).
+        real_test: Real held-out rows.
+        synthetic: Synthetic rows, decoded to the schema's values.
+        schema: The public schema; all three frames must have exactly its columns.
+        label: The label column (default: the schema's label). Without one, the label metrics
+            are null and ``nulls`` says why.
+        seed: Seed of the dimension-wise forests and of the 3-way marginal's triples.
+        n_jobs: Parallel jobs for the forests (-1 = all cores).
+        n_triples: Random feature triples of the 3-way marginal.
+        histogram_bins: Bins of continuous 1-way marginals (see ``histogram_edges``).
+        tune_tstr: Use the GS-WGAN thesis's C/penalty selection for the TSTR AUROC (40 extra fits
+            per source).
+        label_protocol: Options of the Table 3 forest (default: the full split, 800 trees,
+            ``random_state=0``); e.g. ``LabelAccuracyProtocol(size=4000, shuffle_seed=0)`` for the
+            notebook's real-data protocol.
+        reuse_real: A previous result of ``evaluate`` on the same real rows with the same
+            settings (schema, label, seed, label protocol, ``tune_tstr``). Its real-data scores
+            (models trained on ``real_train``: dimension-wise, label accuracy, TSTR) are reused
+            instead of refitted, which roughly halves the cost of evaluating several synthetic
+            tables. Checked by ``meta.real_fingerprint``; a mismatch raises ValueError.
+
+    Returns:
+        A JSON-serialisable dict (no NaN or infinities; an undefined number is ``None`` and
+        ``nulls[path]`` says why) with the keys, where they apply:
+
+        - ``dimension_wise_prediction``: ``{feature: {"metric", "real", "synthetic", "flag"}}``;
+        - ``dimension_wise_summary``: counts and the mean distance from the y = x line per metric;
+        - ``dimension_wise_probability`` (all-binary schemas): ``{feature: {"real", "synthetic"}}``;
+        - ``label_accuracy``: ``{"label", "real", "synthetic", "protocol"}``;
+        - ``jsd``, ``kl_mu``: ``{feature: value, ..., "total": sum}``; ``mu``: ``{feature: mu}``;
+          ``diversity_total_features``: the features in ``total``;
+        - ``marginals``: 1-way marginals (see ``one_way_marginals``);
+        - ``pca``: explained variance and the mean/std of both projected clouds;
+        - ``three_way_marginal``: mean L1 and per-triple scores;
+        - ``tstr_auroc``: ``{"label", "real", "synthetic", "protocol", "flag"}``;
+        - ``excluded``: ``{feature: reason}`` for dimension-wise prediction;
+        - ``nulls``: ``{path: reason}``; ``meta``; ``timings_s`` (seconds per metric).
+
+    Raises:
+        TypeError: if a frame is not a DataFrame or ``schema`` not a Schema.
+        ValueError: naming the frame and column, on mismatched or undeclared columns, an empty
+            frame, values outside the schema (unknown category, missing value, out of bounds), an
+            unknown or continuous label, or invalid options.
+
+    Privacy:
+        Not a DP mechanism: every number is computed from the real rows. Treat the result and
+        any report built from it as private unless the real data is public.
+
+    References:
+        specs/dp-auto-gan.md §6, §9; specs/gs-wgan-tabular.md §5.1.
+    """
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    check_schema(schema)
+    seed = check_int(seed, "seed", 0)
+    n_triples = check_int(n_triples, "n_triples", 1)
+    histogram_bins = check_int(histogram_bins, "histogram_bins", 1)
+    if label_protocol is None:
+        label_protocol = LabelAccuracyProtocol()
+    elif not isinstance(label_protocol, LabelAccuracyProtocol):
+        raise TypeError(
+            f"label_protocol must be a LabelAccuracyProtocol, got {type(label_protocol).__name__}."
+        )
+    check_same_columns({"real_train": real_train, "real_test": real_test, "synthetic": synthetic})
+    label_name = check_label(schema, label, required=False)
+    enc = TableEncoder(schema)
+    train = prepare(real_train, schema, "real_train", enc)
+    test = prepare(real_test, schema, "real_test", enc)
+    syn = prepare(synthetic, schema, "synthetic", enc)
+    reference = concat_tables(train, test, "reference")
+    fingerprint = _real_fingerprint(train, test, schema, label_name, seed, label_protocol, tune_tstr)
+    prior = _check_reuse(reuse_real, fingerprint)
+    timings["validate_encode"] = time.perf_counter() - t0
+
+    out: dict[str, Any] = {"version": RESULT_VERSION}
+    nulls: dict[str, str] = {}
+    out["meta"] = {
+        "columns": schema.names,
+        "label": label_name,
+        "seed": seed,
+        "schema_source": schema.source,
+        "real_fingerprint": fingerprint,
+        "real_scores_reused": prior is not None,
+        "n_rows": {
+            "real_train": len(train),
+            "real_test": len(test),
+            "synthetic": len(syn),
+            "reference": len(reference),
+        },
+        "reference": "real_train + real_test (every real row given), as the DP-auto-GAN code",
+        "dimension_wise_models": (
+            "LogisticRegression(liblinear) AUROC"
+            if is_all_binary(schema)
+            else f"RandomForestClassifier(n_estimators={DIMENSION_WISE_TREES}, random_state=seed) F1; "
+            "Lasso(alpha=1) R^2"
+        ),
+    }
+
+    t = time.perf_counter()
+    known = None
+    if prior is not None:
+        known = {
+            f: (s["real"], note_from_flag(s["flag"], "real"))
+            for f, s in prior["dimension_wise_prediction"].items()
+        }
+    dwp = dimension_wise_prediction_from_tables(
+        train, test, syn, schema, seed=seed, n_jobs=n_jobs, known_real=known
+    )
+    out["dimension_wise_prediction"] = dwp["scores"]
+    out["excluded"] = dwp["excluded"]
+    out["dimension_wise_summary"] = _dimension_wise_summary(dwp, len(schema))
+    timings["dimension_wise_prediction"] = time.perf_counter() - t
+
+    if is_all_binary(schema):
+        out["dimension_wise_probability"] = dimension_wise_probability_from_tables(train, syn, schema)
+
+    t = time.perf_counter()
+    if label_name is None:
+        out["label_accuracy"] = None
+        nulls["label_accuracy"] = "no label: pass label= or declare a label column in the schema"
+    else:
+        out["label_accuracy"] = {
+            "label": label_name,
+            "real": (
+                prior["label_accuracy"]["real"]
+                if prior is not None
+                else label_accuracy_from_tables(train, test, schema, label_name, label_protocol, n_jobs)
+            ),
+            "synthetic": label_accuracy_from_tables(syn, test, schema, label_name, label_protocol, n_jobs),
+            "protocol": label_protocol.describe(),
+        }
+    timings["label_accuracy"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    if any(c.kind != "continuous" for c in schema.columns):
+        div = diversity_from_tables(reference, syn, schema)
+        out["jsd"], out["kl_mu"], out["mu"] = div["jsd"], div["kl_mu"], div["mu"]
+        out["diversity_total_features"] = div["total_features"]
+        for f, v in div["kl_mu"].items():
+            if not math.isfinite(v):
+                nulls[f"kl_mu.{f}"] = (
+                    "infinite: the real column is constant (mu = 0) and the synthetic rows miss its value"
+                    if f != "total"
+                    else "a summed feature is infinite"
+                )
+    else:
+        for key in ("jsd", "kl_mu", "mu"):
+            out[key] = None
+            nulls[key] = "the schema has no binary or categorical column"
+    out["marginals"] = one_way_marginals_from_tables(reference, syn, schema, histogram_bins)
+    timings["diversity_marginals"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    if reference.encoded.shape[1] >= 2:
+        out["pca"] = pca_projection_from_arrays(reference.encoded, syn.encoded).summary()
+    else:
+        out["pca"] = None
+        nulls["pca"] = "the schema encodes to fewer than 2 columns"
+    timings["pca"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    if len(schema) >= 3:
+        out["three_way_marginal"] = three_way_marginal_from_tables(
+            reference, syn, schema, n_triples=n_triples, seed=seed
+        )
+    else:
+        out["three_way_marginal"] = None
+        nulls["three_way_marginal"] = f"the schema has {len(schema)} columns; a 3-way marginal needs 3"
+    timings["three_way_marginal"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    out["tstr_auroc"] = _tstr(train, test, syn, schema, label_name, tune_tstr, seed, nulls, prior)
+    timings["tstr_auroc"] = time.perf_counter() - t
+
+    timings["total"] = time.perf_counter() - t0
+    out["timings_s"] = timings
+    result = _jsonable(out, "", nulls)
+    result["nulls"] = nulls
+    return result
+
+
+def _real_fingerprint(
+    train: Table,
+    test: Table,
+    schema: Schema,
+    label: str | None,
+    seed: int,
+    protocol: LabelAccuracyProtocol,
+    tune_tstr: bool,
+) -> str:
+    """sha256 of everything the real-data scores depend on (rows, schema, settings)."""
+    h = hashlib.sha256()
+    settings = {"label": label, "seed": seed, "protocol": protocol.describe(), "tune_tstr": tune_tstr}
+    h.update(json.dumps(settings, sort_keys=True).encode())
+    h.update(schema.to_json().encode())
+    for table in (train, test):
+        h.update(str(table.codes.shape).encode())
+        h.update(np.ascontiguousarray(table.codes).tobytes())
+    return h.hexdigest()
+
+
+def _check_reuse(reuse_real: Any, fingerprint: str) -> dict[str, Any] | None:
+    if reuse_real is None:
+        return None
+    if not isinstance(reuse_real, dict) or not isinstance(reuse_real.get("meta"), dict):
+        raise TypeError(f"reuse_real must be a dict returned by evaluate, got {type(reuse_real).__name__}.")
+    theirs = reuse_real["meta"].get("real_fingerprint")
+    if theirs != fingerprint:
+        raise ValueError(
+            "reuse_real was computed on different real rows or settings (meta.real_fingerprint "
+            f"{str(theirs)[:12]}... != {fingerprint[:12]}...); the real-data rows, schema, label, seed, "
+            "label_protocol and tune_tstr must all be the same."
+        )
+    return reuse_real
+
+
+def _tstr(
+    train: Table,
+    test: Table,
+    syn: Table,
+    schema: Schema,
+    label: str | None,
+    tune: bool,
+    seed: int,
+    nulls: dict[str, str],
+    prior: dict[str, Any] | None,
+) -> dict[str, Any] | None:
+    if label is None:
+        nulls["tstr_auroc"] = "no label: pass label= or declare a label column in the schema"
+        return None
+    if len(schema[label].categories) != 2:
+        nulls["tstr_auroc"] = (
+            f"the label {label!r} has {len(schema[label].categories)} categories; AUROC needs a binary label"
+        )
+        return None
+    entry: dict[str, Any] = {
+        "label": label,
+        "protocol": {
+            "model": "LogisticRegression(solver='liblinear')",
+            "selection": (
+                "C over logspace(-4, 0, 20) x {l1, l2} on a 1/9 validation split" if tune else "C = 1, l2"
+            ),
+            "positive": schema[label].categories[1],
+        },
+    }
+    flags = []
+    for key, table in (("real", train), ("synthetic", syn)):
+        if key == "real" and prior is not None:
+            old = prior["tstr_auroc"]
+            note = note_from_flag(old.get("flag"), "real")
+            score = Score(old["real"], flag=note, reason=prior["nulls"].get("tstr_auroc.real"))
+        else:
+            score = tstr_auroc_from_tables(table, test, schema, label, tune=tune, seed=seed)
+        entry[key] = score.value
+        if score.value is None:
+            nulls[f"tstr_auroc.{key}"] = score.reason
+        if score.flag:
+            flags.append(source_flag(key, score.flag))
+    entry["flag"] = ",".join(flags) or None
+    return entry
+
+
+def _dimension_wise_summary(dwp: dict[str, Any], n_features: int) -> dict[str, Any]:
+    scores = dwp["scores"]
+    by_metric: dict[str, list[float]] = {}
+    for s in scores.values():
+        by_metric.setdefault(s["metric"], []).append(abs(s["real"] - s["synthetic"]) / math.sqrt(2.0))
+    return {
+        "n_features": n_features,
+        "n_scored": len(scores),
+        "n_excluded": len(dwp["excluded"]),
+        "n_flagged": sum(1 for s in scores.values() if s["flag"]),
+        "mean_distance_from_diagonal": {m: float(np.mean(v)) for m, v in by_metric.items()},
+    }

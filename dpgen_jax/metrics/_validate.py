@@ -1,0 +1,200 @@
+"""Input checks for the metrics; every message names the argument or column and what was expected.
+
+The frames are checked against the schema here (columns, emptiness), and their values by the
+data layer's :class:`~dpgen_jax.data.TableEncoder` (categories, bounds, missing values), whose
+error is re-raised with the name of the frame in front.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dpgen_jax.data import Schema, TableEncoder
+
+
+def _show(values: Sequence[Any], limit: int = 8) -> str:
+    """``repr`` of at most ``limit`` values for an error message."""
+    items = list(values)
+    shown = ", ".join(repr(v) for v in items[:limit])
+    return shown + (f", ... ({len(items) - limit} more)" if len(items) > limit else "")
+
+
+def check_schema(schema: Any) -> Schema:
+    """Return ``schema`` if it is a :class:`~dpgen_jax.data.Schema`, else raise TypeError."""
+    if not isinstance(schema, Schema):
+        raise TypeError(f"schema must be a dpgen_jax.data.Schema, got {type(schema).__name__}.")
+    return schema
+
+
+def check_columns(df: Any, schema: Schema, name: str) -> pd.DataFrame:
+    """Check that ``df`` is a non-empty frame with exactly the schema's columns.
+
+    Args:
+        df: The frame to check.
+        schema: The schema it must match.
+        name: The argument name used in messages (e.g. ``"synthetic"``).
+
+    Returns:
+        ``df`` with its columns in schema order.
+
+    Raises:
+        TypeError: if ``df`` is not a DataFrame.
+        ValueError: on duplicate, missing or undeclared columns, or zero rows.
+    """
+    if not isinstance(df, pd.DataFrame):
+        raise TypeError(f"{name} must be a pandas DataFrame, got {type(df).__name__}.")
+    cols = list(df.columns)
+    dupes = sorted({str(c) for c in cols if cols.count(c) > 1})
+    if dupes:
+        raise ValueError(f"{name} has duplicate column names {dupes}.")
+    names = schema.names
+    missing = [n for n in names if n not in set(cols)]
+    extra = [c for c in cols if c not in set(names)]
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append(f"is missing schema column(s) {_show(missing)}")
+        if extra:
+            parts.append(f"has column(s) not in the schema: {_show(extra)}")
+        raise ValueError(
+            f"{name} {' and '.join(parts)}; expected exactly the schema's columns {_show(names, 20)}."
+        )
+    if len(df) == 0:
+        raise ValueError(f"{name} is empty (0 rows); expected at least one row.")
+    return df[names]
+
+
+def check_same_columns(frames: dict[str, Any]) -> None:
+    """Raise a ValueError naming the frames whose column sets differ from the first frame's."""
+    items = [(k, v) for k, v in frames.items() if isinstance(v, pd.DataFrame)]
+    if not items:
+        return
+    ref_name, ref = items[0]
+    ref_cols = set(map(str, ref.columns))
+    for other_name, other in items[1:]:
+        cols = set(map(str, other.columns))
+        if cols != ref_cols:
+            only_ref = sorted(ref_cols - cols)
+            only_other = sorted(cols - ref_cols)
+            raise ValueError(
+                f"{other_name} and {ref_name} have different columns: only in {ref_name}: {only_ref}, "
+                f"only in {other_name}: {only_other}."
+            )
+
+
+@dataclasses.dataclass(frozen=True)
+class Table:
+    """A validated frame with its integer codes and its encoding.
+
+    Attributes:
+        name: The argument name, for messages.
+        frame: The frame, columns in schema order.
+        codes: ``(n, d)`` float64 array: category indices for discrete columns, raw values for
+            continuous ones (``TableEncoder.codes``), columns in schema order.
+        encoded: ``(n, width)`` float32 array (``TableEncoder.encode``).
+    """
+
+    name: str
+    frame: pd.DataFrame
+    codes: np.ndarray
+    encoded: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.frame)
+
+
+def prepare(df: Any, schema: Schema, name: str, encoder: TableEncoder | None = None) -> Table:
+    """Validate ``df`` against ``schema`` and compute its codes and encoding once.
+
+    Raises:
+        TypeError, ValueError: as :func:`check_columns`, or the encoder's error (which names
+            the column) prefixed with ``name``.
+    """
+    frame = check_columns(df, schema, name)
+    enc = encoder if encoder is not None else TableEncoder(schema)
+    try:
+        codes = enc.codes(frame).to_numpy(dtype=np.float64)
+        encoded = enc.encode(frame)
+    except ValueError as err:
+        raise ValueError(f"{name}: {err}") from None
+    return Table(name=name, frame=frame, codes=codes, encoded=encoded)
+
+
+def concat_tables(a: Table, b: Table, name: str) -> Table:
+    """Row-wise concatenation of two prepared tables."""
+    return Table(
+        name=name,
+        frame=pd.concat([a.frame, b.frame], ignore_index=True),
+        codes=np.concatenate([a.codes, b.codes]),
+        encoded=np.concatenate([a.encoded, b.encoded]),
+    )
+
+
+def check_label(
+    schema: Schema, label: str | None, *, binary_only: bool = False, required: bool = True
+) -> str | None:
+    """Resolve the label column: ``label`` if given, else the schema's label.
+
+    Args:
+        schema: The schema.
+        label: A column name or None (use ``schema.label``).
+        binary_only: Require exactly two categories.
+        required: Raise if no label can be resolved (otherwise return None).
+
+    Raises:
+        ValueError: if the label is not a discrete column of the schema (or not binary when
+            ``binary_only``), or when none is given and the schema declares none.
+    """
+    name = label if label is not None else schema.label
+    if name is None:
+        if required:
+            raise ValueError(
+                "label=None and the schema declares no label column; pass label='<column name>'."
+            )
+        return None
+    if not isinstance(name, str) or name not in schema:
+        raise ValueError(
+            f"label={name!r} is not a column of the schema; columns are {_show(schema.names, 20)}."
+        )
+    col = schema[name]
+    if col.kind == "continuous":
+        raise ValueError(f"label={name!r} is a continuous column; expected a binary or categorical column.")
+    if binary_only and len(col.categories) != 2:
+        raise ValueError(
+            f"label={name!r} has {len(col.categories)} categories; "
+            "this metric needs a binary label (2 categories)."
+        )
+    return name
+
+
+def check_int(value: Any, name: str, minimum: int) -> int:
+    """Return ``value`` as int if it is an integer >= ``minimum``, else raise ValueError."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"Expected {name}={value!r} to be an integer >= {minimum}.")
+    return int(value)
+
+
+def check_optional_int(value: Any, name: str, minimum: int) -> int | None:
+    """As :func:`check_int`, but None passes through."""
+    return None if value is None else check_int(value, name, minimum)
+
+
+def check_features(features: Sequence[str] | None, schema: Schema, name: str = "features") -> list[str]:
+    """Resolve a feature subset (None = all schema columns), in schema order."""
+    if features is None:
+        return schema.names
+    if isinstance(features, str):
+        raise TypeError(f"{name} must be a sequence of column names, not a single string {features!r}.")
+    feats = list(features)
+    unknown = [f for f in feats if f not in schema]
+    if unknown:
+        raise ValueError(f"{name} has names not in the schema: {_show(unknown)}.")
+    if len(set(feats)) != len(feats):
+        raise ValueError(f"{name} has duplicates: {_show(sorted({f for f in feats if feats.count(f) > 1}))}.")
+    return [n for n in schema.names if n in set(feats)]
