@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+import warnings
 from typing import Any, Callable, NamedTuple
 
 import flax.linen as nn
@@ -460,6 +461,14 @@ def config_for(schema: data_lib.Schema, config: DPAutoGANConfig | None, epsilon,
         if family != config.family:
             raise ValueError(f"preset={preset!r} is for {family!r} data but the configuration is "
                              f"{config.family!r}.")
+        default = DPAutoGANConfig.binary() if family == "binary" else DPAutoGANConfig.adult()
+        for field in [f for f in p if f == "critic_steps"]:
+            if getattr(config, field) != getattr(default, field):
+                # An explicitly configured schedule is kept; the paper's epsilon then differs.
+                warnings.warn(f"preset={preset!r} keeps the configured {field}="
+                              f"{getattr(config, field)} instead of the paper's {p[field]}; its "
+                              "paper-accounting epsilon differs from the published one.", stacklevel=3)
+                p.pop(field)
         config = dataclasses.replace(config, **p)
     return config.validate()
 
