@@ -1,0 +1,237 @@
+"""The experiment entry points, end to end on tiny schedules.
+
+Each run writes real files; the checks are on their structure and consistency: exactly the
+report keys issue 5 lists, per-seed folders and a summary whose medians are the medians of the
+per-seed values, a privacy report equal to the saved model's, synthetic rows that re-encode under
+the schema, and JSON that a strict parser (no NaN / Infinity) accepts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import pathlib
+import statistics
+import subprocess
+import sys
+
+import jax
+import pandas as pd
+import pytest
+
+from dpgen_jax import data, privacy
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+ADULT_REPORT_KEYS = {
+    "method", "target_epsilon", "epsilon", "epsilon_paper_accounting", "delta", "privacy",
+    "rf_salary_accuracy", "jsd", "kl_mu", "train_seconds", "wall_seconds", "seed", "versions",
+}
+MIMIC_REPORT_KEYS = {
+    "method", "data", "target_epsilon", "epsilon", "epsilon_paper_accounting", "delta", "privacy",
+    "probability_mean_abs_diff", "prediction_mean_abs_diff", "prediction_features_scored",
+    "excluded", "train_seconds", "wall_seconds", "seed", "versions",
+}
+THROUGHPUT_ROW_KEYS = {
+    "framework", "method", "model", "batch_size", "ms_per_step_median", "ms_per_step_p10",
+    "ms_per_step_p90", "compile_seconds", "includes_sampling",
+}
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"non-standard JSON constant {name!r}")
+
+
+def _strict_load(path: pathlib.Path):
+    """json.loads that refuses NaN, Infinity and -Infinity."""
+    return json.loads(path.read_text(), parse_constant=_reject_constant)
+
+
+def _all_json_strict(folder: pathlib.Path) -> list[pathlib.Path]:
+    files = sorted(folder.rglob("*.json"))
+    for f in files:
+        _strict_load(f)
+    return files
+
+
+def _check_summary(out: pathlib.Path, seeds: list[int], reports: dict[int, dict], keys) -> dict:
+    summary = _strict_load(out / "summary.json")
+    assert summary["seeds"] == seeds
+    for key in keys:
+        per_seed = summary["per_seed"][key]
+        assert set(per_seed) == {str(s) for s in seeds}
+        for s in seeds:
+            node = reports[s]
+            for part in key.split("."):
+                node = node[part]
+            assert per_seed[str(s)] == node, (key, s)
+        values = [v for v in per_seed.values() if v is not None]
+        expected = statistics.median(values) if values else None
+        assert summary["median"][key] == expected, key
+    return summary
+
+
+# --------------------------------------------------------------------------------------------
+# MIMIC-like binary data (default run): non-private, two seeds
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def xla_cache_home(tmp_path_factory):
+    """The experiments turn on JAX's persistent compilation cache under $XDG_CACHE_HOME (later
+    seeds then load the first seed's programs). Point it at a temporary folder, so that tests
+    never touch the user's cache, reset JAX's cache state so the experiments' setting takes
+    effect as it does on the command line, and restore both afterwards."""
+    from jax.experimental.compilation_cache import compilation_cache as cc
+
+    saved = (jax.config.jax_compilation_cache_dir, jax.config.jax_persistent_cache_min_compile_time_secs)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg_cache")))
+        cc.reset_cache()
+        yield
+    jax.config.update("jax_compilation_cache_dir", saved[0])
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", saved[1])
+    cc.reset_cache()
+
+
+@pytest.fixture(scope="module")
+def mimic_run(tmp_path_factory, xla_cache_home):
+    from experiments import mimic_like_dpautogan
+
+    out = tmp_path_factory.mktemp("mimic_like")
+    summary = mimic_like_dpautogan.main([
+        "--epsilon", "inf", "--seeds", "0", "1", "--n-rows", "500", "--n-features", "30",
+        "--ae-steps", "4", "--critic-steps", "5", "--no-progress", "--out", str(out)])
+    return out, summary
+
+
+def test_mimic_like_experiment_writes_its_outputs(mimic_run):
+    out, summary = mimic_run
+    files = _all_json_strict(out)
+    assert out / "summary.json" in files
+    schema = data.binary_schema(30)
+    reports = {}
+    for seed in (0, 1):
+        d = out / f"seed-{seed}"
+        report = _strict_load(d / "report.json")
+        assert set(report) == MIMIC_REPORT_KEYS
+        assert report["method"] == "DP-auto-GAN" and report["seed"] == seed
+        # Non-private: every epsilon is null, never Infinity.
+        assert report["target_epsilon"] is None and report["epsilon"] is None
+        assert report["epsilon_paper_accounting"] is None
+        assert report["privacy"]["non_private"] is True
+        assert [(p["name"], p["steps"]) for p in report["privacy"]["phases"]] == [
+            ("autoencoder", 4), ("critic", 5)]
+        assert set(report["train_seconds"]) == {"autoencoder", "gan"}
+        assert report["wall_seconds"] >= sum(report["train_seconds"].values()) > 0
+        assert 0 <= report["probability_mean_abs_diff"] <= 1
+        synthetic = pd.read_csv(d / "synthetic.csv")
+        assert len(synthetic) == 100  # the validation split: 20 % of 500 rows
+        assert data.TableEncoder(schema).encode(synthetic).shape == (100, 30)
+        metrics = _strict_load(d / "metrics.json")
+        assert "dimension_wise_probability" in metrics
+        assert {"dimension_wise.png", "dimension_wise_probability.png"} <= {
+            p.name for p in d.glob("*.png")}
+        reports[seed] = report
+    s = _check_summary(out, [0, 1], reports, (
+        "epsilon", "probability_mean_abs_diff", "train_seconds.autoencoder", "wall_seconds"))
+    assert s["median"]["epsilon"] is None
+    assert summary == s
+
+
+def test_experiment_arguments_are_checked(tmp_path, capsys):
+    from experiments import adult_dpautogan, mimic_like_dpautogan
+
+    for argv in (["--epsilon", "0", "--out", str(tmp_path)],
+                 ["--epsilon", "-1", "--out", str(tmp_path)],
+                 ["--epsilon", "1", "--preset", "paper-1.01", "--out", str(tmp_path)],
+                 ["--preset", "paper-0.81", "--out", str(tmp_path)],  # a binary preset
+                 ["--epsilon", "1"]):                                 # no --out
+        with pytest.raises(SystemExit) as info:
+            adult_dpautogan.main(argv)
+        assert info.value.code == 2
+    with pytest.raises(SystemExit):
+        mimic_like_dpautogan.main(["--preset", "paper-1.01", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert "--epsilon=0.0 must be > 0 or inf" in err
+    assert "not allowed with argument" in err
+    assert "invalid choice: 'paper-0.81'" in err
+    assert not any(tmp_path.iterdir())  # nothing was written
+
+
+# --------------------------------------------------------------------------------------------
+# Adult (slow: the full evaluation fits an 800-tree forest on 32,561 rows per seed)
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_adult_experiment_end_to_end(adult_dir, tmp_path, xla_cache_home):
+    from dpgen_jax.synthesizers import DPAutoGAN
+    from experiments import adult_dpautogan
+
+    out = tmp_path / "adult"
+    adult_dpautogan.main([
+        "--epsilon", "1.0", "--seeds", "0", "1", "--ae-steps", "20", "--critic-steps", "20",
+        "--ae-clip-norm", "0.05", "--no-progress", "--data-dir", str(adult_dir), "--out", str(out)])
+    _all_json_strict(out)
+    schema = data.adult_schema()
+    reports = {}
+    for seed in (0, 1):
+        d = out / f"seed-{seed}"
+        report = _strict_load(d / "report.json")
+        assert set(report) == ADULT_REPORT_KEYS
+        assert report["method"] == "DP-auto-GAN" and report["seed"] == seed
+        assert report["target_epsilon"] == 1.0 and report["delta"] == 1e-5
+        assert 0.99 <= report["epsilon"] <= 1.0
+        privacy_report = report["privacy"]
+        assert report["epsilon"] == privacy_report["epsilon"]
+        assert report["epsilon_paper_accounting"] == privacy_report["epsilon_by_accountant"]["rdp_classic"]
+        phases = [privacy.DPSGDPhase(p["name"], p["sample_rate"], p["noise_multiplier"], p["steps"])
+                  for p in privacy_report["phases"]]
+        assert [p.steps for p in phases] == [20, 20]
+        assert [p.sample_rate for p in phases] == [64 / 32561, 128 / 32561]
+        assert report["epsilon_paper_accounting"] == pytest.approx(
+            privacy.epsilon(phases, 1e-5, accountant="rdp", conversion="classic"), rel=1e-9)
+        assert 0 < report["rf_salary_accuracy"] < 1
+        for key in ("jsd", "kl_mu"):
+            parts = {k: v for k, v in report[key].items() if k != "total"}
+            assert "total" in report[key] and {"workclass", "sex", "race"} <= set(parts)
+            assert report[key]["total"] == pytest.approx(sum(parts.values()), rel=1e-9)
+        assert set(report["train_seconds"]) == {"autoencoder", "gan"}
+        assert report["wall_seconds"] >= sum(report["train_seconds"].values()) > 0
+        assert report["versions"]["jax"] and report["versions"]["dp-accounting"]
+        synthetic = pd.read_csv(d / "synthetic.csv", dtype={"education-num": str})
+        assert list(synthetic.columns) == schema.names and len(synthetic) == 32561
+        model = DPAutoGAN.load(d / "model.npz")
+        assert model.privacy_report() == privacy_report
+        assert (d / "metrics.json").exists()
+        assert {"marginals.png", "diversity.png"} <= {p.name for p in d.glob("*.png")}
+        reports[seed] = report
+    _check_summary(out, [0, 1], reports, (
+        "epsilon", "epsilon_paper_accounting", "rf_salary_accuracy", "jsd.total", "kl_mu.total",
+        "train_seconds.autoencoder", "train_seconds.gan", "wall_seconds"))
+
+
+# --------------------------------------------------------------------------------------------
+# Throughput benchmark (slow: ~45 s of compilation; CI runs the quick benchmark separately)
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_throughput_quick_writes_rows_with_the_documented_keys(tmp_path):
+    out = tmp_path / "tp"
+    subprocess.run(
+        [sys.executable, "-m", "experiments.throughput", "--quick", "--out", str(out), "--no-torch",
+         "--rounds", "3", "--target-seconds", "0.02"],
+        cwd=ROOT, check=True, capture_output=True, text=True, timeout=600)
+    result = _strict_load(out / "throughput.json")
+    rows = result["rows"]
+    assert rows and all(set(r) == THROUGHPUT_ROW_KEYS for r in rows)
+    assert {(r["method"], r["batch_size"]) for r in rows} == {
+        (m, b) for m in ("nonprivate", "ghost", "vmap") for b in (64, 256, 1024)}
+    for r in rows:
+        assert r["framework"] == "jax" and r["model"] == "adult_autoencoder"
+        assert r["includes_sampling"] is True
+        assert 0 < r["ms_per_step_p10"] <= r["ms_per_step_median"] <= r["ms_per_step_p90"]
+        assert r["compile_seconds"] > 0 and math.isfinite(r["compile_seconds"])
+    assert (out / "throughput.md").exists() and (out / "throughput.png").exists()
