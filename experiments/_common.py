@@ -130,3 +130,55 @@ def print_privacy(report: dict) -> None:
         print(f"  phase {ph['name']}: {ph['mechanism']} {params}")
     for a in report.get("assumptions", []):
         print(f"  - {a}")
+
+
+def fit_sample_evaluate(args, seed, out: pathlib.Path, config, train, test, schema, n_samples,
+                        label=None):
+    """Fits DP-auto-GAN, samples, saves the model and synthetic rows, evaluates and writes plots.
+
+    Returns ``(model, synthetic, metrics_result, privacy_report)``.
+    """
+    from dpgen_jax import metrics
+    from dpgen_jax.synthesizers import DPAutoGAN
+
+    out.mkdir(parents=True, exist_ok=True)
+    model = DPAutoGAN(config).fit(train, schema, epsilon=args.epsilon, delta=args.delta,
+                                  preset=args.preset, seed=seed, progress=not args.no_progress)
+    synthetic = model.sample(n_samples, seed=None if seed is None else seed + 10_000)
+    synthetic.to_csv(out / "synthetic.csv", index=False)
+    model.save(out / "model.npz")
+    result = metrics.evaluate(train, test, synthetic, schema, label=label,
+                              seed=0 if seed is None else seed)
+    privacy = model.privacy_report()
+    metrics.write_report(result, out, real=[train, test], synthetic=synthetic, schema=schema,
+                         epsilon=privacy["epsilon"])
+    return model, synthetic, result, privacy
+
+
+def privacy_fields(args, privacy: dict) -> dict:
+    """The privacy keys every experiment report starts with."""
+    return {
+        "method": "DP-auto-GAN",
+        "target_epsilon": finite_or_none(args.epsilon),
+        "epsilon": finite_or_none(privacy["epsilon"]),
+        "epsilon_paper_accounting": finite_or_none(
+            privacy["epsilon_by_accountant"].get("rdp_classic")),
+        "delta": args.delta,
+        "privacy": privacy,
+    }
+
+
+def parser(prog: str, doc: str, family: str) -> argparse.ArgumentParser:
+    from dpgen_jax.synthesizers.dp_auto_gan import PAPER_PRESETS
+
+    p = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    add_common_args(p, [k for k, v in PAPER_PRESETS.items() if v["family"] == family])
+    return p
+
+
+def run(args, p: argparse.ArgumentParser, run_one, summary_keys) -> dict:
+    if args.epsilon is not None and not (args.epsilon > 0 or math.isinf(args.epsilon)):
+        p.error(f"--epsilon={args.epsilon} must be > 0 or inf")
+    enable_compilation_cache()
+    return run_seeds(args, lambda s, out: run_one(args, s, out), summary_keys)

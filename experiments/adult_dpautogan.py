@@ -14,8 +14,6 @@ UCI Adult: Becker & Kohavi (1996), doi:10.24432/C5XW20, CC BY 4.0.
 
 from __future__ import annotations
 
-import argparse
-import math
 import pathlib
 import time
 
@@ -38,33 +36,18 @@ def _load(data_dir):
 
 
 def run_one(args, seed, out: pathlib.Path) -> dict:
-    from dpgen_jax import data, metrics
-    from dpgen_jax.synthesizers import DPAutoGAN, DPAutoGANConfig
+    from dpgen_jax import data
+    from dpgen_jax.synthesizers import DPAutoGANConfig
     from dpgen_jax.synthesizers._release import library_versions
 
     t0 = time.perf_counter()
-    out.mkdir(parents=True, exist_ok=True)
     train, test = _load(args.data_dir)
     schema = data.adult_schema()
     config = DPAutoGANConfig.adult(**_common.config_overrides(args))
-    model = DPAutoGAN(config).fit(train, schema, epsilon=args.epsilon, delta=args.delta,
-                                  preset=args.preset, seed=seed, progress=not args.no_progress)
-    synthetic = model.sample(len(train), seed=None if seed is None else seed + 10_000)
-    synthetic.to_csv(out / "synthetic.csv", index=False)
-    model.save(out / "model.npz")
-    result = metrics.evaluate(train, test, synthetic, schema, label="salary",
-                              seed=0 if seed is None else seed)
-    privacy = model.privacy_report()
-    metrics.write_report(result, out, real=[train, test], synthetic=synthetic, schema=schema,
-                         epsilon=privacy["epsilon"])
+    model, _, result, privacy = _common.fit_sample_evaluate(
+        args, seed, out, config, train, test, schema, len(train), label="salary")
     report = {
-        "method": "DP-auto-GAN",
-        "target_epsilon": _common.finite_or_none(args.epsilon),
-        "epsilon": _common.finite_or_none(privacy["epsilon"]),
-        "epsilon_paper_accounting": _common.finite_or_none(
-            privacy["epsilon_by_accountant"].get("rdp_classic")),
-        "delta": args.delta,
-        "privacy": privacy,
+        **_common.privacy_fields(args, privacy),
         "rf_salary_accuracy": result["label_accuracy"]["synthetic"],
         "jsd": result["jsd"],
         "kl_mu": result["kl_mu"],
@@ -83,19 +66,10 @@ def run_one(args, seed, out: pathlib.Path) -> dict:
 
 
 def main(argv=None):
-    from dpgen_jax.synthesizers.dp_auto_gan import PAPER_PRESETS
-
-    p = argparse.ArgumentParser(prog="python -m experiments.adult_dpautogan",
-                                description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    _common.add_common_args(p, [k for k, v in PAPER_PRESETS.items() if v["family"] == "adult"])
+    p = _common.parser("python -m experiments.adult_dpautogan", __doc__, "adult")
     p.add_argument("--data-dir", type=pathlib.Path, default=None,
                    help="folder with adult.data and adult.test (default: $DPGEN_ADULT_DIR, cache)")
-    args = p.parse_args(argv)
-    if args.epsilon is not None and not (args.epsilon > 0 or math.isinf(args.epsilon)):
-        p.error(f"--epsilon={args.epsilon} must be > 0 or inf")
-    _common.enable_compilation_cache()
-    return _common.run_seeds(args, lambda s, out: run_one(args, s, out), SUMMARY_KEYS)
+    return _common.run(p.parse_args(argv), p, run_one, SUMMARY_KEYS)
 
 
 if __name__ == "__main__":

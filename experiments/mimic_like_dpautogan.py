@@ -15,8 +15,6 @@ AUROC, train on real or synthetic, test on validation).
 
 from __future__ import annotations
 
-import argparse
-import math
 import pathlib
 import time
 
@@ -30,12 +28,11 @@ SUMMARY_KEYS = ("epsilon", "epsilon_paper_accounting", "probability_mean_abs_dif
 def run_one(args, seed, out: pathlib.Path) -> dict:
     import numpy as np
 
-    from dpgen_jax import data, metrics
-    from dpgen_jax.synthesizers import DPAutoGAN, DPAutoGANConfig
+    from dpgen_jax import data
+    from dpgen_jax.synthesizers import DPAutoGANConfig
     from dpgen_jax.synthesizers._release import library_versions
 
     t0 = time.perf_counter()
-    out.mkdir(parents=True, exist_ok=True)
     frame = data.mimic_like(n_rows=args.n_rows, n_features=args.n_features, seed=args.data_seed)
     schema = data.binary_schema(args.n_features)
     n_train = int(round(0.6 * len(frame)))
@@ -43,14 +40,8 @@ def run_one(args, seed, out: pathlib.Path) -> dict:
     train = frame.iloc[:n_train].reset_index(drop=True)
     valid = frame.iloc[n_train:n_train + n_valid].reset_index(drop=True)
     config = DPAutoGANConfig.binary(**_common.config_overrides(args))
-    model = DPAutoGAN(config).fit(train, schema, epsilon=args.epsilon, delta=args.delta,
-                                  preset=args.preset, seed=seed, progress=not args.no_progress)
-    synthetic = model.sample(len(valid), seed=None if seed is None else seed + 10_000)
-    synthetic.to_csv(out / "synthetic.csv", index=False)
-    result = metrics.evaluate(train, valid, synthetic, schema, seed=0 if seed is None else seed)
-    privacy = model.privacy_report()
-    metrics.write_report(result, out, real=[train, valid], synthetic=synthetic, schema=schema,
-                         epsilon=privacy["epsilon"])
+    model, _, result, privacy = _common.fit_sample_evaluate(
+        args, seed, out, config, train, valid, schema, len(valid))
     prob = result["dimension_wise_probability"]
     pred = result["dimension_wise_prediction"]
     prob_diff = float(np.mean([abs(v["real"] - v["synthetic"]) for v in prob.values()]))
@@ -58,14 +49,8 @@ def run_one(args, seed, out: pathlib.Path) -> dict:
              if v.get("real") is not None and v.get("synthetic") is not None]
     pred_diff = float(np.mean([abs(a - b) for a, b in pairs])) if pairs else None
     report = {
-        "method": "DP-auto-GAN",
+        **_common.privacy_fields(args, privacy),
         "data": f"mimic_like(n_rows={args.n_rows}, n_features={args.n_features}, seed={args.data_seed})",
-        "target_epsilon": _common.finite_or_none(args.epsilon),
-        "epsilon": _common.finite_or_none(privacy["epsilon"]),
-        "epsilon_paper_accounting": _common.finite_or_none(
-            privacy["epsilon_by_accountant"].get("rdp_classic")),
-        "delta": args.delta,
-        "privacy": privacy,
         "probability_mean_abs_diff": prob_diff,
         "prediction_mean_abs_diff": pred_diff,
         "prediction_features_scored": len(pairs),
@@ -84,20 +69,11 @@ def run_one(args, seed, out: pathlib.Path) -> dict:
 
 
 def main(argv=None):
-    from dpgen_jax.synthesizers.dp_auto_gan import PAPER_PRESETS
-
-    p = argparse.ArgumentParser(prog="python -m experiments.mimic_like_dpautogan",
-                                description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    _common.add_common_args(p, [k for k, v in PAPER_PRESETS.items() if v["family"] == "binary"])
+    p = _common.parser("python -m experiments.mimic_like_dpautogan", __doc__, "binary")
     p.add_argument("--n-rows", type=int, default=46_520)
     p.add_argument("--n-features", type=int, default=1071)
     p.add_argument("--data-seed", type=int, default=0, help="seed of the MIMIC-like generator")
-    args = p.parse_args(argv)
-    if args.epsilon is not None and not (args.epsilon > 0 or math.isinf(args.epsilon)):
-        p.error(f"--epsilon={args.epsilon} must be > 0 or inf")
-    _common.enable_compilation_cache()
-    return _common.run_seeds(args, lambda s, out: run_one(args, s, out), SUMMARY_KEYS)
+    return _common.run(p.parse_args(argv), p, run_one, SUMMARY_KEYS)
 
 
 if __name__ == "__main__":
