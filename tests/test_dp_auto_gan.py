@@ -108,7 +108,13 @@ def _clip_between(norms) -> float:
 
 
 _chunk = jax.jit(dpsgd.poisson_chunk, static_argnums=(2, 3, 4))
-_noise = jax.jit(dpsgd.add_gaussian_noise, static_argnums=2)
+_unit_noise = jax.jit(lambda zeros, key: dpsgd.add_gaussian_noise(zeros, key, 1.0))
+
+
+def _noisy(total: np.ndarray, like, key, std: float) -> np.ndarray:
+    """total + the engine's N(0, std^2) draw for ``key`` (one per coordinate of ``like``)."""
+    zeros = jax.tree_util.tree_map(jnp.zeros_like, like)
+    return total + std * _flat(_unit_noise(zeros, key))
 
 
 def _poisson_chunks(k_sample, m: int, q: float):
@@ -206,7 +212,7 @@ def _reference_critic_step(nets, cfg, like, critic_p, critic_v, gen_p, dec, x, k
     else:
         grad_one = lambda p, real, fake: _critic_real_grad(nets, p, real)  # noqa: E731
     total, norms = _clipped_sum(grad_one, params, examples, cfg.critic_clip_norm)
-    noisy = _flat(_noise(_unflat(total, params), k_noise, sigma * cfg.critic_clip_norm))
+    noisy = _noisy(total, params, k_noise, sigma * cfg.critic_clip_norm)
     g = noisy / (q * m)
     if cfg.critic_clipping == "real_only":
         # The fake-data term touches no private row and gets no noise: the mean over
@@ -386,7 +392,7 @@ def test_autoencoder_phase_matches_per_example_reference(functional_run, adult_x
         total, norms = _clipped_sum(functools.partial(_ae_row_grad, nets), _unflat(p, params0),
                                     rows, clip)
         clipped, unclipped = clipped + np.sum(norms > clip), unclipped + np.sum(norms < clip)
-        noisy = _flat(_noise(_unflat(total, params0), k_noise, sigma * clip))
+        noisy = _noisy(total, params0, k_noise, sigma * clip)
         g = noisy / (q * m)  # the expected batch size, not the realised one
         p, mu, nu = _adam(p, g, mu, nu, t + 1, cfg.ae_learning_rate)
     assert clipped > 0 and unclipped > 0
