@@ -180,5 +180,4 @@ def parser(prog: str, doc: str, family: str) -> argparse.ArgumentParser:
 def run(args, p: argparse.ArgumentParser, run_one, summary_keys) -> dict:
     if args.epsilon is not None and not (args.epsilon > 0 or math.isinf(args.epsilon)):
         p.error(f"--epsilon={args.epsilon} must be > 0 or inf")
-    enable_compilation_cache()
     return run_seeds(args, lambda s, out: run_one(args, s, out), summary_keys)

@@ -73,4 +73,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    _common.enable_compilation_cache()  # command-line runs only: it sets global JAX config
     main()

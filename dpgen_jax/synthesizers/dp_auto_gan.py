@@ -23,6 +23,7 @@ Functional API: :func:`init`, :func:`train_autoencoder`, :func:`train_gan`, :fun
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 import warnings
@@ -421,11 +422,15 @@ def train_gan(config, params: Params, dec_params, data: jax.Array, key: jax.Arra
 # ----------------------------------------------------------------------------- sampling
 
 
+@functools.partial(jax.jit, static_argnums=(0, 4, 5))
+def _sample_jit(nets: Networks, gen_params, dec_params, key, n: int, noise_dim: int):
+    return fake_rows(nets, gen_params, dec_params, key, n, noise_dim)
+
+
 def sample_encoded(config, width: int, gen_params, dec_params, n: int, key: jax.Array) -> np.ndarray:
-    """``n`` synthetic rows in the encoded layout, values in [0, 1]."""
+    """``n`` synthetic rows in the encoded layout, values in [0, 1] (compiled once per shape)."""
     nets = networks(config, width)
-    fn = jax.jit(lambda g, d, k: fake_rows(nets, g, d, k, n, config.noise_dim))
-    return np.asarray(fn(gen_params, dec_params, key))
+    return np.asarray(_sample_jit(nets, gen_params, dec_params, key, int(n), config.noise_dim))
 
 
 # ----------------------------------------------------------------------------- privacy
@@ -638,7 +643,7 @@ class DPAutoGAN:
             raise ValueError(f"{str(path)!r} has an invalid DPAutoGAN record: {exc}") from exc
         model = cls(config)
         width = data_lib.TableEncoder(schema).width
-        expected = init(config, width, jax.random.key(0))
+        expected = jax.eval_shape(lambda k: init(config, width, k), jax.random.key(0))
         dec_expected = expected.autoencoder["decoder"]
         for name, got, want in (("generator", groups.get("generator"), expected.generator),
                                 ("decoder", groups.get("decoder"), dec_expected)):
