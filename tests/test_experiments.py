@@ -128,8 +128,7 @@ def test_mimic_like_experiment_writes_its_outputs(mimic_run):
         synthetic = pd.read_csv(d / "synthetic.csv")
         assert len(synthetic) == 100  # the validation split: 20 % of 500 rows
         assert data.TableEncoder(schema).encode(synthetic).shape == (100, 12)
-        metrics = _strict_load(d / "metrics.json")
-        assert "dimension_wise_probability" in metrics
+        assert "dimension_wise_probability" in _strict_load(d / "metrics.json")
         assert {"dimension_wise.png", "dimension_wise_probability.png"} <= {
             p.name for p in d.glob("*.png")}
         reports[seed] = report
