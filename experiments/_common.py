@@ -7,7 +7,6 @@ import json
 import math
 import pathlib
 import statistics
-import time
 from typing import Any, Callable
 
 PRIVACY_ARGS_HELP = "target epsilon under the headline accountant (PLD); 'inf' trains non-privately"
@@ -107,15 +106,6 @@ def _lookup(report: dict, dotted: str):
             return None
         node = node[part]
     return finite_or_none(node) if isinstance(node, (int, float)) else None
-
-
-class Timer:
-    def __enter__(self):
-        self.t0 = time.perf_counter()
-        return self
-
-    def __exit__(self, *exc):
-        self.seconds = time.perf_counter() - self.t0
 
 
 def print_privacy(report: dict) -> None:

@@ -99,6 +99,11 @@ def _constant_score(metric: Metric, constant: float, y_test: np.ndarray) -> floa
     pred = np.full(y_test.shape, constant)
     if metric == "r2":
         return float(r2_score(y_test, pred))
+    return _f1(metric, y_test, pred)
+
+
+def _f1(metric: Metric, y_test: np.ndarray, pred: np.ndarray) -> float:
+    """Binary F1 (positive = code 1) for two-category targets, micro F1 otherwise (§6.2)."""
     average = "binary" if metric == "f1_binary" else "micro"
     return float(f1_score(y_test, pred, average=average, pos_label=1, zero_division=0))
 
@@ -126,8 +131,7 @@ def _fit_score(
     rf = RandomForestClassifier(n_estimators=DIMENSION_WISE_TREES, random_state=seed, n_jobs=n_jobs)
     rf.fit(x, y.astype(np.int64))
     pred = forest_predict(rf, x_test, n_jobs)
-    average = "binary" if metric == "f1_binary" else "micro"
-    return float(f1_score(y_test.astype(np.int64), pred, average=average, pos_label=1, zero_division=0)), True
+    return _f1(metric, y_test.astype(np.int64), pred), True
 
 
 def _score_source(
