@@ -12,7 +12,7 @@ import pytest
 from dp_accounting.pld import PLDAccountant
 
 from dpgen_jax import privacy
-from dpgen_jax.privacy import DPSGDPhase, NonPrivatePhase, ShardedSanitizerPhase
+from dpgen_jax.privacy import DPSGDPhase, NonPrivatePhase, ShardedSanitizerPhase, calibrate, epsilon, report
 
 DELTA = 1e-5
 ADD_REMOVE = dpa.NeighboringRelation.ADD_OR_REMOVE_ONE
@@ -237,3 +237,35 @@ def test_report_strict_mode_parameters():
     assert interval == pytest.approx(privacy.pld_discretization_interval(277.0), rel=0.05)
     direct = PLDAccountant(value_discretization_interval=interval).compose(phase[0].event())
     assert direct.get_epsilon(DELTA) == pytest.approx(rep["epsilon"], rel=1e-9)
+
+
+# --------------------------------------------------------------------------------------------
+# DPSGDPhase.from_batch_size, clip norms in the report, calibration with fixed phases
+# --------------------------------------------------------------------------------------------
+
+
+def test_from_batch_size_is_the_one_place_q_is_computed():
+    p = DPSGDPhase.from_batch_size("critic", 128, 32561, 7.5, 15000, clip_norm=0.022)
+    assert p.sample_rate == 128 / 32561 and p.batch_size == 128 and p.clip_norm == 0.022
+    assert p.event() == DPSGDPhase("critic", 128 / 32561, 7.5, 15000).event()
+    entry = report([p], 1e-5)["phases"][0]
+    assert (entry["batch_size"], entry["clip_norm"]) == (128, 0.022)
+    assert report([DPSGDPhase("a", 0.01, 1.0, 10)], 1e-5)["phases"][0]["clip_norm"] is None
+    with pytest.raises(ValueError, match=r"expected batch_size <= num_records=100"):
+        DPSGDPhase.from_batch_size("a", 128, 100, 1.0, 10)
+    with pytest.raises(ValueError, match="clip_norm"):
+        DPSGDPhase("a", 0.01, 1.0, 10, clip_norm=0.0)
+
+
+def test_calibrate_holds_fixed_phases():
+    phases = [DPSGDPhase("em", 1.0, 30.0, 10), DPSGDPhase("ae", 0.01, 1.0, 1000)]
+    out = calibrate(phases, 2.0, 1e-5, fixed=["em"])
+    assert out[0] == phases[0] and out[1].noise_multiplier != 1.0
+    assert epsilon(out, 1e-5) <= 2.0
+    assert epsilon([out[0], out[1]._with_noise_multiplier(0.99 * out[1].noise_multiplier)], 1e-5) > 2.0
+    with pytest.raises(ValueError, match=r"unknown \['nope'\]"):
+        calibrate(phases, 2.0, 1e-5, fixed=["nope"])
+    with pytest.raises(ValueError, match="not held fixed"):
+        calibrate(phases, 2.0, 1e-5, fixed=["em", "ae"])
+    with pytest.raises(TypeError, match="sequence of phase names"):
+        calibrate(phases, 2.0, 1e-5, fixed="em")

@@ -6,7 +6,8 @@ interprets, and only then converted to (epsilon, delta). Nothing is computed by 
 (Mironov 2017, Prop. 3) that the papers used, applied to the accountant's own RDP vector.
 
 References:
-    specs/dp-auto-gan.md §2; specs/gs-wgan-tabular.md §2.4-§2.8; specs/fast-dp-sgd.md §4.
+    docs/privacy.md; Mironov (2017), "Renyi Differential Privacy"; Balle et al. (2020),
+    "Hypothesis Testing Interpretations and Renyi Differential Privacy".
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ Fractional orders close to 1 (``1 + logspace(-3, 0, 100)``: strict GS-WGAN optim
 136-256 step 8, 288-512 step 32 and 576-1024 step 64. The cost of an order grows linearly with
 the integer order, so the sparse tail keeps one RDP evaluation of the two-phase DP-auto-GAN
 settings at ~0.2-0.4 s of CPU on a 2-core machine. On this grid the classic conversion
-reproduces the published DP-auto-GAN values (spec dp-auto-gan §2.3, integer grid 2..1024) to
+reproduces the published DP-auto-GAN values (Tantipongpipat et al. 2021; integer grid 2..1024) to
 < 6e-4: ADULT 0.350352 / 0.508439 / 1.006176 and
 MIMIC 0.807631 / 1.321593 / 2.697044 (the last is lower because 9.8 is on the grid).
 """
@@ -75,7 +76,7 @@ PAPER_RDP_ORDERS: tuple[float, ...] = tuple(float(a) for a in range(2, 257))
 PLD_VALUE_DISCRETIZATION: float = 1e-4
 """Base ``value_discretization_interval`` of the PLD accountant (used as is for epsilon <= 1).
 
-Measured on the three ADULT settings of dp-auto-gan §2.3 (delta = 1e-5), against 1e-5 as the
+Measured on the three Adult settings of DP-auto-GAN (docs/dp-auto-gan.md; delta = 1e-5), against 1e-5 as the
 reference (0.239666 / 0.357875 / 0.744331): 1e-4 gives 0.240690 / 0.358606 / 0.744729 (error
 <= 1.1e-3, i.e. <= 0.43 %) in 0.05-0.26 s; 1e-3 gives 0.328592 / 0.426458 / 0.783685 (errors of
 0.04-0.09, up to 37 %), so 1e-3 is not usable for these many-step, small-q, large-sigma phases.

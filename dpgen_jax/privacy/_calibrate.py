@@ -1,7 +1,7 @@
 """Noise calibration: one common factor on every noise multiplier to meet a target epsilon.
 
 References:
-    specs/fast-dp-sgd.md §4 (``calibrate_dp_mechanism``); specs/gs-wgan-tabular.md §2.8.
+    docs/privacy.md; ``dp_accounting.calibrate_dp_mechanism``.
 """
 
 from __future__ import annotations
@@ -64,12 +64,23 @@ class _MemoAccountant(_pa.PrivacyAccountant):
         return float(self._inner.compose(dpa.ComposedDpEvent(list(self._events))).get_delta(target_epsilon))
 
 
-def _scaled(phases: tuple[Phase, ...], factor: float) -> list[Phase]:
+def _scaled(phases: tuple[Phase, ...], factor: float, fixed: frozenset[str] = frozenset()) -> list[Phase]:
     out = []
     for p in phases:
         sigma = p.noise_multiplier_or_none
-        out.append(p if sigma is None else p._with_noise_multiplier(sigma * factor))
+        keep = sigma is None or p.name in fixed
+        out.append(p if keep else p._with_noise_multiplier(sigma * factor))
     return out
+
+
+def _check_fixed(phases: tuple[Phase, ...], fixed: object) -> frozenset[str]:
+    if isinstance(fixed, str) or not all(isinstance(n, str) for n in fixed):
+        raise TypeError(f"expected fixed to be a sequence of phase names, got {fixed!r}.")
+    names = [p.name for p in phases]
+    unknown = sorted(set(fixed) - set(names))
+    if unknown:
+        raise ValueError(f"expected fixed to name phases among {names}, got unknown {unknown}.")
+    return frozenset(fixed)
 
 
 def calibrate(
@@ -80,6 +91,7 @@ def calibrate(
     conversion: Conversion = "improved",
     max_noise_multiplier: float = 100.0,
     *,
+    fixed: Sequence[str] = (),
     pld_discretization: float | None = None,
 ) -> list[Phase]:
     """Scales every noise multiplier by one common factor so that epsilon meets a target.
@@ -101,6 +113,8 @@ def calibrate(
         accountant: ``"pld"`` or ``"rdp"``, as in :func:`epsilon`.
         conversion: As in :func:`epsilon`.
         max_noise_multiplier: Largest noise multiplier any phase may get; finite and > 0.
+        fixed: Names of phases whose noise is held fixed (e.g. a preprocessing mechanism whose
+            noise was set first); they count towards epsilon but are not scaled.
         pld_discretization: Fixed PLD interval; default None applies the same rule as
             :func:`epsilon`, so ``epsilon(result, ...)`` reproduces the calibrated value.
 
@@ -122,12 +136,15 @@ def calibrate(
     d = _v.delta(delta)
     _check_args(accountant, conversion)
     cap = _v.positive_finite(max_noise_multiplier, "max_noise_multiplier")
-    fixed = _check_pld_interval(pld_discretization)
+    interval = _check_pld_interval(pld_discretization)
     neighbouring_relation(ps)
+    held = _check_fixed(ps, fixed)
 
-    sigmas = [p.noise_multiplier_or_none for p in ps if p.noise_multiplier_or_none is not None]
+    sigmas = [p.noise_multiplier_or_none for p in ps
+              if p.noise_multiplier_or_none is not None and p.name not in held]
     if not sigmas:
-        raise ValueError("calibrate needs at least one phase with a noise multiplier; got none.")
+        raise ValueError("calibrate needs at least one phase with a noise multiplier that is not "
+                         "held fixed; got none.")
     if not any(p.spends_privacy for p in ps):
         return list(ps)
     nonprivate = [p.name for p in ps if isinstance(p, NonPrivatePhase) and p.spends_privacy]
@@ -136,22 +153,22 @@ def calibrate(
             f"target_epsilon={target} is unreachable: epsilon is inf at any noise, because the "
             f"non-private phases {nonprivate} ran steps."
         )
-    _check_supported(ps, _make_accountant(ps, accountant, conversion, fixed), accountant)
+    _check_supported(ps, _make_accountant(ps, accountant, conversion, interval), accountant)
 
     memo: dict[tuple[str, float], float] = {}
 
     def make_accountant() -> _pa.PrivacyAccountant:
-        return _MemoAccountant(lambda: _make_accountant(ps, accountant, conversion, fixed), memo)
+        return _MemoAccountant(lambda: _make_accountant(ps, accountant, conversion, interval), memo)
 
     def make_event(factor: float) -> dpa.DpEvent:
-        return composed_event(_scaled(ps, factor))
+        return composed_event(_scaled(ps, factor, held))
 
     def eps_at(factor: float) -> float:
         return float(make_accountant().compose(make_event(factor)).get_epsilon(d))
 
     def unreachable(s_max: float, e_max: float) -> ValueError:
         return ValueError(
-            f"target_epsilon={target} is unreachable: with every noise multiplier scaled by "
+            f"target_epsilon={target} is unreachable: with every calibrated noise multiplier scaled by "
             f"{s_max:.6g} (the largest reaching max_noise_multiplier={cap}), epsilon is {e_max:.6g} "
             f"at delta={d} ({accountant}{'' if accountant == 'pld' else ', ' + conversion})."
         )
@@ -189,7 +206,7 @@ def calibrate(
         bracket_interval=dpa.ExplicitBracketInterval(lo, hi),
         tol=_CALIBRATION_RTOL * lo,
     )
-    result = _scaled(ps, float(factor))
+    result = _scaled(ps, float(factor), held)
     final = eps_at(float(factor))
     if not final <= target:  # pragma: no cover - calibrate_dp_mechanism guarantees this
         raise RuntimeError(f"calibration returned epsilon {final} > target {target}.")

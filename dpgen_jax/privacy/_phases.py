@@ -6,8 +6,9 @@ data (sampling rate, noise multiplier, steps, ...). ``phase.event()`` turns it i
 events of all phases of a run before one conversion to (epsilon, delta).
 
 References:
-    specs/dp-auto-gan.md §2 (DP-SGD phases); specs/gs-wgan-tabular.md §2.4-§2.6 (sharded phases,
-    paper and strict accounting); specs/fast-dp-sgd.md §4 (dp_accounting API).
+    docs/privacy.md; Abadi et al. (2016), "Deep Learning with Differential Privacy" (DP-SGD);
+    Chen, Orekondy and Fritz (2020), "GS-WGAN: A Gradient-Sanitized Approach for Learning
+    Differentially Private Generators" (sharded phases).
 """
 
 from __future__ import annotations
@@ -90,6 +91,9 @@ class DPSGDPhase(Phase):
         sample_rate: Poisson sampling probability q in (0, 1] (expected batch / dataset size).
         noise_multiplier: Noise standard deviation divided by the clip norm; finite and > 0.
         steps: Number of steps actually executed; an integer >= 0 (0 spends nothing).
+        clip_norm: The per-example clip norm C, when known; reported as a number, it does not
+            enter the event (epsilon depends on the noise multiplier alone).
+        batch_size: The expected batch size q * N, when the phase was built from one (reported).
 
     Raises:
         TypeError: If an argument has the wrong type (e.g. ``steps=10.0``).
@@ -109,6 +113,8 @@ class DPSGDPhase(Phase):
     sample_rate: float
     noise_multiplier: float
     steps: int
+    clip_norm: float | None = None
+    batch_size: int | None = None
 
     def __post_init__(self) -> None:
         _v.name(self.name, "DPSGDPhase")
@@ -118,6 +124,47 @@ class DPSGDPhase(Phase):
             self, "noise_multiplier", _v.positive_finite(self.noise_multiplier, "noise_multiplier", ctx)
         )
         object.__setattr__(self, "steps", _v.count(self.steps, "steps", 0, ctx))
+        if self.clip_norm is not None:
+            object.__setattr__(self, "clip_norm", _v.positive_finite(self.clip_norm, "clip_norm", ctx))
+        if self.batch_size is not None:
+            object.__setattr__(self, "batch_size", _v.count(self.batch_size, "batch_size", 1, ctx))
+
+    @classmethod
+    def from_batch_size(
+        cls,
+        name: str,
+        batch_size: int,
+        num_records: int,
+        noise_multiplier: float,
+        steps: int,
+        *,
+        clip_norm: float | None = None,
+    ) -> DPSGDPhase:
+        """The phase of a DP-SGD schedule given as an expected batch size B over N records.
+
+        The one place where q = B / N is computed: synthesizers build their phases with it, so the
+        rate the sampler uses and the rate the accountant is given cannot drift apart.
+
+        Args:
+            name: Name of the phase in the report.
+            batch_size: Expected batch size B, an integer with 1 <= B <= N.
+            num_records: The (public) number of records N the rate refers to.
+            noise_multiplier: sigma, finite and > 0.
+            steps: Steps executed (or planned), an integer >= 0.
+            clip_norm: The clip norm C, reported as a number.
+
+        Example:
+            >>> DPSGDPhase.from_batch_size("critic", 128, 32561, 7.5, 15000).sample_rate == 128 / 32561
+            True
+        """
+        ctx = f"DPSGDPhase {name!r}"
+        n = _v.count(num_records, "num_records", 1, ctx)
+        b = _v.count(batch_size, "batch_size", 1, ctx)
+        if b > n:
+            raise ValueError(
+                f"{ctx}: expected batch_size <= num_records={n} (a sampling rate <= 1), got {b}."
+            )
+        return cls(name, b / n, noise_multiplier, steps, clip_norm=clip_norm, batch_size=b)
 
     def event(self) -> dpa.DpEvent:
         """``SelfComposedDpEvent(PoissonSampledDpEvent(q, GaussianDpEvent(sigma)), steps)``."""
@@ -143,7 +190,11 @@ class DPSGDPhase(Phase):
         return dataclasses.replace(self, noise_multiplier=noise_multiplier)
 
     def _parameters(self) -> dict[str, Any]:
-        return {"sample_rate": self.sample_rate, "noise_multiplier": self.noise_multiplier}
+        out: dict[str, Any] = {"sample_rate": self.sample_rate, "noise_multiplier": self.noise_multiplier}
+        if self.batch_size is not None:
+            out["batch_size"] = self.batch_size
+        out["clip_norm"] = self.clip_norm
+        return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -198,7 +249,7 @@ class ShardedSanitizerPhase(Phase):
     L2 norm C and adds Gaussian noise with standard deviation ``2 * C * noise_multiplier`` per
     coordinate (per-row replacement sensitivity 2C, noise multiplier sigma relative to it).
 
-    Two accountings (specs/gs-wgan-tabular.md §2.4-§2.6):
+    Two accountings (see docs/privacy.md):
 
     ``accounting="strict"`` (the default and the headline): the B rows of a step come from one
     shard selection, so they are released jointly. If the differing record's shard is selected
@@ -210,9 +261,9 @@ class ShardedSanitizerPhase(Phase):
     shard selection is uniform and independent across steps, and shard membership comes from
     data-independent randomness (i.i.d. labels, so adding or removing a record moves no other
     record); the Poisson add/remove pair is the worst case among feasible placements of the
-    non-selected branch (checked numerically in spec §2.9, not proved); and, as in the GS-WGAN
+    non-selected branch (checked numerically, not proved); and, as in the GS-WGAN
     paper, each step's subsampling is treated as fresh although discriminator states persist
-    across steps (the hidden-state caveat of §2.9; a selection-conditioned bound that needs no
+    across steps (the hidden-state caveat; a selection-conditioned bound that needs no
     such assumption is larger, e.g. 479.6 vs 252.0 for K=1500, T=21,000, B=32, sigma=1.07).
     Discriminator pretraining releases nothing and costs nothing only if the pretrained
     discriminators themselves are never released.
@@ -226,7 +277,7 @@ class ShardedSanitizerPhase(Phase):
     n * K, n, GaussianDpEvent(sigma)), steps * B)``. This is **not a sound bound**: the B rows of
     a step share one shard selection, but each gets its own subsampling coin, which credits
     amplification B times over and understates epsilon by a factor of about 17-45 at the thesis
-    checkpoints (spec §2.5, §2.7). Use it only to show the published number beside the strict one.
+    checkpoints. Use it only to show the published number beside the strict one.
     Paper mode is an RDP-only event (the PLD accountant does not support sampling without
     replacement) and one evaluation takes ~10 s (the without-replacement bound is O(order^2) per
     order up to 256).
@@ -241,6 +292,8 @@ class ShardedSanitizerPhase(Phase):
         dataset_size: Number N of private records (public, as GS-WGAN assumes); an integer
             >= num_shards.
         accounting: ``"strict"`` (sound, headline) or ``"paper"`` (GS-WGAN reproduction).
+        clip_norm: The per-row clip norm C of the sanitiser, when known; reported as a number, it
+            does not enter the event.
 
     Raises:
         TypeError: If an argument has the wrong type.
@@ -259,10 +312,13 @@ class ShardedSanitizerPhase(Phase):
     noise_multiplier: float
     dataset_size: int
     accounting: ShardAccounting = "strict"
+    clip_norm: float | None = None
 
     def __post_init__(self) -> None:
         _v.name(self.name, "ShardedSanitizerPhase")
         ctx = f"ShardedSanitizerPhase {self.name!r}"
+        if self.clip_norm is not None:
+            object.__setattr__(self, "clip_norm", _v.positive_finite(self.clip_norm, "clip_norm", ctx))
         object.__setattr__(self, "num_shards", _v.count(self.num_shards, "num_shards", 1, ctx))
         object.__setattr__(self, "steps", _v.count(self.steps, "steps", 0, ctx))
         object.__setattr__(self, "rows_per_step", _v.count(self.rows_per_step, "rows_per_step", 1, ctx))
@@ -346,6 +402,7 @@ class ShardedSanitizerPhase(Phase):
         else:
             params["shard_size"] = self.shard_size
             params["row_releases"] = self.steps * self.rows_per_step
+        params["clip_norm"] = self.clip_norm
         return params
 
 

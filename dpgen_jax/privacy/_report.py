@@ -1,6 +1,6 @@
 """The privacy report: a JSON-serialisable account of every phase and what was assumed.
 
-DESIGN privacy rule 8: the report lists every phase (mechanism, sampling rate, noise multiplier,
+The report lists every phase (mechanism, sampling rate, noise multiplier,
 steps, epsilon alone), the accountant, conversion, neighbouring relation, delta, the composed
 epsilon, and every assumption the guarantee rests on, as plain sentences.
 """

@@ -1,7 +1,7 @@
 """Argument checks shared by the privacy module.
 
-Every check raises an error that names the argument, the value received and what was expected
-(STYLE §6.14). Numbers are returned as builtin ``float``/``int`` so that phases hash, compare and
+Every check raises an error that names the argument, the value received and what was expected.
+Numbers are returned as builtin ``float``/``int`` so that phases hash, compare and
 serialise to JSON the same way whether the caller passed Python or NumPy scalars; the value itself
 is never changed, clipped or rounded.
 """
