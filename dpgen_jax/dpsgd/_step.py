@@ -83,6 +83,7 @@ def make_dp_step(
     batch_fn: Callable[[PyTree, jax.Array, jax.Array, PyTree], PyTree] = gather_rows,
     post_update: Callable[[PyTree], PyTree] | None = None,
     public_grad_fn: Callable[[PyTree, jax.Array, PyTree], PyTree] | None = None,
+    expected_batch_size: float | None = None,
 ) -> Callable[[TrainState, PyTree, jax.Array, PyTree], tuple[TrainState, dict]]:
     """Builds one (DP-)SGD step ``step(state, data, key, extra=None) -> (state, metrics)``.
 
@@ -109,6 +110,10 @@ def make_dp_step(
             same scale as the clipped sum. It is added to the noised sum, unclipped, before the
             division by the expected batch size, once per step. Its size must not depend on the
             private data (use a fixed number of generated rows).
+        expected_batch_size: the public normaliser of the noised sum; default ``sample_rate *
+            num_records``. With a public dataset size N, pass q * N (the batch size B, with
+            q = B / N) and let ``num_records`` be the real row count, used only as the sampler's
+            scan length.
 
     Returns:
         ``step(state, data, key, extra=None)``; ``metrics`` has ``batch_size`` (realised size)
@@ -142,7 +147,12 @@ def make_dp_step(
         raise ValueError(f"Expected capacity={capacity!r} to be a positive integer.")
     else:
         cap = int(capacity)
-    expected_batch = q * m
+    if expected_batch_size is None:
+        expected_batch = q * m
+    else:
+        expected_batch = float(expected_batch_size)
+        if not (expected_batch > 0 and expected_batch < float("inf")):
+            raise ValueError(f"Expected expected_batch_size={expected_batch_size!r} to be a finite number > 0.")
     noise_std = 0.0 if clip_norm is None else sigma * clip_norm
 
     def step(state: TrainState, data: PyTree, key: jax.Array, extra: PyTree = None):
@@ -204,6 +214,7 @@ def run_phase(
     chunk_size: int = 1000,
     progress: Callable[[int, int], None] | None = None,
     runner: Callable | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> TrainState:
     """Runs ``num_steps`` steps of ``step`` in compiled chunks of at most ``chunk_size`` steps.
 
@@ -217,6 +228,8 @@ def run_phase(
         chunk_size: steps per compiled call; progress is reported between chunks.
         progress: ``progress(done, total)`` called after each chunk.
         runner: a compiled runner from :func:`make_phase_runner`, to reuse its compilation.
+        should_stop: called after each chunk; when it returns True the phase ends early (the
+            state's step count then says how many steps ran).
 
     Returns:
         The final state; ``int(state.steps)`` is the number of steps actually executed.
@@ -234,6 +247,8 @@ def run_phase(
         if progress is not None:
             jax.block_until_ready(state.steps)
             progress(done, total)
+        if should_stop is not None and done < total and should_stop():
+            break
     return state
 
 

@@ -3,7 +3,7 @@
 The papers' reference code is PyTorch, whose ``nn.Linear`` draws weight and bias from
 U(-1/sqrt(fan_in), 1/sqrt(fan_in)) and whose ``nn.LayerNorm`` uses epsilon 1e-5. Reproducing
 those defaults matters for DP-auto-GAN: the critic's +-0.01 weight clamp interacts with the
-initial scale (dp-auto-gan spec §3.3).
+initial scale (see ``docs/dp-auto-gan.md``).
 
 The constructors return plain ``flax.linen.Dense`` / ``LayerNorm`` modules, so that the
 ghost-norm clipping of :mod:`dpgen_jax.dpsgd` recognises them.

@@ -1,13 +1,13 @@
 """The networks of the reimplemented papers, as Flax Linen modules.
 
 Every module here is per-example: no BatchNorm or any other layer that mixes the rows of a
-batch (DESIGN privacy rule 6), so per-example gradients are well defined and the ghost-norm
+batch (docs/privacy.md), so per-example gradients are well defined and the ghost-norm
 clipping of :mod:`dpgen_jax.dpsgd` applies to all of them.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -94,7 +94,7 @@ class ResidualGenerator(nn.Module):
 
     Block ``i`` adds its input to its output when ``skip[i]`` is true and the widths match
     (the authors' code: x = b0(x) + x; x = b1(x) + x; x = b2(x)). LayerNorm, not BatchNorm
-    (dp-auto-gan spec §3.1): the released models use LayerNorm, and BatchNorm would mix rows.
+    (Tantipongpipat et al. 2021, the authors' released code): the released models use LayerNorm, and BatchNorm would mix rows.
 
     Attributes:
         features: output width of each block (the last is the latent dimension).
@@ -129,38 +129,84 @@ class ResidualGenerator(nn.Module):
         return x
 
 
+class DPAutoGANNetworks(NamedTuple):
+    """DP-auto-GAN's four networks for one data width (structure only, no parameters)."""
+
+    autoencoder: Autoencoder
+    decoder: MLP
+    generator: ResidualGenerator
+    critic: Critic
+
+
+def dp_auto_gan_networks(
+    width: int,
+    *,
+    latent_dim: int = 15,
+    ae_hidden: Sequence[int] | None = None,
+    encoder_activation: str = "leaky_relu",
+    generator_hidden: Sequence[int] = (64, 64),
+    generator_activation: str = "leaky_relu",
+    critic_hidden: Sequence[int] | None = None,
+) -> DPAutoGANNetworks:
+    """The networks of DP-auto-GAN (Tantipongpipat et al. 2021) for data of ``width`` columns.
+
+    Sizes follow the authors' code: autoencoder ``width - (width + latent) // 2 - latent`` and
+    back (``ae_hidden`` overrides the hidden widths; ``()`` for none), a residual generator of
+    LayerNorm blocks (``generator_hidden`` wide, equal to the noise width so the skips add up)
+    ending in the latent width, and a critic
+    ``width - 2 * width // 3 - width // 3 - 1``. The defaults are the paper's Adult settings.
+    ``decoder`` is the autoencoder's decoder as a stand-alone module (same parameter layout as
+    ``autoencoder.decoder``), used to decode generated latent codes.
+    """
+    hidden = tuple(ae_hidden) if ae_hidden is not None else ((width + latent_dim) // 2,)
+    critic = tuple(critic_hidden) if critic_hidden is not None else (2 * width // 3, width // 3)
+    ae = Autoencoder(
+        encoder_features=hidden + (latent_dim,),
+        decoder_features=tuple(reversed(hidden)) + (width,),
+        encoder_activation=encoder_activation,
+    )
+    decoder = MLP(ae.decoder_features, activation=ae.decoder_activation)
+    gen = ResidualGenerator(
+        features=tuple(generator_hidden) + (latent_dim,),
+        skip=(True,) * len(generator_hidden) + (False,),
+        activation=generator_activation,
+    )
+    return DPAutoGANNetworks(ae, decoder, gen, Critic(hidden=critic))
+
+
 def adult_autoencoder() -> Autoencoder:
     """DP-auto-GAN's Adult autoencoder: 106-60-15-60-106, LeakyReLU(0.2), sigmoid output."""
-    return Autoencoder(encoder_features=(60, 15), decoder_features=(60, 106))
+    return dp_auto_gan_networks(106).autoencoder
 
 
 def adult_critic() -> Critic:
     """DP-auto-GAN's Adult critic: 106-70-35-1 with LeakyReLU(0.2)."""
-    return Critic(hidden=(70, 35))
+    return dp_auto_gan_networks(106).critic
 
 
 def adult_generator() -> ResidualGenerator:
     """DP-auto-GAN's Adult generator: noise 64 -> 64 (+skip) -> 64 (+skip) -> 15, LayerNorm."""
-    return ResidualGenerator(features=(64, 64, 15), skip=(True, True, False))
+    return dp_auto_gan_networks(106).generator
+
+
+def _mimic(n_features: int, latent: int) -> DPAutoGANNetworks:
+    return dp_auto_gan_networks(n_features, latent_dim=latent, ae_hidden=(), encoder_activation="tanh",
+                                generator_activation="tanh")
 
 
 def mimic_autoencoder(n_features: int = 1071, latent: int = 128) -> Autoencoder:
     """DP-auto-GAN's MIMIC autoencoder: n-128 tanh encoder, 128-n sigmoid decoder."""
-    return Autoencoder(
-        encoder_features=(latent,),
-        decoder_features=(n_features,),
-        encoder_activation="tanh",
-    )
+    return _mimic(n_features, latent).autoencoder
 
 
 def mimic_critic(n_features: int = 1071) -> Critic:
-    """DP-auto-GAN's MIMIC critic as in the authors' DP code: n-714-357-1 (spec §3.2)."""
-    return Critic(hidden=((2 * n_features) // 3, n_features // 3))
+    """DP-auto-GAN's MIMIC critic as in the authors' DP code: n-714-357-1."""
+    return _mimic(n_features, 128).critic
 
 
 def mimic_generator(latent: int = 128) -> ResidualGenerator:
     """DP-auto-GAN's MIMIC generator: 64 -> 64 (+skip) -> 64 (+skip) -> latent, LayerNorm + tanh."""
-    return ResidualGenerator(features=(64, 64, latent), skip=(True, True, False), activation="tanh")
+    return _mimic(2, latent).generator
 
 
 def bce_with_logits(logits: jax.Array, targets: jax.Array) -> jax.Array:
