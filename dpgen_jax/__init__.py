@@ -1,6 +1,6 @@
 """dpgen_jax: differentially private synthetic tabular data in JAX/Flax.
 
-Sub-packages (see ``DESIGN`` in the docs):
+Sub-packages (see ``docs/architecture.md``):
 
 - :mod:`dpgen_jax.data`: public schema, table encoder, dataset loaders.
 - :mod:`dpgen_jax.privacy`: ``dp_accounting`` events, composition, calibration, report.
@@ -10,4 +10,8 @@ Sub-packages (see ``DESIGN`` in the docs):
 - :mod:`dpgen_jax.metrics`: the papers' evaluation metrics.
 """
 
+from dpgen_jax._versions import library_versions
+
 __version__ = "0.1.0"
+
+__all__ = ["library_versions"]

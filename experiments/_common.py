@@ -1,33 +1,104 @@
-"""Shared plumbing of the DP-auto-GAN experiment modules: arguments, seeds, JSON, summaries."""
+"""The contract every experiment module follows: one set of flags, one report, one summary.
+
+Flags (every method, every dataset)::
+
+    (--epsilon E | --preset P) [--delta D] [--seeds S ...] [--data-dir D] [--num-records N]
+    [--set FIELD=VALUE ...] [--no-progress] --out DIR
+
+One seed writes into ``DIR``; several write ``DIR/seed-S/`` each and ``DIR/summary.json`` with the
+per-seed values and their medians. Every run writes ``report.json`` with the keys of
+:data:`REPORT_KEYS` (and method-specific metrics under their own keys), ``synthetic.csv``,
+``model.npz`` (the release file), ``metrics.json``, ``summary.md`` and plots.
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import pathlib
 import statistics
-from typing import Any, Callable
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+REPORT_KEYS = (
+    "method", "dataset", "seed", "target_epsilon", "epsilon", "epsilon_paper_accounting",
+    "paper_accounting", "delta", "privacy", "rf_salary_accuracy", "tstr_auroc", "jsd", "kl_mu",
+    "train_seconds", "wall_seconds", "versions",
+)
+"""The keys of every experiment's ``report.json`` (docs/experiments.md)."""
+
+SUMMARY_KEYS = ("epsilon", "epsilon_paper_accounting", "rf_salary_accuracy", "tstr_auroc",
+                "jsd.total", "kl_mu.total", "wall_seconds")
 
 PRIVACY_ARGS_HELP = "target epsilon under the headline accountant (PLD); 'inf' trains non-privately"
 
 
-def add_common_args(p: argparse.ArgumentParser, presets: list[str]) -> None:
+def parser(prog: str, doc: str, method: str, presets: Sequence[str] | None = None
+           ) -> argparse.ArgumentParser:
+    """The common flags for ``method`` (its presets, or the ``presets`` given)."""
+    from dpgen_jax import synthesizers
+
+    cls = synthesizers.get(method)
+    choices = sorted(cls.PRESETS) if presets is None else list(presets)
+    p = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     group = p.add_mutually_exclusive_group(required=True)
     group.add_argument("--epsilon", type=float, help=PRIVACY_ARGS_HELP)
-    group.add_argument("--preset", choices=presets, help="the paper's exact noise and schedule")
+    group.add_argument("--preset", choices=choices or None, help="a published setting of the method")
     p.add_argument("--delta", type=float, default=1e-5)
     p.add_argument("--seeds", type=int, nargs="+", default=None,
-                   help="seeded, reproducible runs (not fit for release); default: one run "
-                        "with OS entropy")
-    p.add_argument("--out", type=pathlib.Path, required=True, help="output folder")
-    p.add_argument("--critic-clipping", choices=("paired", "real_only"), default="paired",
-                   help="clip each real row with its paired fake row (paper) or the real term only")
-    p.add_argument("--ae-steps", type=int, default=None, help="override the paper's AE steps")
-    p.add_argument("--critic-steps", type=int, default=None, help="override the paper's critic steps")
-    p.add_argument("--ae-clip-norm", default=None,
-                   help="joint autoencoder clip norm: a number, or 'public-median' (the default rule)")
+                   help="seeded, reproducible runs (not fit for release); default: one run with "
+                        "OS entropy")
+    p.add_argument("--data-dir", type=pathlib.Path, default=None,
+                   help="folder of the dataset's files (default: the loader's own lookup)")
+    p.add_argument("--num-records", type=int, default=None,
+                   help="a public number of records N for the sampling rates (default: the row "
+                        "count, reported as treated as public)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
+                   help=f"a {cls.CONFIG.__name__} field, e.g. --set critic_steps=5000 "
+                        "(JSON values: numbers, strings, null, lists)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--out", type=pathlib.Path, required=True, help="output folder")
+    p.set_defaults(method=method)
+    return p
+
+
+def config_overrides(method: str, pairs: Sequence[str]) -> dict[str, Any]:
+    """``["field=value", ...]`` as typed configuration overrides of ``method``.
+
+    Values are read as JSON where they parse (``5000``, ``0.5``, ``null``, ``[64, 64]``) and as
+    strings otherwise; an integer given for a float field becomes a float.
+
+    Raises:
+        ValueError: a pair without ``=`` or a field the method's configuration does not have.
+    """
+    from dpgen_jax import synthesizers
+
+    cfg = synthesizers.get(method).CONFIG
+    fields = {f.name: f for f in dataclasses.fields(cfg)}
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, raw = pair.partition("=")
+        name = name.strip().replace("-", "_")
+        if not sep:
+            raise ValueError(f"--set {pair!r}: expected FIELD=VALUE.")
+        if name not in fields:
+            raise ValueError(f"--set {pair!r}: {cfg.__name__} has no field {name!r}; expected one "
+                             f"of {sorted(fields)}.")
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        if isinstance(value, list):
+            value = tuple(value)
+        default = fields[name].default
+        if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        out[name] = value
+    return out
 
 
 def enable_compilation_cache() -> None:
@@ -42,20 +113,6 @@ def enable_compilation_cache() -> None:
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 
 
-def config_overrides(args) -> dict[str, Any]:
-    out: dict[str, Any] = {"critic_clipping": args.critic_clipping}
-    if args.ae_steps is not None:
-        out["ae_steps"] = args.ae_steps
-    if args.critic_steps is not None:
-        out["critic_steps"] = args.critic_steps
-    if args.ae_clip_norm is not None:
-        try:
-            out["ae_clip_norm"] = float(args.ae_clip_norm)
-        except ValueError:
-            out["ae_clip_norm"] = args.ae_clip_norm
-    return out
-
-
 def finite_or_none(x):
     if x is None:
         return None
@@ -68,26 +125,36 @@ def write_json(path: pathlib.Path, obj: Any) -> None:
 
 
 def _default(o):
-    try:
-        import numpy as np
+    import numpy as np
 
-        if isinstance(o, np.generic):
-            return o.item()
-    except ImportError:  # pragma: no cover
-        pass
+    if isinstance(o, np.generic):
+        return o.item()
     raise TypeError(f"not JSON-serialisable: {type(o).__name__}")
 
 
-def run_seeds(args, run_one: Callable[[int | None, pathlib.Path], dict],
-              summary_keys: tuple[str, ...]) -> dict:
-    """Runs ``run_one(seed, out_dir)`` per seed; several seeds go to ``seed-S/`` with a summary."""
+def _lookup(report: dict, dotted: str):
+    node: Any = report
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return finite_or_none(node) if isinstance(node, (int, float)) and not isinstance(node, bool) else None
+
+
+def run(args, p: argparse.ArgumentParser, run_one: Callable[[Any, int | None, pathlib.Path], dict],
+        summary_keys: Sequence[str] = SUMMARY_KEYS) -> dict:
+    """Checks the common flags, then ``run_one(args, seed, out)`` per seed (+ a summary)."""
+    if args.epsilon is not None and not (args.epsilon > 0 or math.isinf(args.epsilon)):
+        p.error(f"--epsilon={args.epsilon} must be > 0 or inf")
+    try:
+        args.config_overrides = config_overrides(args.method, args.overrides)
+    except ValueError as exc:
+        p.error(str(exc))
     args.out.mkdir(parents=True, exist_ok=True)
     seeds = args.seeds or [None]
     if len(seeds) == 1:
-        return run_one(seeds[0], args.out)
-    reports = {}
-    for s in seeds:
-        reports[s] = run_one(s, args.out / f"seed-{s}")
+        return run_one(args, seeds[0], args.out)
+    reports = {s: run_one(args, s, args.out / f"seed-{s}") for s in seeds}
     summary: dict[str, Any] = {"seeds": seeds, "per_seed": {}, "median": {}}
     for key in summary_keys:
         values = {str(s): _lookup(r, key) for s, r in reports.items()}
@@ -99,22 +166,13 @@ def run_seeds(args, run_one: Callable[[int | None, pathlib.Path], dict],
     return summary
 
 
-def _lookup(report: dict, dotted: str):
-    node: Any = report
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return finite_or_none(node) if isinstance(node, (int, float)) else None
-
-
 def print_privacy(report: dict) -> None:
     """The headline lines of a privacy report, for the console."""
     eps = report.get("epsilon")
-    by = report.get("epsilon_by_accountant", {})
+    paper = report.get("paper_accounting") or {}
     print(f"privacy: epsilon={eps if eps is not None else 'inf (non-private)'} at delta="
           f"{report['delta']} ({report['accountant']}, {report['neighbouring_relation']}); "
-          f"paper accounting (RDP, classic conversion): {by.get('rdp_classic')}")
+          f"paper accounting: {paper.get('epsilon')} ({paper.get('label')})")
     for ph in report.get("phases", []):
         params = {k: v for k, v in ph.items() if k not in ("name", "mechanism")}
         print(f"  phase {ph['name']}: {ph['mechanism']} {params}")
@@ -122,52 +180,87 @@ def print_privacy(report: dict) -> None:
         print(f"  - {a}")
 
 
-def fit_sample_evaluate(args, seed, out: pathlib.Path, config, train, test, schema, n_samples,
-                        label=None):
-    """Fits DP-auto-GAN, samples, saves the model and synthetic rows, evaluates and writes plots.
+def fit_sample_evaluate(args, seed, out: pathlib.Path, *, train, test, schema, n_samples: int,
+                        label: str | None = None, published=None, config=None):
+    """Fits ``args.method``, samples, saves the model and rows, evaluates and writes plots.
 
     Returns ``(model, synthetic, metrics_result, privacy_report)``.
     """
-    from dpgen_jax import metrics
-    from dpgen_jax.synthesizers import DPAutoGAN
+    from dpgen_jax import metrics, synthesizers
 
     out.mkdir(parents=True, exist_ok=True)
-    model = DPAutoGAN(config).fit(train, schema, epsilon=args.epsilon, delta=args.delta,
-                                  preset=args.preset, seed=seed, progress=not args.no_progress)
+    model = synthesizers.create(args.method, config, **getattr(args, "config_overrides", {}))
+    model.fit(train, schema, epsilon=args.epsilon, delta=args.delta, preset=args.preset,
+              num_records=args.num_records, seed=seed, progress=not args.no_progress)
     synthetic = model.sample(n_samples, seed=None if seed is None else seed + 10_000)
     synthetic.to_csv(out / "synthetic.csv", index=False)
     model.save(out / "model.npz")
     result = metrics.evaluate(train, test, synthetic, schema, label=label,
                               seed=0 if seed is None else seed)
     privacy = model.privacy_report()
+    extra = {} if published is None else {"published": published}
     metrics.write_report(result, out, real=[train, test], synthetic=synthetic, schema=schema,
-                         epsilon=privacy["epsilon"])
+                         epsilon=privacy["epsilon"], **extra)
     return model, synthetic, result, privacy
 
 
-def privacy_fields(args, privacy: dict) -> dict:
-    """The privacy keys every experiment report starts with."""
-    return {
-        "method": "DP-auto-GAN",
+def report(args, *, dataset: str, seed, model, result: dict, t0: float, **extra) -> dict:
+    """The ``report.json`` of one run: :data:`REPORT_KEYS`, then method-specific ``extra`` keys."""
+    from dpgen_jax import library_versions
+
+    privacy = model.privacy_report()
+    paper = privacy.get("paper_accounting") or {}
+    label_acc = result.get("label_accuracy") or {}
+    tstr = result.get("tstr_auroc") or {}
+    out = {
+        "method": model.METHOD,
+        "dataset": dataset,
+        "seed": seed,
         "target_epsilon": finite_or_none(args.epsilon),
         "epsilon": finite_or_none(privacy["epsilon"]),
-        "epsilon_paper_accounting": finite_or_none(
-            privacy["epsilon_by_accountant"].get("rdp_classic")),
+        "epsilon_paper_accounting": finite_or_none(paper.get("epsilon")),
+        "paper_accounting": paper.get("label"),
         "delta": args.delta,
         "privacy": privacy,
+        "rf_salary_accuracy": label_acc.get("synthetic"),
+        "tstr_auroc": tstr.get("synthetic"),
+        "jsd": result.get("jsd"),
+        "kl_mu": result.get("kl_mu"),
+        "train_seconds": dict(model.train_seconds),
+        "wall_seconds": time.perf_counter() - t0,
+        "versions": library_versions(),
     }
+    clash = sorted(set(extra) & set(out))
+    if clash:
+        raise ValueError(f"method-specific report keys {clash} clash with the common keys.")
+    out.update(extra)
+    return out
 
 
-def parser(prog: str, doc: str, family: str) -> argparse.ArgumentParser:
-    from dpgen_jax.synthesizers.dp_auto_gan import PAPER_PRESETS
+def finish(out: pathlib.Path, rep: dict) -> dict:
+    """Writes ``report.json`` and prints the privacy report and the headline scores."""
+    write_json(out / "report.json", rep)
+    print_privacy(rep["privacy"])
 
-    p = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    add_common_args(p, [k for k, v in PAPER_PRESETS.items() if v["family"] == family])
-    return p
+    def fmt(v):
+        return "n/a" if v is None else f"{v:.4f}"
+
+    jsd = (rep.get("jsd") or {}).get("total")
+    print(f"[{out}] {rep['method']} on {rep['dataset']}: RF salary accuracy "
+          f"{fmt(rep['rf_salary_accuracy'])}; TSTR AUROC {fmt(rep['tstr_auroc'])}; JSD total "
+          f"{fmt(jsd)}; training {sum(rep['train_seconds'].values()):.1f} s; wall "
+          f"{rep['wall_seconds']:.1f} s")
+    return rep
 
 
-def run(args, p: argparse.ArgumentParser, run_one, summary_keys) -> dict:
-    if args.epsilon is not None and not (args.epsilon > 0 or math.isinf(args.epsilon)):
-        p.error(f"--epsilon={args.epsilon} must be > 0 or inf")
-    return run_seeds(args, lambda s, out: run_one(args, s, out), summary_keys)
+def load_adult(data_dir):
+    """Adult train/test from ``data_dir`` or the library's lookup; fetched when missing."""
+    from dpgen_jax import data
+
+    try:
+        return data.load_adult(data_dir)
+    except FileNotFoundError:
+        if data_dir is not None:
+            raise
+        print("Adult files not found locally: fetching them with data.fetch_adult() ...")
+        return data.load_adult(data.fetch_adult())

@@ -1,4 +1,4 @@
-"""DP-auto-GAN on MIMIC-like binary data with the paper's MIMIC settings (epsilon 0.81/1.33/2.70).
+"""DP-auto-GAN on MIMIC-like binary data with the paper's MIMIC-III settings (epsilon 0.81/1.33/2.70).
 
 Usage::
 
@@ -7,10 +7,10 @@ Usage::
 
 MIMIC-III is credentialed and cannot be shipped, so this runs on ``data.mimic_like`` (a seeded,
 licence-free stand-in with the same shape: 46,520 patients x 1,071 codes). The split follows the
-authors' code (spec §4.2): the first 60 % train (27,912 rows at full size), the next 20 %
-validation, the rest test. Synthetic rows (as many as the validation split) are compared with
-the data by dimension-wise probability and dimension-wise prediction (logistic-regression
-AUROC, train on real or synthetic, test on validation).
+authors' code: the first 60 % train (27,912 rows at full size), the next 20 % validation, the rest
+test. Synthetic rows (as many as the validation split) are compared with the data by
+dimension-wise probability and dimension-wise prediction (logistic-regression AUROC, train on
+real or synthetic, test on validation). Files as every experiment (``docs/experiments.md``).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import time
 
 from experiments import _common
 
+METHOD = "dp-auto-gan"
 SUMMARY_KEYS = ("epsilon", "epsilon_paper_accounting", "probability_mean_abs_diff",
                 "prediction_mean_abs_diff", "train_seconds.autoencoder", "train_seconds.gan",
                 "wall_seconds")
@@ -29,8 +30,6 @@ def run_one(args, seed, out: pathlib.Path) -> dict:
     import numpy as np
 
     from dpgen_jax import data
-    from dpgen_jax.synthesizers import DPAutoGANConfig
-    from dpgen_jax.synthesizers._release import library_versions
 
     t0 = time.perf_counter()
     frame = data.mimic_like(n_rows=args.n_rows, n_features=args.n_features, seed=args.data_seed)
@@ -39,37 +38,27 @@ def run_one(args, seed, out: pathlib.Path) -> dict:
     n_valid = int(round(0.2 * len(frame)))
     train = frame.iloc[:n_train].reset_index(drop=True)
     valid = frame.iloc[n_train:n_train + n_valid].reset_index(drop=True)
-    config = DPAutoGANConfig.binary(**_common.config_overrides(args))
-    model, _, result, privacy = _common.fit_sample_evaluate(
-        args, seed, out, config, train, valid, schema, len(valid))
+    model, _, result, _ = _common.fit_sample_evaluate(
+        args, seed, out, train=train, test=valid, schema=schema, n_samples=len(valid))
     prob = result["dimension_wise_probability"]
     pred = result["dimension_wise_prediction"]
     prob_diff = float(np.mean([abs(v["real"] - v["synthetic"]) for v in prob.values()]))
     pairs = [(v["real"], v["synthetic"]) for v in pred.values()
              if v.get("real") is not None and v.get("synthetic") is not None]
     pred_diff = float(np.mean([abs(a - b) for a, b in pairs])) if pairs else None
-    report = {
-        **_common.privacy_fields(args, privacy),
-        "data": f"mimic_like(n_rows={args.n_rows}, n_features={args.n_features}, seed={args.data_seed})",
-        "probability_mean_abs_diff": prob_diff,
-        "prediction_mean_abs_diff": pred_diff,
-        "prediction_features_scored": len(pairs),
-        "excluded": result.get("excluded", {}),
-        "train_seconds": model.train_seconds,
-        "wall_seconds": time.perf_counter() - t0,
-        "seed": seed,
-        "versions": library_versions(),
-    }
-    _common.write_json(out / "report.json", report)
-    _common.print_privacy(privacy)
-    print(f"[{out}] dimension-wise probability: mean |real - synthetic| {prob_diff:.4f}; "
-          f"dimension-wise prediction (AUROC, {len(pairs)} features): mean |real - synthetic| "
-          f"{pred_diff if pred_diff is None else round(pred_diff, 4)}; wall {report['wall_seconds']:.1f} s")
-    return report
+    dataset = f"mimic_like(n_rows={args.n_rows}, n_features={args.n_features}, seed={args.data_seed})"
+    rep = _common.report(
+        args, dataset=dataset, seed=seed, model=model, result=result, t0=t0,
+        probability_mean_abs_diff=prob_diff, prediction_mean_abs_diff=pred_diff,
+        prediction_features_scored=len(pairs), excluded=result.get("excluded", {}))
+    return _common.finish(out, rep)
 
 
 def main(argv=None):
-    p = _common.parser("python -m experiments.mimic_like_dpautogan", __doc__, "binary")
+    from dpgen_jax.synthesizers import PAPER_PRESETS
+
+    presets = [k for k, v in PAPER_PRESETS.items() if v["family"] == "binary"]
+    p = _common.parser("python -m experiments.mimic_like_dpautogan", __doc__, METHOD, presets)
     p.add_argument("--n-rows", type=int, default=46_520)
     p.add_argument("--n-features", type=int, default=1071)
     p.add_argument("--data-seed", type=int, default=0, help="seed of the MIMIC-like generator")

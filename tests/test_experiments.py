@@ -1,7 +1,7 @@
 """The experiment entry points, end to end on tiny schedules.
 
 Each run writes real files; the checks are on their structure and consistency: exactly the
-report keys issue 5 lists, per-seed folders and a summary whose medians are the medians of the
+report keys of the experiment contract (``experiments._common.REPORT_KEYS``), per-seed folders and a summary whose medians are the medians of the
 per-seed values, a privacy report equal to the saved model's, synthetic rows that re-encode under
 the schema, and JSON that a strict parser (no NaN / Infinity) accepts.
 """
@@ -23,15 +23,11 @@ from dpgen_jax import data, metrics, privacy
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
-ADULT_REPORT_KEYS = {
-    "method", "target_epsilon", "epsilon", "epsilon_paper_accounting", "delta", "privacy",
-    "rf_salary_accuracy", "jsd", "kl_mu", "train_seconds", "wall_seconds", "seed", "versions",
-}
-MIMIC_REPORT_KEYS = {
-    "method", "data", "target_epsilon", "epsilon", "epsilon_paper_accounting", "delta", "privacy",
-    "probability_mean_abs_diff", "prediction_mean_abs_diff", "prediction_features_scored",
-    "excluded", "train_seconds", "wall_seconds", "seed", "versions",
-}
+from experiments import _common
+
+ADULT_REPORT_KEYS = set(_common.REPORT_KEYS)
+MIMIC_REPORT_KEYS = set(_common.REPORT_KEYS) | {
+    "probability_mean_abs_diff", "prediction_mean_abs_diff", "prediction_features_scored", "excluded"}
 THROUGHPUT_ROW_KEYS = {
     "framework", "method", "model", "batch_size", "ms_per_step_median", "ms_per_step_p10",
     "ms_per_step_p90", "compile_seconds", "includes_sampling",
@@ -101,7 +97,7 @@ def mimic_run(tmp_path_factory, xla_cache_home):
     out = tmp_path_factory.mktemp("mimic_like")
     summary = mimic_like_dpautogan.main([
         "--epsilon", "inf", "--seeds", "0", "1", "--n-rows", "500", "--n-features", "12",
-        "--ae-steps", "4", "--critic-steps", "5", "--no-progress", "--out", str(out)])
+        "--set", "ae_steps=4", "--set", "critic-steps=5", "--no-progress", "--out", str(out)])
     return out, summary
 
 
@@ -115,7 +111,10 @@ def test_mimic_like_experiment_writes_its_outputs(mimic_run):
         d = out / f"seed-{seed}"
         report = _strict_load(d / "report.json")
         assert set(report) == MIMIC_REPORT_KEYS
-        assert report["method"] == "DP-auto-GAN" and report["seed"] == seed
+        assert report["method"] == "dp-auto-gan" and report["seed"] == seed
+        assert report["dataset"] == "mimic_like(n_rows=500, n_features=12, seed=0)"
+        assert report["rf_salary_accuracy"] is None and report["tstr_auroc"] is None
+        assert report["paper_accounting"] is None
         # Non-private: every epsilon is null, never Infinity.
         assert report["target_epsilon"] is None and report["epsilon"] is None
         assert report["epsilon_paper_accounting"] is None
@@ -145,7 +144,9 @@ def test_experiment_arguments_are_checked(tmp_path, capsys):
                  ["--epsilon", "-1", "--out", str(tmp_path)],
                  ["--epsilon", "1", "--preset", "paper-1.01", "--out", str(tmp_path)],
                  ["--preset", "paper-0.81", "--out", str(tmp_path)],  # a binary preset
-                 ["--epsilon", "1"]):                                 # no --out
+                 ["--epsilon", "1"],                                  # no --out
+                 ["--epsilon", "1", "--set", "critic_stepz=4", "--out", str(tmp_path)],
+                 ["--epsilon", "1", "--set", "critic_steps", "--out", str(tmp_path)]):
         with pytest.raises(SystemExit) as info:
             adult_dpautogan.main(argv)
         assert info.value.code == 2
@@ -155,6 +156,7 @@ def test_experiment_arguments_are_checked(tmp_path, capsys):
     assert "--epsilon=0.0 must be > 0 or inf" in err
     assert "not allowed with argument" in err
     assert "invalid choice: 'paper-0.81'" in err
+    assert "has no field 'critic_stepz'" in err and "expected FIELD=VALUE" in err
     assert not any(tmp_path.iterdir())  # nothing was written
 
 
@@ -165,13 +167,13 @@ def test_experiment_arguments_are_checked(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_adult_experiment_end_to_end(adult_dir, tmp_path, xla_cache_home):
-    from dpgen_jax.synthesizers import DPAutoGAN
+    from dpgen_jax import synthesizers
     from experiments import adult_dpautogan
 
     out = tmp_path / "adult"
     adult_dpautogan.main([
-        "--epsilon", "1.0", "--seeds", "0", "1", "--ae-steps", "20", "--critic-steps", "20",
-        "--ae-clip-norm", "0.05", "--no-progress", "--data-dir", str(adult_dir), "--out", str(out)])
+        "--epsilon", "1.0", "--seeds", "0", "1", "--set", "ae_steps=20", "--set", "critic_steps=20",
+        "--set", "ae_clip_norm=0.05", "--no-progress", "--data-dir", str(adult_dir), "--out", str(out)])
     _all_json_strict(out)
     schema = data.adult_schema()
     reports = {}
@@ -179,7 +181,9 @@ def test_adult_experiment_end_to_end(adult_dir, tmp_path, xla_cache_home):
         d = out / f"seed-{seed}"
         report = _strict_load(d / "report.json")
         assert set(report) == ADULT_REPORT_KEYS
-        assert report["method"] == "DP-auto-GAN" and report["seed"] == seed
+        assert report["method"] == "dp-auto-gan" and report["seed"] == seed
+        assert report["dataset"] == "adult" and 0 <= report["tstr_auroc"] <= 1
+        assert "classic" in report["paper_accounting"]
         assert report["target_epsilon"] == 1.0 and report["delta"] == 1e-5
         assert 0.99 <= report["epsilon"] <= 1.0
         privacy_report = report["privacy"]
@@ -202,14 +206,14 @@ def test_adult_experiment_end_to_end(adult_dir, tmp_path, xla_cache_home):
         assert report["versions"]["jax"] and report["versions"]["dp-accounting"]
         synthetic = pd.read_csv(d / "synthetic.csv", dtype={"education-num": str})
         assert list(synthetic.columns) == schema.names and len(synthetic) == 32561
-        model = DPAutoGAN.load(d / "model.npz")
+        model = synthesizers.load(d / "model.npz")
         assert model.privacy_report() == privacy_report
         assert (d / "metrics.json").exists()
         assert {"marginals.png", "diversity.png"} <= {p.name for p in d.glob("*.png")}
         reports[seed] = report
     _check_summary(out, [0, 1], reports, (
         "epsilon", "epsilon_paper_accounting", "rf_salary_accuracy", "jsd.total", "kl_mu.total",
-        "train_seconds.autoencoder", "train_seconds.gan", "wall_seconds"))
+        "wall_seconds"))
 
 
 # --------------------------------------------------------------------------------------------

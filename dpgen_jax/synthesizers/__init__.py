@@ -1,8 +1,38 @@
-"""Synthesizers: one module per method (config dataclass, pure phase functions, a thin class).
+"""Synthesizers: a shared base and one module per method (config dataclass, pure phase functions,
+a thin class).
 
+- :func:`create` / :func:`available` / :func:`load`: the registry (``create("dp-auto-gan")``).
+- :class:`Synthesizer`, :class:`SynthesizerConfig`, :class:`Plan`: the shared skeleton
+  (``fit``, ``plan``, ``sample``, ``privacy_report``, ``save``, ``load``).
 - :mod:`~dpgen_jax.synthesizers.dp_auto_gan`: :class:`DPAutoGAN` and its functional API.
 """
 
-from dpgen_jax.synthesizers.dp_auto_gan import DPAutoGAN, DPAutoGANConfig, PAPER_PRESETS
+from dpgen_jax.synthesizers._base import (
+    FitContext,
+    Plan,
+    Synthesizer,
+    SynthesizerConfig,
+    TrainResult,
+    available,
+    create,
+    get,
+    load,
+    register,
+)
+from dpgen_jax.synthesizers.dp_auto_gan import PAPER_PRESETS, DPAutoGAN, DPAutoGANConfig
 
-__all__ = ["DPAutoGAN", "DPAutoGANConfig", "PAPER_PRESETS"]
+__all__ = [
+    "DPAutoGAN",
+    "DPAutoGANConfig",
+    "FitContext",
+    "PAPER_PRESETS",
+    "Plan",
+    "Synthesizer",
+    "SynthesizerConfig",
+    "TrainResult",
+    "available",
+    "create",
+    "get",
+    "load",
+    "register",
+]

@@ -4,6 +4,7 @@ A release file is a NumPy ``.npz`` archive read with ``allow_pickle=False``: par
 under ``"<group>/<path>"`` keys and one JSON document under ``"__meta__"`` (method, format version,
 config, schema, privacy report, library versions). Only what a synthesizer releases goes in (for
 DP-auto-GAN: generator and decoder); no optimizer state, no critic, no encoder, no key.
+``FORMAT_VERSION`` 2 stores the method under its registry name (``synthesizers.available()``).
 """
 
 from __future__ import annotations
@@ -11,25 +12,17 @@ from __future__ import annotations
 import json
 import pathlib
 import zipfile
-from importlib import metadata
 from typing import Any
 
 import jax
 import numpy as np
 
+from dpgen_jax._versions import library_versions
+
 FORMAT = "dpgen_jax.release"
-FORMAT_VERSION = 1
+# Version 2: the method is stored under its registry name (e.g. "dp-auto-gan").
+FORMAT_VERSION = 2
 _SEP = "/"
-
-
-def library_versions() -> dict[str, str | None]:
-    out = {}
-    for dist in ("dpgen-jax", "jax", "jaxlib", "flax", "optax", "dp-accounting", "numpy", "pandas"):
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            out[dist] = None
-    return out
 
 
 def _flatten(tree: Any, prefix: str) -> dict[str, np.ndarray]:
@@ -72,8 +65,8 @@ def save_release(path: str | pathlib.Path, method: str, groups: dict[str, Any], 
     return path
 
 
-def load_release(path: str | pathlib.Path, method: str) -> tuple[dict[str, dict], dict]:
-    """Reads a release file written by :func:`save_release` for ``method``.
+def load_release(path: str | pathlib.Path, method: str | None) -> tuple[dict[str, dict], dict]:
+    """Reads a release file written by :func:`save_release` for ``method`` (None: any method).
 
     Raises:
         FileNotFoundError: no file at ``path``.
@@ -102,7 +95,7 @@ def load_release(path: str | pathlib.Path, method: str) -> tuple[dict[str, dict]
             f"(dpgen-jax {meta.get('versions', {}).get('dpgen-jax')}); this dpgen-jax reads version "
             f"{FORMAT_VERSION}. Load it with the dpgen-jax version that wrote it."
         )
-    if meta.get("method") != method:
+    if method is not None and meta.get("method") != method:
         raise ValueError(f"{str(path)!r} holds a {meta.get('method')!r} model, not {method!r}.")
     groups = {name: _unflatten(arrays, name) for name in meta.get("groups", [])}
     return groups, meta

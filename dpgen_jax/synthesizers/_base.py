@@ -1,0 +1,597 @@
+"""The shared skeleton of every synthesizer: configuration, planning, fit, report, release.
+
+A method supplies pure pieces and this module composes them the same way for all:
+
+* a frozen configuration dataclass (a :class:`SynthesizerConfig`) whose ``NOISE_FIELDS`` map each
+  accounted phase name to the field holding its noise multiplier;
+* ``_phases(config, num_records, steps, private)``: the privacy phases of the schedule, from
+  public values only (no data);
+* ``_train(config, x, key, ctx)``: the training phases on the encoded private rows, returning
+  the released parameters and the steps actually executed per phase;
+* ``_sample_encoded(n, key)`` (or ``_sample_frame``) and ``_release_shapes(config, width)``.
+
+:meth:`Synthesizer.plan` resolves the configuration (defaults for the schema, the user's
+overrides, a preset) and calibrates the noise to a target epsilon before any data is touched;
+:meth:`Synthesizer.fit` runs that plan; the report is :func:`dpgen_jax.privacy.report` of the
+phases rebuilt with the *executed* step counts. See ``docs/architecture.md``.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import math
+import time
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar, NamedTuple
+
+import jax
+import numpy as np
+import pandas as pd
+
+from dpgen_jax import data as data_lib
+from dpgen_jax import dpsgd, privacy
+from dpgen_jax.synthesizers import _release
+
+PyTree = Any
+ProgressFn = Callable[[int, int], None]
+
+
+# ----------------------------------------------------------------------------- configuration
+
+
+@dataclasses.dataclass(frozen=True)
+class SynthesizerConfig:
+    """Base of every method's configuration (a frozen dataclass of public hyperparameters).
+
+    Subclasses declare ``NOISE_FIELDS``: accounted phase name -> the field holding that phase's
+    noise multiplier, so that calibrated noise goes back into the configuration by phase name.
+    """
+
+    NOISE_FIELDS: ClassVar[Mapping[str, str]] = {}
+
+    def validate(self) -> SynthesizerConfig:
+        """Checks every field; returns ``self``. Subclasses extend it."""
+        return self
+
+    def replace(self, **changes) -> SynthesizerConfig:
+        names = {f.name for f in dataclasses.fields(self)}
+        unknown = sorted(set(changes) - names)
+        if unknown:
+            raise ValueError(
+                f"{type(self).__name__} has no field(s) {unknown}; expected some of {sorted(names)}.")
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> SynthesizerConfig:
+        """Inverse of :meth:`to_dict` (JSON lists become tuples where the field holds a tuple)."""
+        names = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - set(names))
+        if unknown:
+            raise ValueError(f"{cls.__name__} has no field(s) {unknown}.")
+        out = {}
+        for k, v in d.items():
+            out[k] = tuple(tuple(x) if isinstance(x, list) else x for x in v) if isinstance(v, list) else v
+        return cls(**out)
+
+
+# ----------------------------------------------------------------------------- plan and results
+
+
+class Plan(NamedTuple):
+    """What a fit will do, decided from public values only (no private row is read).
+
+    Attributes:
+        config: the resolved configuration, calibrated noise included.
+        phases: the accounted phases with the planned step counts.
+        num_records: the number of records N the sampling rates refer to.
+        delta: target delta.
+        target_epsilon: the requested epsilon (None for a preset, ``inf`` for non-private).
+        preset: the preset name or None.
+        private: False for ``epsilon=inf`` (no clipping, no noise, no guarantee).
+    """
+
+    config: SynthesizerConfig
+    phases: list
+    num_records: int
+    delta: float
+    target_epsilon: float | None
+    preset: str | None
+    private: bool
+
+    def epsilon(self, accountant: str = "pld", conversion: str = "improved") -> float:
+        """The epsilon of the planned schedule (``inf`` when not private)."""
+        return privacy.epsilon(self.phases, self.delta, accountant=accountant, conversion=conversion)
+
+
+class TrainResult(NamedTuple):
+    """What a method's ``_train`` returns.
+
+    Attributes:
+        config: the configuration actually used (e.g. with a clip norm resolved to a number).
+        released: name -> parameter pytree, everything that goes into the release file.
+        steps: phase name -> steps actually executed (what the accountant is given).
+        seconds: phase name -> wall seconds of training.
+        assumptions: the method's sentences for the privacy report.
+        state: method-specific values kept on the object after fit but never released.
+    """
+
+    config: SynthesizerConfig
+    released: dict[str, PyTree]
+    steps: dict[str, int]
+    seconds: dict[str, float]
+    assumptions: list[str]
+    state: dict[str, Any] = {}
+
+
+@dataclasses.dataclass
+class FitContext:
+    """Public facts a method's ``_train`` may use, and the progress callbacks.
+
+    Attributes:
+        num_records: N, the number of records the sampling rates refer to (public).
+        private: False for a non-private (``epsilon=inf``) run.
+        plan: the plan being executed.
+        schema: the public schema.
+        progress: ``progress(phase_name)`` returns a callback ``(done, total)`` or None.
+        should_stop: called between compiled chunks; True once the fit's time budget
+            (``max_seconds``) is spent, and a phase must then end (its executed steps are what the
+            report accounts for).
+    """
+
+    num_records: int
+    private: bool
+    plan: Plan
+    schema: data_lib.Schema
+    progress: Callable[[str], ProgressFn | None]
+    should_stop: Callable[[], bool]
+
+
+# ----------------------------------------------------------------------------- registry
+
+_REGISTRY: dict[str, type[Synthesizer]] = {}
+
+
+def register(cls: type[Synthesizer]) -> type[Synthesizer]:
+    """Class decorator: makes ``cls`` available as ``synthesizers.create(cls.METHOD)``."""
+    name = cls.METHOD
+    if name in _REGISTRY and _REGISTRY[name] is not cls:
+        raise ValueError(f"a synthesizer named {name!r} is already registered ({_REGISTRY[name]}).")
+    _REGISTRY[name] = cls
+    return cls
+
+
+def available() -> dict[str, str]:
+    """The registered methods: name -> one-line description."""
+    return {name: cls.DESCRIPTION for name, cls in sorted(_REGISTRY.items())}
+
+
+def get(name: str) -> type[Synthesizer]:
+    """The synthesizer class registered under ``name``."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"Unknown method {name!r}; expected one of {sorted(_REGISTRY)}.") from None
+
+
+def create(name: str, config: SynthesizerConfig | None = None, **overrides) -> Synthesizer:
+    """A new, unfitted synthesizer of method ``name`` (see :func:`available`).
+
+    Args:
+        name: registry name, e.g. ``"dp-auto-gan"``.
+        config: a full configuration of that method (default: the method's default for the
+            schema given to ``fit``).
+        **overrides: configuration fields to set on top of the default (or of ``config``).
+    """
+    return get(name)(config, **overrides)
+
+
+def load(path) -> Synthesizer:
+    """Loads a release file of any registered method (dispatching on the method it holds)."""
+    return Synthesizer.load(path)
+
+
+# ----------------------------------------------------------------------------- progress
+
+
+class _Progress:
+    """A tqdm bar per phase: steps done and the epsilon spent so far under the headline (PLD).
+
+    The epsilon is that of every phase composed with the steps executed so far; it ends at the
+    report's epsilon, which calibration keeps at or below the target. It is recomputed at most
+    every ``min_interval`` seconds (and at the end of each phase), between compiled chunks.
+    """
+
+    def __init__(self, enabled: bool, plan: Plan, min_interval: float = 2.0):
+        self.enabled, self.plan, self.min_interval = enabled, plan, min_interval
+        self.executed: dict[str, int] = {}
+        self.bar = None
+        self.name: str | None = None
+        self._last = -math.inf
+
+    def epsilon_spent(self) -> float:
+        phases = [dataclasses.replace(p, steps=self.executed.get(p.name, 0)) for p in self.plan.phases]
+        return privacy.epsilon(phases, self.plan.delta)
+
+    def phase(self, name: str) -> ProgressFn | None:
+        if not self.enabled:
+            return None
+        from tqdm.auto import tqdm
+
+        def update(done: int, total: int) -> None:
+            if self.name != name:
+                self.close()
+                self.bar, self.name, self._last = tqdm(total=total, desc=name, unit="step"), name, -math.inf
+            self.executed[name] = done
+            self.bar.n = done
+            now = time.monotonic()
+            if self.plan.private and (done >= total or now - self._last >= self.min_interval):
+                self._last = now
+                self.bar.set_postfix_str(f"eps(pld)={self.epsilon_spent():.3f}")
+            self.bar.refresh()
+
+        return update
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+# ----------------------------------------------------------------------------- the base class
+
+
+def _check_target(epsilon, delta, preset) -> None:
+    if (epsilon is None) == (preset is None):
+        raise ValueError("Give exactly one of epsilon=<target or math.inf> or preset=<name> "
+                         f"(got epsilon={epsilon!r}, preset={preset!r}).")
+    if epsilon is not None:
+        if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.floating, np.integer)):
+            raise TypeError(f"Expected epsilon={epsilon!r} to be a number (or math.inf).")
+        if not epsilon > 0:
+            raise ValueError(f"Expected epsilon={epsilon!r} to be > 0 (or math.inf).")
+    if isinstance(delta, bool) or not isinstance(delta, (int, float, np.floating)) or not 0 < delta < 1:
+        raise ValueError(f"Expected delta={delta!r} in (0, 1).")
+
+
+def _check_num_records(num_records) -> int:
+    if isinstance(num_records, bool) or not isinstance(num_records, (int, np.integer)) or num_records < 1:
+        raise ValueError(f"Expected num_records={num_records!r} to be a positive integer.")
+    return int(num_records)
+
+
+class Synthesizer(abc.ABC):
+    """A DP synthesizer with a scikit-learn-like interface (``fit``, ``sample``, ``save``, ``load``).
+
+    Subclasses set ``METHOD`` (registry name), ``DESCRIPTION`` (one line), ``CONFIG`` (their
+    configuration class) and ``PRESETS`` (name -> configuration overrides, optionally with a
+    ``"family"`` the configuration must have), and implement the abstract hooks.
+
+    Attributes:
+        config: the user's configuration (None: the method's default for the schema).
+        overrides: the user's field overrides on top of it.
+        fitted_config: the configuration of the last fit (or of the loaded file).
+        schema: the schema of the last fit.
+        train_seconds: phase -> seconds of the last fit.
+    """
+
+    METHOD: ClassVar[str]
+    DESCRIPTION: ClassVar[str] = ""
+    CONFIG: ClassVar[type[SynthesizerConfig]]
+    PRESETS: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
+
+    def __init__(self, config: SynthesizerConfig | None = None, **overrides):
+        if config is not None and not isinstance(config, self.CONFIG):
+            raise TypeError(f"Expected config to be a {self.CONFIG.__name__}, got {type(config).__name__}.")
+        self.config = config.validate() if config is not None else None
+        self.overrides = dict(overrides)
+        if overrides:  # fail early on unknown fields and bad values
+            base = config if config is not None else self.CONFIG()
+            base.replace(**overrides).validate()
+        self.fitted_config: SynthesizerConfig | None = None
+        self.schema: data_lib.Schema | None = None
+        self.train_seconds: dict[str, float] = {}
+        self._released: dict[str, PyTree] | None = None
+        self._report: dict | None = None
+        self._state: dict[str, Any] = {}
+
+    # -- hooks -------------------------------------------------------------------------------
+    def _default_config(self, schema: data_lib.Schema) -> SynthesizerConfig:
+        """The method's default configuration for a schema."""
+        return self.CONFIG()
+
+    def _encoder(self, schema: data_lib.Schema) -> data_lib.TableEncoder:
+        return data_lib.TableEncoder(schema)
+
+    def _check_schema(self, schema: data_lib.Schema) -> None:
+        """Refuses schemas the method cannot model (e.g. DP-SYN without a label)."""
+
+    @abc.abstractmethod
+    def _phases(self, config, num_records: int, steps: Mapping[str, int] | None,
+                private: bool) -> list:
+        """The accounted phases; ``steps=None``: the planned counts."""
+
+    @abc.abstractmethod
+    def _train(self, config, x: jax.Array, key: jax.Array, ctx: FitContext) -> TrainResult:
+        """Trains on the encoded private rows ``x`` (m, width) with the secret ``key``."""
+
+    def _sample_encoded(self, n: int, key: jax.Array) -> np.ndarray:
+        raise NotImplementedError(f"{type(self).__name__} samples frames directly.")
+
+    def _sample_frame(self, n: int, key: jax.Array, mode: str) -> pd.DataFrame:
+        k_gen, k_dec = jax.random.split(key)
+        arr = self._sample_encoded(n, k_gen)
+        return self._encoder(self.schema).decode(arr, mode=mode, key=k_dec if mode == "sample" else None)
+
+    @abc.abstractmethod
+    def _release_shapes(self, config, schema: data_lib.Schema) -> dict[str, PyTree]:
+        """Abstract shapes (``jax.eval_shape``) of every released group, to check loaded files."""
+
+    def _calibrate(self, config, phases: list, epsilon: float, delta: float) -> list:
+        """Calibrated phases for a target; default: one common factor on every noise multiplier."""
+        return privacy.calibrate(phases, target_epsilon=epsilon, delta=delta)
+
+    def _paper_accounting(self, phases: list, delta: float, report: dict) -> dict:
+        """The published accounting of the method's paper, for comparison (label and epsilon)."""
+        return {"label": "RDP with the classic conversion (the papers' accounting)",
+                "epsilon": report["epsilon_by_accountant"].get("rdp_classic")}
+
+    # -- configuration -----------------------------------------------------------------------
+    def _explicit_fields(self, default: SynthesizerConfig) -> set[str]:
+        explicit = set(self.overrides)
+        if self.config is not None:
+            explicit |= {f.name for f in dataclasses.fields(default)
+                         if getattr(self.config, f.name) != getattr(default, f.name)}
+        return explicit
+
+    def resolve_config(self, schema: data_lib.Schema, preset: str | None = None) -> SynthesizerConfig:
+        """The configuration a fit on ``schema`` uses before calibration.
+
+        The method's default for the schema (or the user's ``config``), the user's overrides,
+        then the preset's values; a field the user set explicitly is kept over the preset's value,
+        with a warning (the preset's published epsilon then no longer applies).
+        """
+        default = self._default_config(schema)
+        config = (self.config if self.config is not None else default).replace(**self.overrides)
+        if preset is not None:
+            if preset not in self.PRESETS:
+                raise ValueError(f"Unknown preset={preset!r} for {self.METHOD}; expected one of "
+                                 f"{sorted(self.PRESETS)}.")
+            values = dict(self.PRESETS[preset])
+            family = values.pop("family", None)
+            if family is not None and getattr(config, "family", family) != family:
+                raise ValueError(f"preset={preset!r} is for {family!r} data but the configuration is "
+                                 f"{getattr(config, 'family')!r}.")
+            explicit = self._explicit_fields(default)
+            for name in sorted(explicit & set(values)):
+                if getattr(config, name) != values[name]:
+                    warnings.warn(f"preset={preset!r} keeps the configured {name}="
+                                  f"{getattr(config, name)!r} instead of the preset's "
+                                  f"{values[name]!r}; its published epsilon no longer applies.",
+                                  stacklevel=3)
+                values.pop(name)
+            config = config.replace(**values)
+        return config.validate()
+
+    def _with_noise(self, config: SynthesizerConfig, phases: Sequence) -> SynthesizerConfig:
+        """``config`` with each phase's noise multiplier written back by phase name."""
+        fields = type(config).NOISE_FIELDS
+        changes = {}
+        for p in phases:
+            sigma = p.noise_multiplier_or_none
+            if sigma is None:
+                continue
+            if p.name not in fields:
+                raise RuntimeError(f"{type(config).__name__}.NOISE_FIELDS has no field for phase {p.name!r}.")
+            changes[fields[p.name]] = sigma
+        return config.replace(**changes)
+
+    # -- planning (no data) ------------------------------------------------------------------
+    def plan(self, schema: data_lib.Schema, num_records: int, *, epsilon: float | None = None,
+             delta: float = 1e-5, preset: str | None = None) -> Plan:
+        """The phases and calibrated configuration of a fit, from public values only.
+
+        Args:
+            schema: the public schema.
+            num_records: N, the number of records the sampling rates refer to.
+            epsilon: target epsilon under the headline accountant (PLD); ``math.inf`` for a
+                non-private run. Exclusive with ``preset``.
+            delta: target delta.
+            preset: the name of a published setting (see ``PRESETS``).
+
+        Raises:
+            ValueError: bad arguments, an unknown preset, or an unreachable target (the message
+                states the epsilon reachable at the largest allowed noise).
+        """
+        _check_target(epsilon, delta, preset)
+        if not isinstance(schema, data_lib.Schema):
+            raise TypeError(f"Expected schema to be a dpgen_jax.data.Schema, got {type(schema).__name__}.")
+        self._check_schema(schema)
+        n = _check_num_records(num_records)
+        config = self.resolve_config(schema, preset)
+        private = not (epsilon is not None and math.isinf(epsilon))
+        phases = self._phases(config, n, None, private)
+        if private and epsilon is not None:
+            config = self._with_noise(config, self._calibrate(config, phases, float(epsilon), delta))
+            phases = self._phases(config, n, None, private)
+        return Plan(config, phases, n, float(delta), None if epsilon is None else float(epsilon),
+                    preset, private)
+
+    # -- training ----------------------------------------------------------------------------
+    def fit(self, df: pd.DataFrame, schema: data_lib.Schema, *, epsilon: float | None = None,
+            delta: float = 1e-5, preset: str | None = None, num_records: int | None = None,
+            seed: int | None = None, progress: bool = False,
+            max_seconds: float | None = None) -> Synthesizer:
+        """Trains on the private table ``df`` under (epsilon, delta)-DP.
+
+        Args:
+            df: the private table; its columns must match ``schema``.
+            schema: public schema (``data.Schema``); never fitted on ``df``.
+            epsilon: target epsilon under the headline accountant (PLD); the noise is calibrated
+                before training. ``math.inf``: non-private (no clipping, no noise).
+            delta: target delta.
+            preset: instead of ``epsilon``, one of the method's published settings.
+            num_records: a public number of records N (or a public estimate). The sampling rates
+                are q = B / N and every gradient sum is divided by B = q * N; the private row
+                count is then used only as the sampler's scan length and appears nowhere in the
+                report. Default None: the private row count is used and the report states that it
+                is treated as public.
+            seed: makes the run reproducible (the report then says it is not fit for release);
+                None draws every key from OS entropy.
+            progress: progress bars with the phase, the steps and the epsilon spent (PLD).
+            max_seconds: a time budget for training. Once it is spent, every remaining phase stops
+                after its current compiled chunk (each phase runs at least one chunk); the report
+                accounts for the steps actually executed, and a warning says the schedule was cut.
+
+        Returns:
+            ``self``, fitted.
+
+        Raises:
+            ValueError: bad arguments, a frame that does not match the schema, or an unreachable
+                epsilon.
+        """
+        _check_target(epsilon, delta, preset)
+        if not isinstance(schema, data_lib.Schema):
+            raise TypeError(f"Expected schema to be a dpgen_jax.data.Schema, got {type(schema).__name__}.")
+        self._check_schema(schema)
+        public_n = num_records is not None
+        if public_n:
+            _check_num_records(num_records)
+        x = jax.numpy.asarray(self._encoder(schema).encode(df))
+        m = int(x.shape[0])
+        n = int(num_records) if public_n else m
+        plan = self.plan(schema, n, epsilon=epsilon, delta=delta, preset=preset)
+        if max_seconds is not None and (isinstance(max_seconds, bool) or not max_seconds >= 0):
+            raise ValueError(f"Expected max_seconds={max_seconds!r} to be a number >= 0 or None.")
+        run_key = dpsgd.make_key(seed)
+        bar = _Progress(progress, plan)
+        deadline = math.inf if max_seconds is None else time.monotonic() + float(max_seconds)
+        ctx = FitContext(num_records=n, private=plan.private, plan=plan, schema=schema,
+                         progress=bar.phase, should_stop=lambda: time.monotonic() >= deadline)
+        try:
+            result = self._train(plan.config, x, run_key.key, ctx)
+        finally:
+            bar.close()
+        phases = self._phases(result.config, n, result.steps, plan.private)
+        cut = {p.name: (p.steps, planned.steps) for p, planned in zip(phases, plan.phases)
+               if p.steps != planned.steps}
+        if cut:
+            warnings.warn(f"max_seconds={max_seconds} cut the schedule: (executed, planned) steps "
+                          f"{cut}; the report accounts for the executed steps.", stacklevel=2)
+        assumptions = list(schema.assumptions())
+        if public_n:
+            assumptions.append(
+                f"The sampling rates use the public number of records N={n} given by the user "
+                "(num_records); the private row count is not published.")
+        else:
+            assumptions.append(
+                f"The number of private rows (n={n}) is treated as public: it sets the sampling "
+                "rates q = expected batch size / n. Pass num_records=N (a public count) to avoid "
+                "this assumption.")
+        assumptions.extend(result.assumptions)
+        if cut and plan.private:
+            assumptions.append(
+                f"A time budget (max_seconds={max_seconds}) stopped training early, after the "
+                "executed steps listed. The stop was decided from the wall clock alone, which this "
+                "accounting treats as independent of the private rows; without that assumption the "
+                f"planned schedule's epsilon ({plan.epsilon():.6g}) still bounds the run.")
+        report = privacy.report(phases, plan.delta, dataset_size=n, assumptions=assumptions,
+                                seeded=run_key.seeded)
+        report["method"] = self.METHOD
+        report["preset"] = preset
+        report["target_epsilon"] = (None if plan.target_epsilon is None or math.isinf(plan.target_epsilon)
+                                    else plan.target_epsilon)
+        report["num_records_public"] = public_n
+        report["released"] = sorted(result.released) + ["schema", "config"]
+        report["paper_accounting"] = self._paper_accounting(phases, plan.delta, report) if plan.private else None
+        self.fitted_config, self.schema, self._report = result.config, schema, report
+        self._released, self._state = result.released, dict(result.state)
+        self.train_seconds = dict(result.seconds)
+        return self
+
+    # -- release -----------------------------------------------------------------------------
+    def _require_fitted(self) -> None:
+        if self._released is None:
+            raise RuntimeError(f"This {type(self).__name__} is not fitted; call fit() or load() first.")
+
+    @property
+    def released(self) -> dict[str, PyTree]:
+        """The released parameters (name -> pytree), as saved."""
+        self._require_fitted()
+        return self._released
+
+    def sample(self, n: int, seed: int | None = None, mode: str = "argmax") -> pd.DataFrame:
+        """``n`` synthetic rows decoded to the schema (post-processing of the released model).
+
+        Args:
+            n: number of rows, a positive integer.
+            seed: reproducible sampling; None draws the key from OS entropy.
+            mode: how discrete columns are decoded (``"argmax"`` or ``"sample"``, see
+                ``data.TableEncoder.decode``).
+        """
+        self._require_fitted()
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0:
+            raise ValueError(f"Expected n={n!r} to be a positive integer.")
+        return self._sample_frame(int(n), dpsgd.make_key(seed).key, mode)
+
+    def privacy_report(self) -> dict:
+        """The privacy report of the last fit (or of the loaded file)."""
+        self._require_fitted()
+        return self._report
+
+    def save(self, path) -> None:
+        """Writes the released parameters, schema, configuration, privacy report and versions.
+
+        Nothing else: no optimizer state, no critic or discriminator, no key, no private row.
+        """
+        self._require_fitted()
+        _release.save_release(path, self.METHOD, self._released, {
+            "config": self.fitted_config.to_dict(), "schema": self.schema.to_dict(),
+            "privacy_report": self._report})
+
+    @classmethod
+    def load(cls, path) -> Synthesizer:
+        """Reads a release file; on the base class it dispatches on the method stored in it.
+
+        Raises:
+            FileNotFoundError: no file.
+            ValueError: not a dpgen_jax release, corrupt, another format version, a method other
+                than ``cls``'s, or arrays that do not match the stored configuration.
+        """
+        groups, meta = _release.load_release(path, None if cls is Synthesizer else cls.METHOD)
+        target = get(meta["method"]) if cls is Synthesizer else cls
+        try:
+            config = target.CONFIG.from_dict(meta["config"]).validate()
+            schema = data_lib.Schema.from_dict(meta["schema"])
+            report = meta["privacy_report"]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"{str(path)!r} has an invalid {target.METHOD} record: {exc}") from exc
+        model = target(config)
+        expected = model._release_shapes(config, schema)
+        for name, want in expected.items():
+            got = groups.get(name)
+            same = got is not None and jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(want)
+            if not same or any(np.shape(a) != tuple(b.shape) for a, b in
+                               zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want))):
+                raise ValueError(f"{str(path)!r}: the saved {name} does not match its configuration.")
+        model.fitted_config, model.schema, model._report = config, schema, report
+        model._released = {k: jax.tree_util.tree_map(jax.numpy.asarray, groups[k]) for k in expected}
+        return model
+
+
+__all__ = [
+    "FitContext",
+    "Plan",
+    "Synthesizer",
+    "SynthesizerConfig",
+    "TrainResult",
+    "available",
+    "create",
+    "get",
+    "load",
+    "register",
+]

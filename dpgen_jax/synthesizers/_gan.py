@@ -1,0 +1,181 @@
+"""WGAN pieces with a DP-SGD critic: critic terms, generator step, the alternating runner.
+
+The critic sees private rows and is trained with DP-SGD (Poisson sampling, per-example clipping,
+Gaussian noise); the generator sees only the critic, so its updates are post-processing. The
+pieces take plain callables: ``critic_fn(params, rows) -> (B,)`` scores and
+``fake_fn(gen_params, frozen, key, n) -> (n, width)`` generated rows (``frozen`` holds any other
+released, fixed parameters, e.g. DP-auto-GAN's decoder). Both DP-auto-GAN (a GAN in a latent
+space, decoded) and DP-WGAN (a GAN in data space) are built from them.
+
+Critic terms (``clipping``):
+
+* ``"paired"``: each real row is paired with one fresh generated row and the per-example term
+  ``D(fake) - D(real)`` is clipped as a whole (Tantipongpipat et al. 2021; Frigerio et al. 2019).
+* ``"real_only"``: only ``-D(real)`` is clipped and noised; the generated rows' term depends on no
+  private record (the generator is a DP output and z is fresh noise), so its gradient is added
+  unnoised. Each generated row's gradient is still clipped to the same C, not for privacy but to
+  keep the two terms' balance of the paired form (without it the unclipped term dominates).
+
+See ``docs/architecture.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from dpgen_jax import dpsgd
+from dpgen_jax.synthesizers._training import make_private_step
+
+PyTree = Any
+CRITIC_CLIPPINGS = ("paired", "real_only")
+
+
+class GANState(NamedTuple):
+    critic: dpsgd.TrainState
+    generator: dpsgd.TrainState
+
+
+def make_gan_runner(
+    critic_fn: Callable[[PyTree, jax.Array], jax.Array],
+    fake_fn: Callable[[PyTree, PyTree, jax.Array, int], jax.Array],
+    critic_optimizer: optax.GradientTransformation,
+    generator_optimizer: optax.GradientTransformation,
+    *,
+    num_rows: int,
+    batch_size: int,
+    num_records: int,
+    clip_norm: float | None,
+    noise_multiplier: float,
+    clipping: str = "paired",
+    critic_steps_per_generator_step: int,
+    generator_batch_size: int,
+    post_update: Callable[[PyTree], PyTree] | None = None,
+    method: str = "ghost",
+):
+    """Compiles ``run(state, data, frozen, key, n_iterations, total_critic_steps) -> state``.
+
+    One iteration is up to ``critic_steps_per_generator_step`` DP critic steps (never beyond
+    ``total_critic_steps`` executed in all) followed by one generator step on
+    ``generator_batch_size`` generated rows. ``clip_norm=None`` trains the critic without
+    clipping or noise (a non-private run).
+
+    Args:
+        critic_fn: ``(params, rows) -> (B,)`` critic scores.
+        fake_fn: ``(gen_params, frozen, key, n) -> (n, width)`` generated rows.
+        critic_optimizer, generator_optimizer: optax transformations.
+        num_rows: m, the private row count (the sampler's scan length).
+        batch_size: expected critic batch size B; the sampling rate is B / ``num_records``.
+        num_records: N, the number of records the rate refers to.
+        clip_norm: per-example clip norm C of the critic term, or None (non-private).
+        noise_multiplier: sigma of the critic's DP-SGD.
+        clipping: ``"paired"`` or ``"real_only"`` (module docstring).
+        critic_steps_per_generator_step: t_D.
+        generator_batch_size: generated rows per generator step.
+        post_update: applied to the critic's parameters after each update (e.g. a weight clamp).
+        method: ``"ghost"`` or ``"vmap"`` per-example clipping.
+    """
+    dpsgd_check = dpsgd.METHODS
+    if method not in dpsgd_check:
+        raise ValueError(f"Expected method={method!r} to be one of {dpsgd_check}.")
+    if clipping not in CRITIC_CLIPPINGS:
+        raise ValueError(f"Expected clipping={clipping!r} to be one of {CRITIC_CLIPPINGS}.")
+    private = clip_norm is not None
+
+    if clipping == "paired":
+        def batch_fn(data, idx, key, extra):
+            gen_params, frozen = extra
+            fake = jax.lax.stop_gradient(fake_fn(gen_params, frozen, key, idx.shape[0]))
+            return {"real": jnp.take(data, idx, axis=0), "fake": fake}
+
+        def loss(params, batch):
+            return -critic_fn(params, batch["real"]) + critic_fn(params, batch["fake"])
+
+        public_grad_fn = None
+    else:
+        def batch_fn(data, idx, key, extra):
+            return jnp.take(data, idx, axis=0)
+
+        def loss(params, batch):
+            return -critic_fn(params, batch)
+
+        n_fake = batch_size
+        fake_sum = (dpsgd.clipped_grad_sum(critic_fn, clip_norm, method=method) if private
+                    else dpsgd.grad_sum(critic_fn))
+
+        def public_grad_fn(params, key, extra):
+            gen_params, frozen = extra
+            fake = jax.lax.stop_gradient(fake_fn(gen_params, frozen, key, n_fake))
+            g, _ = fake_sum(params, fake, None)
+            # Scaled so that after the division by the expected batch size it is a mean over the
+            # generated rows.
+            return jax.tree_util.tree_map(lambda x: x * (batch_size / n_fake), g)
+
+    critic_step = make_private_step(
+        loss, critic_optimizer, num_rows=num_rows, batch_size=batch_size, num_records=num_records,
+        clip_norm=clip_norm, noise_multiplier=noise_multiplier, method=method, batch_fn=batch_fn,
+        post_update=post_update, public_grad_fn=public_grad_fn)
+    b2 = generator_batch_size
+
+    def generator_step(gen_state, critic_params, frozen, key):
+        def gen_loss(gp):
+            return -jnp.mean(critic_fn(critic_params, fake_fn(gp, frozen, key, b2)))
+
+        g = jax.grad(gen_loss)(gen_state.params)
+        updates, opt_state = generator_optimizer.update(g, gen_state.opt_state, gen_state.params)
+        return dpsgd.TrainState(optax.apply_updates(gen_state.params, updates), opt_state,
+                                gen_state.steps + 1)
+
+    t_d = critic_steps_per_generator_step
+
+    def run(state: GANState, data, frozen, key, n_iterations, total_critic_steps):
+        k_critic, k_gen = jax.random.split(key)
+
+        def iteration(_, s: GANState):
+            n_c = jnp.clip(total_critic_steps - s.critic.steps, 0, t_d)
+
+            def critic_body(_, cs):
+                new, _ = critic_step(cs, data, jax.random.fold_in(k_critic, cs.steps),
+                                     (s.generator.params, frozen))
+                return new
+
+            cs = jax.lax.fori_loop(0, n_c, critic_body, s.critic)
+            gs = generator_step(s.generator, cs.params, frozen,
+                                jax.random.fold_in(k_gen, s.generator.steps))
+            return GANState(cs, gs)
+
+        return jax.lax.fori_loop(0, n_iterations, iteration, state)
+
+    return jax.jit(run)
+
+
+def run_gan(runner, state: GANState, data, frozen, key, *, critic_steps: int,
+            critic_steps_per_generator_step: int, chunk_size: int = 1000,
+            progress: Callable[[int, int], None] | None = None,
+            should_stop: Callable[[], bool] | None = None) -> GANState:
+    """Runs ``critic_steps`` critic steps with interleaved generator steps, in compiled chunks.
+
+    Progress (critic steps done, total) is reported between chunks, and ``should_stop()``, when
+    given, may end the phase early there; ``int(state.critic.steps)`` is the executed count the
+    accountant is given.
+    """
+    t_d = critic_steps_per_generator_step
+    total_iters = -(-critic_steps // t_d)
+    per_chunk = max(1, chunk_size // t_d)
+    done = 0
+    while done < total_iters:
+        n = min(per_chunk, total_iters - done)
+        state = runner(state, data, frozen, key, jnp.int32(n), jnp.int32(critic_steps))
+        done += n
+        if progress is not None:
+            progress(int(state.critic.steps), critic_steps)
+        if should_stop is not None and done < total_iters and should_stop():
+            break
+    return state
+
+
+__all__ = ["CRITIC_CLIPPINGS", "GANState", "make_gan_runner", "run_gan"]

@@ -1,0 +1,87 @@
+"""Mixed-type reconstruction losses and output activations over the encoder's column blocks.
+
+A network that reconstructs (or generates) encoded rows outputs one logit per encoded column. For
+the table encoder's blocks (``data.TableEncoder.blocks``):
+
+* categorical block: softmax over the block; loss = cross-entropy with the one-hot target;
+* binary column: sigmoid; loss = binary cross-entropy;
+* continuous column: sigmoid (the encoding is scaled to [0, 1] by the public bounds); loss = squared
+  error of the sigmoid output (``continuous="mse"``) or binary cross-entropy (``"bce"``).
+
+Every loss here is per example: the i-th output depends on row i only, so it can be clipped per
+example (ghost or vmap).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dpgen_jax import data as data_lib
+
+CONTINUOUS_LOSSES = ("mse", "bce")
+
+
+def _bce_with_logits(logits: jax.Array, targets: jax.Array) -> jax.Array:
+    return jnp.maximum(logits, 0) - logits * targets + jnp.log1p(jnp.exp(-jnp.abs(logits)))
+
+
+class BlockLayout:
+    """Static column indices of each kind of block (built once from the encoder's blocks)."""
+
+    def __init__(self, blocks: Sequence[data_lib.Block]):
+        self.width = max(b.stop for b in blocks)
+        self.categorical = [(b.start, b.stop) for b in blocks if b.kind == "categorical"]
+        self.binary = np.array([b.start for b in blocks if b.kind == "binary"], np.int32)
+        self.continuous = np.array([b.start for b in blocks if b.kind == "continuous"], np.int32)
+
+
+def reconstruction_loss(blocks: Sequence[data_lib.Block], continuous: str = "mse"):
+    """``loss(logits, targets) -> (B,)``: the sum over blocks of each block's loss.
+
+    Args:
+        blocks: the encoder's blocks (``TableEncoder(schema).blocks``).
+        continuous: ``"mse"`` or ``"bce"`` for continuous columns.
+    """
+    if continuous not in CONTINUOUS_LOSSES:
+        raise ValueError(f"Expected continuous={continuous!r} to be one of {CONTINUOUS_LOSSES}.")
+    layout = BlockLayout(blocks)
+
+    def loss(logits: jax.Array, targets: jax.Array) -> jax.Array:
+        total = jnp.zeros(logits.shape[:-1], logits.dtype)
+        for start, stop in layout.categorical:
+            logp = jax.nn.log_softmax(logits[..., start:stop], axis=-1)
+            total = total - jnp.sum(targets[..., start:stop] * logp, axis=-1)
+        if layout.binary.size:
+            idx = layout.binary
+            total = total + jnp.sum(_bce_with_logits(logits[..., idx], targets[..., idx]), axis=-1)
+        if layout.continuous.size:
+            idx = layout.continuous
+            if continuous == "mse":
+                err = jax.nn.sigmoid(logits[..., idx]) - targets[..., idx]
+                total = total + jnp.sum(err * err, axis=-1)
+            else:
+                total = total + jnp.sum(_bce_with_logits(logits[..., idx], targets[..., idx]), axis=-1)
+        return total
+
+    return loss
+
+
+def output_activation(blocks: Sequence[data_lib.Block]):
+    """``activate(logits) -> (B, width)`` in the encoded layout: softmax per categorical block,
+    sigmoid elsewhere (what ``TableEncoder.decode`` expects)."""
+    layout = BlockLayout(blocks)
+
+    def activate(logits: jax.Array) -> jax.Array:
+        out = jax.nn.sigmoid(logits)
+        for start, stop in layout.categorical:
+            out = out.at[..., start:stop].set(jax.nn.softmax(logits[..., start:stop], axis=-1))
+        return out
+
+    return activate
+
+
+__all__ = ["CONTINUOUS_LOSSES", "BlockLayout", "output_activation", "reconstruction_loss"]

@@ -1,0 +1,99 @@
+"""Training pieces every method shares: a DP-SGD phase over the private rows, optimizers, clamps.
+
+Functions of plain values and callables (a per-example loss, an optax optimizer, sizes), never of
+a method's configuration, so that every method composes them the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from dpgen_jax import dpsgd
+
+PyTree = Any
+
+
+def torch_adam(learning_rate: float, b1: float = 0.9, b2: float = 0.999) -> optax.GradientTransformation:
+    """``torch.optim.Adam(lr, betas=(b1, b2), eps=1e-8)`` in optax."""
+    return optax.adam(learning_rate, b1=b1, b2=b2, eps=1e-8)
+
+
+def torch_rmsprop(learning_rate: float) -> optax.GradientTransformation:
+    """``torch.optim.RMSprop(lr, alpha=0.99, eps=1e-8)`` in optax (eps outside the square root)."""
+    return optax.rmsprop(learning_rate, decay=0.99, eps=1e-8, eps_in_sqrt=False)
+
+
+def weight_clamp(bound: float | None) -> Callable[[PyTree], PyTree] | None:
+    """The WGAN weight clamp: every parameter clipped to [-bound, bound] (None: no clamp)."""
+    if bound is None:
+        return None
+    return lambda params: jax.tree_util.tree_map(lambda x: jnp.clip(x, -bound, bound), params)
+
+
+def make_private_step(
+    loss_fn: Callable[[PyTree, PyTree], jax.Array],
+    optimizer: optax.GradientTransformation,
+    *,
+    num_rows: int,
+    batch_size: int,
+    num_records: int,
+    clip_norm: float | None,
+    noise_multiplier: float,
+    method: str = "ghost",
+    **step_kwargs,
+):
+    """A DP-SGD step over ``num_rows`` private rows with expected batch size B over N records.
+
+    The sampling rate is q = B / N (``privacy.DPSGDPhase.from_batch_size`` computes the same q
+    for the accountant) and the noised sum is divided by B = q * N. ``num_rows`` (the real row
+    count m) is only the sampler's scan length. ``clip_norm=None`` gives the non-private step.
+    Other keywords go to :func:`dpgen_jax.dpsgd.make_dp_step`.
+    """
+    return dpsgd.make_dp_step(
+        loss_fn, optimizer, num_records=num_rows, sample_rate=batch_size / num_records,
+        clip_norm=clip_norm, noise_multiplier=noise_multiplier if clip_norm is not None else 0.0,
+        method=method, expected_batch_size=batch_size, **step_kwargs)
+
+
+def run_private_phase(
+    loss_fn: Callable[[PyTree, PyTree], jax.Array],
+    optimizer: optax.GradientTransformation,
+    params: PyTree,
+    data: PyTree,
+    key: jax.Array,
+    *,
+    steps: int,
+    batch_size: int,
+    num_records: int,
+    clip_norm: float | None,
+    noise_multiplier: float,
+    method: str = "ghost",
+    chunk_size: int = 1000,
+    progress: Callable[[int, int], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> dpsgd.TrainState:
+    """``steps`` DP-SGD steps of ``loss_fn`` from ``params`` (see :func:`make_private_step`).
+
+    Returns the final state; ``int(state.steps)`` is the number of steps executed, which the
+    caller gives to the accountant.
+    """
+    m = jax.tree_util.tree_leaves(data)[0].shape[0]
+    step = make_private_step(loss_fn, optimizer, num_rows=m, batch_size=batch_size,
+                             num_records=num_records, clip_norm=clip_norm,
+                             noise_multiplier=noise_multiplier, method=method)
+    return dpsgd.run_phase(step, dpsgd.init_state(params, optimizer), data, key, steps,
+                           chunk_size=chunk_size, progress=progress, should_stop=should_stop)
+
+
+__all__ = [
+    "make_private_step",
+    "run_private_phase",
+    "torch_adam",
+    "torch_rmsprop",
+    "weight_clamp",
+]

@@ -1,0 +1,199 @@
+"""The contract every synthesizer honours, as a test class each method's tests subclass.
+
+A subclass sets ``METHOD``, ``OVERRIDES`` (a tiny schedule), ``EPSILON`` and implements
+:meth:`SynthesizerContract.functional_released` (the released parameters of ``fit(seed=0)``
+recomputed with the method's public functional API). Everything runs on a small generated table
+(``tests/_tables.py``) unless the subclass overrides the ``table`` fixture.
+
+Oracles: the privacy report against ``privacy.epsilon`` of the phases rebuilt from the executed
+steps (and against the data-free plan), samples against the schema, the release file against a
+reload, the class against the functional API.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpgen_jax import privacy, synthesizers
+from tests import _oracles, _tables
+
+DELTA = 1e-5
+
+
+class SynthesizerContract:
+    METHOD: str = ""
+    OVERRIDES: dict = {}
+    EPSILON: float = 3.0
+    SEED = 0
+    N_SAMPLE = 64
+
+    # -- fixtures ------------------------------------------------------------------------------
+    @pytest.fixture(scope="class")
+    @classmethod
+    def table(cls):
+        return _tables.mixed_frame(300, 0), _tables.MIXED_SCHEMA
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def fitted(cls, table):
+        frame, schema = table
+        model = synthesizers.create(cls.METHOD, **cls.OVERRIDES)
+        return model.fit(frame, schema, epsilon=cls.EPSILON, delta=DELTA, seed=cls.SEED)
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def saved(cls, fitted, tmp_path_factory):
+        path = tmp_path_factory.mktemp(cls.METHOD) / "model.npz"
+        fitted.save(path)
+        return path
+
+    def functional_released(self, model, frame, schema) -> dict:
+        """The released pytrees of ``model``'s fit, recomputed with the functional API."""
+        raise NotImplementedError
+
+    # -- tests ---------------------------------------------------------------------------------
+    def test_registered(self, fitted):
+        assert self.METHOD in synthesizers.available()
+        assert isinstance(synthesizers.create(self.METHOD), type(fitted))
+        assert type(fitted).METHOD == self.METHOD
+
+    def test_samples_decode_to_the_schema(self, fitted, table):
+        frame = fitted.sample(np.int64(self.N_SAMPLE), seed=3)  # numpy integers are accepted
+        x = _oracles.check_valid_sample(frame, table[1], self.N_SAMPLE)
+        assert len(np.unique(x, axis=0)) > 1, "all sampled rows are identical"
+        pd.testing.assert_frame_equal(fitted.sample(self.N_SAMPLE, seed=3), frame)
+
+    def test_report_equals_the_accountant_on_the_executed_steps(self, fitted, table):
+        rep = fitted.privacy_report()
+        _oracles.strict_json(rep)
+        assert rep["method"] == self.METHOD and rep["target_epsilon"] == self.EPSILON
+        steps = {p["name"]: p["steps"] for p in rep["phases"]}
+        phases = fitted._phases(fitted.fitted_config, len(table[0]), steps, True)
+        assert [p.name for p in phases] == [p["name"] for p in rep["phases"]]
+        assert rep["epsilon"] == pytest.approx(privacy.epsilon(phases, DELTA), rel=1e-9)
+        assert rep["epsilon"] <= self.EPSILON
+        for entry, phase in zip(rep["phases"], phases):
+            assert entry["noise_multiplier"] == phase.noise_multiplier
+            assert entry.get("clip_norm") is not None, f"{phase.name}: clip norm not reported"
+
+    def test_plan_is_data_free_and_matches_the_fit(self, fitted, table):
+        frame, schema = table
+        plan = synthesizers.create(self.METHOD, **self.OVERRIDES).plan(
+            schema, len(frame), epsilon=self.EPSILON, delta=DELTA)
+        rep = fitted.privacy_report()
+        assert [p.name for p in plan.phases] == [p["name"] for p in rep["phases"]]
+        assert [p.noise_multiplier for p in plan.phases] == [p["noise_multiplier"] for p in rep["phases"]]
+        assert [p.steps for p in plan.phases] == [p["steps"] for p in rep["phases"]]
+        assert plan.epsilon() == pytest.approx(rep["epsilon"], rel=1e-9)
+
+    def test_save_load_round_trip(self, fitted, saved):
+        for loaded in (type(fitted).load(saved), synthesizers.load(saved)):
+            assert type(loaded) is type(fitted)
+            pd.testing.assert_frame_equal(loaded.sample(self.N_SAMPLE, seed=5),
+                                          fitted.sample(self.N_SAMPLE, seed=5))
+            assert loaded.privacy_report() == fitted.privacy_report()
+            assert loaded.fitted_config == fitted.fitted_config and loaded.schema == fitted.schema
+
+    def test_load_refuses_another_method(self, saved):
+        others = [m for m in synthesizers.available() if m != self.METHOD]
+        for name in others:
+            with pytest.raises(ValueError, match=f"holds a '{self.METHOD}' model, not '{name}'"):
+                synthesizers.get(name).load(saved)
+
+    def test_functional_api_agrees_with_the_class(self, fitted, table):
+        released = self.functional_released(fitted, *table)
+        assert set(released) == set(fitted.released)
+        for name in released:
+            np.testing.assert_array_equal(_oracles.flat(released[name]), _oracles.flat(fitted.released[name]))
+
+    def test_public_num_records(self, table):
+        """num_records=N: rates use N, the real row count appears nowhere in the report."""
+        frame, schema = table
+        zero = {**self.OVERRIDES, **self.zero_steps()}
+        rep = synthesizers.create(self.METHOD, **zero).fit(
+            frame, schema, epsilon=self.EPSILON, num_records=5000, seed=1).privacy_report()
+        text = _oracles.strict_json(rep)
+        assert rep["num_records_public"] is True
+        assert not any("treated as public" in a for a in rep["assumptions"])
+        assert any("N=5000" in a for a in rep["assumptions"])
+        assert f"={len(frame)}" not in text and f"n={len(frame)}" not in text
+        plan = synthesizers.create(self.METHOD, **zero).plan(schema, 5000, epsilon=self.EPSILON)
+        assert [p.sample_rate for p in plan.phases if hasattr(p, "sample_rate")] == [
+            p["sample_rate"] for p in rep["phases"] if "sample_rate" in p]
+
+    def zero_steps(self) -> dict:
+        """Configuration overrides that run no training step (cheap fits)."""
+        raise NotImplementedError
+
+    def test_time_budget_reports_the_executed_steps(self, table):
+        frame, schema = table
+        model = synthesizers.create(self.METHOD, **self.OVERRIDES)
+        with pytest.warns(UserWarning, match="cut the schedule"):
+            model.fit(frame, schema, epsilon=self.EPSILON, seed=2, max_seconds=0)
+        rep = model.privacy_report()
+        plan = model.plan(schema, len(frame), epsilon=self.EPSILON)
+        executed = {p["name"]: p["steps"] for p in rep["phases"]}
+        planned = {p.name: p.steps for p in plan.phases}
+        assert all(executed[k] <= planned[k] for k in planned)
+        assert any(executed[k] < planned[k] for k in planned)
+        phases = [dataclasses.replace(p, steps=executed[p.name]) for p in plan.phases]
+        assert rep["epsilon"] == pytest.approx(privacy.epsilon(phases, DELTA), rel=1e-9)
+        assert rep["epsilon"] < plan.epsilon()
+        assert any("time budget" in a for a in rep["assumptions"])
+
+    @pytest.mark.parametrize("kwargs, match", [
+        (dict(), "exactly one of epsilon"),
+        (dict(epsilon=1.0, preset="x"), "exactly one of epsilon"),
+        (dict(preset="no-such-preset"), "Unknown preset='no-such-preset'"),
+        (dict(epsilon=0.0), "epsilon=0.0"),
+        (dict(epsilon=float("nan")), "epsilon=nan"),
+        (dict(epsilon=1.0, delta=1.0), "delta=1.0"),
+        (dict(epsilon=1.0, num_records=0), "num_records=0"),
+        (dict(epsilon=1.0, max_seconds=-1), "max_seconds=-1"),
+    ])
+    def test_bad_fit_arguments_are_refused(self, table, kwargs, match):
+        import re
+
+        with pytest.raises(ValueError, match=re.escape(match)):
+            synthesizers.create(self.METHOD, **self.OVERRIDES).fit(*table, seed=0, **kwargs)
+
+    def test_frame_not_matching_the_schema_is_refused(self, table):
+        frame, schema = table
+        model = synthesizers.create(self.METHOD, **self.OVERRIDES)
+        with pytest.raises(ValueError, match=schema.names[0]):
+            model.fit(frame.drop(columns=schema.names[0]), schema, epsilon=1.0)
+
+    @pytest.mark.parametrize("n", [0, -3, 2.5, True, "10", None, np.float64(4.0)])
+    def test_bad_sample_count_is_refused(self, fitted, n):
+        with pytest.raises(ValueError, match=r"Expected n=.* positive integer"):
+            fitted.sample(n)
+
+    def test_unfitted_model_refuses_to_sample_report_or_save(self, tmp_path):
+        model = synthesizers.create(self.METHOD)
+        for call in (lambda: model.sample(5), model.privacy_report,
+                     lambda: model.save(tmp_path / "m.npz")):
+            with pytest.raises(RuntimeError, match="not fitted"):
+                call()
+        assert not (tmp_path / "m.npz").exists()
+
+    def test_unknown_configuration_field_is_refused(self):
+        with pytest.raises(ValueError, match="no field"):
+            synthesizers.create(self.METHOD, no_such_field=1)
+
+    def test_non_private_fit_reports_null_epsilon(self, table, tmp_path):
+        frame, schema = table
+        model = synthesizers.create(self.METHOD, **self.OVERRIDES).fit(frame, schema,
+                                                                        epsilon=math.inf, seed=0)
+        rep = model.privacy_report()
+        text = _oracles.strict_json(rep)
+        assert rep["epsilon"] is None and rep["target_epsilon"] is None and rep["non_private"]
+        assert all(v is None for v in rep["epsilon_by_accountant"].values())
+        assert rep["paper_accounting"] is None and "Infinity" not in text
+        assert {p["mechanism"] for p in rep["phases"]} == {"non_private"}
+        model.save(tmp_path / "np.npz")
+        assert synthesizers.load(tmp_path / "np.npz").privacy_report() == rep
