@@ -269,3 +269,21 @@ def test_calibrate_holds_fixed_phases():
         calibrate(phases, 2.0, 1e-5, fixed=["em", "ae"])
     with pytest.raises(TypeError, match="sequence of phase names"):
         calibrate(phases, 2.0, 1e-5, fixed="em")
+
+
+def test_gaussian_phase_is_the_gaussian_mechanism():
+    from dpgen_jax.privacy import GaussianPhase
+
+    p = GaussianPhase("histograms", 4.0, steps=3, sensitivity=2.0)
+    assert p.event() == dpa.SelfComposedDpEvent(dpa.GaussianDpEvent(4.0), 3)
+    direct = PLDAccountant(ADD_REMOVE, value_discretization_interval=1e-4).compose(
+        dpa.SelfComposedDpEvent(dpa.GaussianDpEvent(4.0), 3)).get_epsilon(DELTA)
+    assert epsilon([p], DELTA, pld_discretization=1e-4) == pytest.approx(direct, rel=1e-9)
+    rep = report([p, DPSGDPhase("ae", 0.01, 1.0, 100)], DELTA)
+    assert rep["phases"][0]["mechanism"] == "gaussian" and rep["phases"][0]["sensitivity"] == 2.0
+    assert any("Gaussian phases ['histograms']" in a for a in rep["assumptions"])
+    calibrated = calibrate([p], 1.0, DELTA)
+    assert 1.0 - 1e-3 <= epsilon(calibrated, DELTA) <= 1.0
+    assert GaussianPhase("x", 1.0, 0).event() == dpa.NoOpDpEvent()
+    with pytest.raises(ValueError, match="noise_multiplier"):
+        GaussianPhase("x", 0.0)

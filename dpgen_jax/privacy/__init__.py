@@ -1,6 +1,7 @@
 """Privacy accounting: phases as ``dp_accounting`` events, composition, calibration, report.
 
-- :class:`DPSGDPhase`, :class:`ShardedSanitizerPhase`, :class:`NonPrivatePhase`: the public
+- :class:`DPSGDPhase`, :class:`GaussianPhase`, :class:`ShardedSanitizerPhase`,
+  :class:`NonPrivatePhase`: the public
   parameters of each way a run touches the private data; ``.event()`` gives the dp_accounting event.
 - :func:`epsilon`: all phases composed (one ``ComposedDpEvent``) and converted once; PLD (default,
   the headline) or RDP with the improved or the papers' classic conversion.
@@ -34,6 +35,7 @@ from dpgen_jax.privacy._accounting import (
 from dpgen_jax.privacy._calibrate import calibrate
 from dpgen_jax.privacy._phases import (
     DPSGDPhase,
+    GaussianPhase,
     NonPrivatePhase,
     Phase,
     ShardedSanitizerPhase,
@@ -44,6 +46,7 @@ __all__ = [
     "ACCOUNTANTS",
     "CONVERSIONS",
     "DPSGDPhase",
+    "GaussianPhase",
     "NonPrivatePhase",
     "PAPER_RDP_ORDERS",
     "PLD_VALUE_DISCRETIZATION",

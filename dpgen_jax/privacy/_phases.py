@@ -198,6 +198,70 @@ class DPSGDPhase(Phase):
 
 
 @dataclasses.dataclass(frozen=True)
+class GaussianPhase(Phase):
+    """The Gaussian mechanism on the whole dataset (no subsampling), applied ``steps`` times.
+
+    Each application releases a statistic whose L2 sensitivity under add/remove-one is
+    ``sensitivity`` (public), plus Gaussian noise of standard deviation
+    ``noise_multiplier * sensitivity`` per coordinate: a noisy histogram (sensitivity 1 for one
+    histogram, sqrt(d) for d histograms of the same rows), DP-EM's noisy sufficient statistics, ...
+
+    Args:
+        name: Name of the phase in the report.
+        noise_multiplier: Noise standard deviation divided by the sensitivity; finite and > 0.
+        steps: Number of releases; an integer >= 0.
+        sensitivity: The L2 sensitivity the noise is scaled to, when known; reported as a number,
+            it does not enter the event (the noise multiplier is relative to it).
+
+    Privacy:
+        ``SelfComposedDpEvent(GaussianDpEvent(sigma), steps)`` under add/remove-one neighbours.
+
+    Example:
+        >>> GaussianPhase("histograms", noise_multiplier=5.0, steps=1).event()
+        SelfComposedDpEvent(event=GaussianDpEvent(noise_multiplier=5.0), count=1)
+    """
+
+    name: str
+    noise_multiplier: float
+    steps: int = 1
+    sensitivity: float | None = None
+
+    def __post_init__(self) -> None:
+        _v.name(self.name, "GaussianPhase")
+        ctx = f"GaussianPhase {self.name!r}"
+        object.__setattr__(
+            self, "noise_multiplier", _v.positive_finite(self.noise_multiplier, "noise_multiplier", ctx)
+        )
+        object.__setattr__(self, "steps", _v.count(self.steps, "steps", 0, ctx))
+        if self.sensitivity is not None:
+            object.__setattr__(self, "sensitivity", _v.positive_finite(self.sensitivity, "sensitivity", ctx))
+
+    def event(self) -> dpa.DpEvent:
+        """``SelfComposedDpEvent(GaussianDpEvent(sigma), steps)`` (``NoOpDpEvent`` for 0 steps)."""
+        if self.steps == 0:
+            return dpa.NoOpDpEvent()
+        return dpa.SelfComposedDpEvent(dpa.GaussianDpEvent(self.noise_multiplier), self.steps)
+
+    @property
+    def neighbouring_relation(self) -> NeighboringRelation:
+        return NeighboringRelation.ADD_OR_REMOVE_ONE
+
+    @property
+    def mechanism(self) -> str:
+        return "gaussian"
+
+    @property
+    def noise_multiplier_or_none(self) -> float:
+        return self.noise_multiplier
+
+    def _with_noise_multiplier(self, noise_multiplier: float) -> GaussianPhase:
+        return dataclasses.replace(self, noise_multiplier=noise_multiplier)
+
+    def _parameters(self) -> dict[str, Any]:
+        return {"noise_multiplier": self.noise_multiplier, "sensitivity": self.sensitivity}
+
+
+@dataclasses.dataclass(frozen=True)
 class NonPrivatePhase(Phase):
     """A phase that trains on the private data without any DP mechanism (epsilon = infinity).
 
@@ -406,4 +470,4 @@ class ShardedSanitizerPhase(Phase):
         return params
 
 
-PHASE_TYPES = (DPSGDPhase, NonPrivatePhase, ShardedSanitizerPhase)
+PHASE_TYPES = (DPSGDPhase, GaussianPhase, NonPrivatePhase, ShardedSanitizerPhase)

@@ -27,6 +27,7 @@ from dpgen_jax.privacy._accounting import (
 )
 from dpgen_jax.privacy._phases import (
     DPSGDPhase,
+    GaussianPhase,
     NeighboringRelation,
     NonPrivatePhase,
     Phase,
@@ -88,6 +89,14 @@ def _module_assumptions(
             "padded batches whose overflow is processed, never truncated or resampled), clip each "
             "example's gradient to the clip norm C and add Gaussian noise of standard deviation "
             "noise_multiplier * C to the sum; the number of steps is the count actually executed."
+        )
+    gaussian = [p.name for p in phases if isinstance(p, GaussianPhase)]
+    if gaussian:
+        out.append(
+            f"Gaussian phases {gaussian} release statistics of the whole dataset (no subsampling) "
+            "with Gaussian noise of standard deviation noise_multiplier * sensitivity per "
+            "coordinate, where sensitivity is the statistic's L2 sensitivity to adding or removing "
+            "one record; steps counts the releases."
         )
     strict = [p.name for p in phases if isinstance(p, ShardedSanitizerPhase) and p.accounting == "strict"]
     if strict:
