@@ -367,8 +367,8 @@ def end_to_end(torch_ref, *, threads, log=print) -> list[dict]:
                               steps=config.ae_steps)
     jax.block_until_ready(ae.params)
     t1 = time.perf_counter()
-    gan = ag.train_gan(config, params, ae.params["decoder"], x, jax.random.key(3), private=True,
-                       noise_multiplier=3.5, critic_steps=config.critic_steps)
+    gan = ag.train_gan(config, params, ae.params["decoder"], x, jax.random.key(3),
+                       clip_norm=config.critic_clip_norm, noise_multiplier=3.5, critic_steps=config.critic_steps)
     jax.block_until_ready(gan.generator.params)
     t2 = time.perf_counter()
     rows = [{"framework": "jax", "method": "ghost", "autoencoder_seconds": round(t1 - t0, 2),

@@ -39,7 +39,7 @@ class TestDPAutoGANContract(SynthesizerContract):
         params = dag.init(cfg, x.shape[1], k_init)
         ae = dag.train_autoencoder(cfg, params.autoencoder, x, k_ae, clip_norm=cfg.ae_clip_norm,
                                    noise_multiplier=cfg.ae_noise_multiplier, steps=cfg.ae_steps)
-        gan = dag.train_gan(cfg, params, ae.params["decoder"], x, k_gan, private=True,
+        gan = dag.train_gan(cfg, params, ae.params["decoder"], x, k_gan, clip_norm=cfg.critic_clip_norm,
                             noise_multiplier=cfg.critic_noise_multiplier, critic_steps=cfg.critic_steps)
         return {"generator": gan.generator.params, "decoder": ae.params["decoder"]}
 

@@ -208,7 +208,7 @@ def functional_run(adult_model, adult_x):
     params = dag.init(cfg, x.shape[1], k_init)
     ae = dag.train_autoencoder(cfg, params.autoencoder, x, k_ae, clip_norm=float(cfg.ae_clip_norm),
                                noise_multiplier=cfg.ae_noise_multiplier, steps=cfg.ae_steps)
-    gan = dag.train_gan(cfg, params, ae.params["decoder"], x, k_gan, private=True,
+    gan = dag.train_gan(cfg, params, ae.params["decoder"], x, k_gan, clip_norm=cfg.critic_clip_norm,
                         noise_multiplier=cfg.critic_noise_multiplier, critic_steps=cfg.critic_steps)
     return dict(cfg=cfg, params=params, ae=ae, gan=gan, k_ae=k_ae, k_gan=k_gan)
 
@@ -295,7 +295,8 @@ def test_real_only_critic_step_matches_per_example_reference(functional_run, adu
     cfg = dataclasses.replace(cfg0, critic_clip_norm=_clip_between(probe))
     sigma = 0.8
 
-    run, critic_opt, gen_opt = dag.make_gan_runner(cfg, width, m, private=True, noise_multiplier=sigma)
+    run, critic_opt, gen_opt = dag.make_gan_runner(cfg, width, m, clip_norm=cfg.critic_clip_norm,
+                                                   noise_multiplier=sigma)
     state0 = dag._gan.GANState(dpsgd.init_state(critic0, critic_opt), dpsgd.init_state(gen0, gen_opt))
     out = run(state0, x, dec, key, jnp.int32(1), jnp.int32(1))
     assert int(out.critic.steps) == 1 and int(out.generator.steps) == 1

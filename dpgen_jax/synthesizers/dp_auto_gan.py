@@ -275,11 +275,12 @@ def fake_rows(nets: models.DPAutoGANNetworks, gen_params, dec_params, key, n: in
     return nn.sigmoid(nets.decoder.apply({"params": dec_params}, latent))
 
 
-def make_gan_runner(config: DPAutoGANConfig, width: int, num_rows: int, *, private: bool,
+def make_gan_runner(config: DPAutoGANConfig, width: int, num_rows: int, *, clip_norm: float | None,
                     noise_multiplier: float, num_records: int | None = None):
     """Compiles the GAN phase ``run(state, data, dec_params, key, n_iterations, total) -> state``.
 
-    Returns ``(run, critic_optimizer, generator_optimizer)``; see ``_gan.make_gan_runner``.
+    ``clip_norm=None``: a non-private critic (no clipping, no noise). Returns ``(run,
+    critic_optimizer, generator_optimizer)``; see ``_gan.make_gan_runner``.
     """
     nets = networks(config, width)
     critic_opt = _training.torch_rmsprop(config.critic_learning_rate)
@@ -288,7 +289,7 @@ def make_gan_runner(config: DPAutoGANConfig, width: int, num_rows: int, *, priva
         lambda p, x: nets.critic.apply({"params": p}, x),
         lambda gp, dec, k, n: fake_rows(nets, gp, dec, k, n, config.noise_dim),
         critic_opt, gen_opt, num_rows=num_rows, batch_size=config.critic_batch_size,
-        num_records=num_records or num_rows, clip_norm=config.critic_clip_norm if private else None,
+        num_records=num_records or num_rows, clip_norm=clip_norm,
         noise_multiplier=noise_multiplier, clipping=config.critic_clipping,
         critic_steps_per_generator_step=config.critic_steps_per_generator_step,
         generator_batch_size=config.generator_batch_size,
@@ -297,11 +298,14 @@ def make_gan_runner(config: DPAutoGANConfig, width: int, num_rows: int, *, priva
 
 
 def train_gan(config: DPAutoGANConfig, params: Params, dec_params, data: jax.Array, key: jax.Array, *,
-              private: bool, noise_multiplier: float, critic_steps: int,
+              clip_norm: float | None, noise_multiplier: float, critic_steps: int,
               num_records: int | None = None, progress=None, should_stop=None) -> _gan.GANState:
-    """Phase 2: ``critic_steps`` critic steps (DP when ``private``) with interleaved generator steps."""
+    """Phase 2: ``critic_steps`` critic steps with interleaved generator steps.
+
+    The critic is DP-SGD with clip norm ``clip_norm`` (``None``: non-private, no noise).
+    """
     m, width = data.shape
-    run, critic_opt, gen_opt = make_gan_runner(config, width, m, private=private,
+    run, critic_opt, gen_opt = make_gan_runner(config, width, m, clip_norm=clip_norm,
                                                noise_multiplier=noise_multiplier,
                                                num_records=num_records)
     state = _gan.GANState(dpsgd.init_state(params.critic, critic_opt),
@@ -407,7 +411,8 @@ class DPAutoGAN(Synthesizer):
             should_stop=ctx.should_stop)
         jax.block_until_ready(ae_state.params)
         t1 = time.perf_counter()
-        gan = train_gan(config, params, ae_state.params["decoder"], x, k_gan, private=ctx.private,
+        gan = train_gan(config, params, ae_state.params["decoder"], x, k_gan,
+                        clip_norm=config.critic_clip_norm if ctx.private else None,
                         noise_multiplier=config.critic_noise_multiplier,
                         critic_steps=config.critic_steps, num_records=ctx.num_records,
                         progress=ctx.progress("critic"), should_stop=ctx.should_stop)
