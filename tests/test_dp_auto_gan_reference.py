@@ -26,6 +26,7 @@ from dpgen_jax import data, dpsgd
 from dpgen_jax.synthesizers import DPAutoGAN, DPAutoGANConfig
 from dpgen_jax.synthesizers import dp_auto_gan as dag
 from tests import _tables
+from tests._compile import compilation_cache
 from tests._oracles import (
     adam as _adam,
     assert_close as _assert_close,
@@ -143,16 +144,8 @@ def _persistent_compilation_cache(tmp_path_factory):
     recompiled. Results are unaffected: a cached program is the same executable. The previous
     settings are restored afterwards.
     """
-    from jax.experimental.compilation_cache import compilation_cache as cc
-
-    saved = (jax.config.jax_compilation_cache_dir, jax.config.jax_persistent_cache_min_compile_time_secs)
-    jax.config.update("jax_compilation_cache_dir", str(tmp_path_factory.mktemp("xla_cache")))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.3)
-    cc.reset_cache()
-    yield
-    jax.config.update("jax_compilation_cache_dir", saved[0])
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", saved[1])
-    cc.reset_cache()
+    with compilation_cache(str(tmp_path_factory.mktemp("xla_cache")), 0.3):
+        yield
 
 
 @pytest.fixture(scope="module")

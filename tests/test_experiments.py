@@ -15,7 +15,6 @@ import statistics
 import subprocess
 import sys
 
-import jax
 import pandas as pd
 import pytest
 
@@ -24,6 +23,7 @@ from dpgen_jax import data, metrics, privacy
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 from experiments import _common
+from tests._compile import compilation_cache
 
 ADULT_REPORT_KEYS = set(_common.REPORT_KEYS)
 MIMIC_REPORT_KEYS = set(_common.REPORT_KEYS) | {
@@ -78,16 +78,9 @@ def xla_cache_home(tmp_path_factory):
     seeds then load the first seed's programs). Point it at a temporary folder, so that tests
     never touch the user's cache, reset JAX's cache state so the experiments' setting takes
     effect as it does on the command line, and restore both afterwards."""
-    from jax.experimental.compilation_cache import compilation_cache as cc
-
-    saved = (jax.config.jax_compilation_cache_dir, jax.config.jax_persistent_cache_min_compile_time_secs)
-    with pytest.MonkeyPatch.context() as mp:
+    with pytest.MonkeyPatch.context() as mp, compilation_cache(None):
         mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg_cache")))
-        cc.reset_cache()
         yield
-    jax.config.update("jax_compilation_cache_dir", saved[0])
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", saved[1])
-    cc.reset_cache()
 
 
 @pytest.fixture(scope="module")
