@@ -19,45 +19,34 @@ from sklearn.metrics import f1_score, roc_auc_score
 
 from dpgen_jax import data, metrics
 from dpgen_jax.data import Schema, TableEncoder
+from dpgen_jax.metrics._validate import prepare
 
-SCHEMA = Schema.from_dict(
-    {
-        "columns": [
-            {"name": "num", "kind": "continuous", "lower": 0, "upper": 100},
-            {"name": "count", "kind": "continuous", "lower": 0, "upper": 50, "integer": True},
-            {"name": "color", "kind": "categorical", "categories": ["?", "blue", "green", "red"]},
-            {"name": "size", "kind": "categorical", "categories": ["L", "M", "S"]},
-            {"name": "flag", "kind": "binary", "categories": ["no", "yes"]},
-            {"name": "y", "kind": "binary", "categories": ["neg", "pos"], "label": True},
-        ]
-    }
-)
+#: A six-column slice of the Adult layout: two integer columns (one heavy-tailed), three discrete
+#: ones and the binary label; rows come from the licence-free stand-in data.adult_like.
+COLUMNS = ("age", "capital-gain", "workclass", "race", "sex", "salary")
+SCHEMA = Schema(tuple(data.adult_schema()[c] for c in COLUMNS))
 FAST = metrics.LabelAccuracyProtocol(n_estimators=20)
 
 
-def make_frame(n: int, seed: int, shift: float = 0.0) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    color = rng.choice(["blue", "green", "red"], size=n, p=[0.5, 0.3, 0.2])
-    num = np.clip(rng.normal(40 + shift, 15, n) + 25 * (color == "red"), 0, 100)
-    count = np.clip(np.round(num / 3 + rng.normal(0, 3, n)), 0, 50).astype(np.int64)
-    size = np.where(num > 55, "L", np.where(rng.random(n) < 0.5, "M", "S"))
-    flag = np.where(rng.random(n) < 0.3 + 0.4 * (size == "L"), "yes", "no")
-    y = np.where(rng.random(n) < 1 / (1 + np.exp(-(num - 50) / 8)), "pos", "neg")
-    return pd.DataFrame({"num": num, "count": count, "color": color, "size": size, "flag": flag, "y": y})
+def make_frame(n: int, seed: int, older: int = 0) -> pd.DataFrame:
+    df = data.adult_like(n, seed=seed)[list(COLUMNS)]
+    return df.assign(age=np.clip(df["age"] + older, 17, 90))
 
 
 @pytest.fixture(scope="module")
 def frames():
-    return make_frame(600, 1), make_frame(400, 2), make_frame(500, 3, shift=8.0)
+    return make_frame(600, 1), make_frame(400, 2), make_frame(500, 3, older=6)
 
 
-def disjoint_pair() -> tuple[pd.DataFrame, pd.DataFrame]:
+def disjoint_pair(schema: Schema = SCHEMA, n: int = 3) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Two frames whose every column puts its mass on different categories / bins."""
-    a = pd.DataFrame({"num": [1.0, 2.0, 3.0], "count": [0, 1, 2], "color": ["blue"] * 3, "size": ["L"] * 3,
-                      "flag": ["no"] * 3, "y": ["neg", "neg", "neg"]})  # fmt: skip
-    b = pd.DataFrame({"num": [99.0, 98.0, 97.5], "count": [50, 49, 48], "color": ["red", "?", "green"],
-                      "size": ["S", "M", "S"], "flag": ["yes"] * 3, "y": ["pos"] * 3})  # fmt: skip
-    return a, b
+    a, b = {}, {}
+    for col in schema.columns:
+        if col.kind == "continuous":
+            a[col.name], b[col.name] = [int(col.lower)] * n, [int(col.upper)] * n
+        else:
+            a[col.name], b[col.name] = [col.categories[0]] * n, [col.categories[-1]] * n
+    return pd.DataFrame(a), pd.DataFrame(b)
 
 
 def direct_histogram(values: np.ndarray, col, bins: int, spacing: str) -> np.ndarray:
@@ -86,10 +75,10 @@ def test_tv_1way_matches_direct_numpy(frames, spacing):
         assert r["per_column"][col.name] == pytest.approx(0.5 * np.abs(p - q).sum(), abs=1e-12), col.name
     per = r["per_column"]
     assert r["mean"] == pytest.approx(np.mean(list(per.values())))
-    assert r["mean_continuous"] == pytest.approx((per["num"] + per["count"]) / 2)
-    assert r["mean_discrete"] == pytest.approx(np.mean([per[c] for c in ("color", "size", "flag", "y")]))
-    assert r["bins"] == 12 and r["spacing"] == {"num": spacing, "count": spacing}
-    assert per["num"] > 0.05  # the shift is seen
+    assert r["mean_continuous"] == pytest.approx((per["age"] + per["capital-gain"]) / 2)
+    assert r["mean_discrete"] == pytest.approx(np.mean([per[c] for c in ("workclass", "race", "sex", "salary")]))
+    assert r["bins"] == 12 and r["spacing"] == {"age": spacing, "capital-gain": spacing}
+    assert per["age"] > 0.05  # the shift is seen
 
 
 def test_tv_1way_extremes_and_options(frames):
@@ -100,21 +89,25 @@ def test_tv_1way_extremes_and_options(frames):
     dis = metrics.total_variation_1way(a, b, SCHEMA)
     assert all(v == pytest.approx(1.0) for v in dis["per_column"].values()), dis["per_column"]
     assert metrics.MARGINAL_BINS == 20 and dis["bins"] == 20
-    mixed = metrics.total_variation_1way(real, frames[2], SCHEMA, spacing={"count": "log"})
-    assert mixed["spacing"] == {"num": "equal", "count": "log"}
-    only_discrete = Schema((SCHEMA["color"], SCHEMA["y"]))
-    r = metrics.total_variation_1way(real[["color", "y"]], frames[2][["color", "y"]], only_discrete)
+    mixed = metrics.total_variation_1way(real, frames[2], SCHEMA, spacing={"capital-gain": "log"})
+    assert mixed["spacing"] == {"age": "equal", "capital-gain": "log"}
+    # log bins resolve the heavy tail: 100 and 4,000 share the first of 20 equal bins, not a log bin
+    small, large = real.assign(**{"capital-gain": 100}), real.assign(**{"capital-gain": 4000})
+    assert metrics.total_variation_1way(small, large, SCHEMA)["per_column"]["capital-gain"] == 0.0
+    assert metrics.total_variation_1way(small, large, SCHEMA, spacing="log")["per_column"]["capital-gain"] == 1.0
+    only_discrete = Schema((SCHEMA["race"], SCHEMA["salary"]))
+    r = metrics.total_variation_1way(real[["race", "salary"]], frames[2][["race", "salary"]], only_discrete)
     assert r["mean_continuous"] is None and r["spacing"] == {}
-    with pytest.raises(ValueError, match="spacing names 'color'.*not continuous columns"):
-        metrics.total_variation_1way(real, real, SCHEMA, spacing={"color": "log"})
+    with pytest.raises(ValueError, match="spacing names 'race'.*not continuous columns"):
+        metrics.total_variation_1way(real, real, SCHEMA, spacing={"race": "log"})
     with pytest.raises(ValueError, match="spacing='quantile'"):
         metrics.total_variation_1way(real, real, SCHEMA, spacing="quantile")
     with pytest.raises(ValueError, match="spacing has unknown values"):
-        metrics.total_variation_1way(real, real, SCHEMA, spacing={"num": "cubic"})
+        metrics.total_variation_1way(real, real, SCHEMA, spacing={"age": "cubic"})
     with pytest.raises(ValueError, match="bins=0"):
         metrics.total_variation_1way(real, real, SCHEMA, bins=0)
-    with pytest.raises(ValueError, match="^synthetic is missing schema column\\(s\\) 'y'"):
-        metrics.total_variation_1way(real, real.drop(columns="y"), SCHEMA)
+    with pytest.raises(ValueError, match="^synthetic is missing schema column\\(s\\) 'salary'"):
+        metrics.total_variation_1way(real, real.drop(columns="salary"), SCHEMA)
 
 
 # -- 3-way marginal L1 -----------------------------------------------------------------------
@@ -161,7 +154,7 @@ def test_marginal_l1_3way_extremes_and_sampling(frames):
     w = metrics.marginal_l1_3way(wide.iloc[:150], wide.iloc[150:], data.binary_schema(40), max_triples=50)
     assert w["n_triples"] == 50 and 0.0 <= w["mean"] <= 2.0
     with pytest.raises(ValueError, match="at least 3 columns"):
-        metrics.marginal_l1_3way(real[["y", "flag"]], real[["y", "flag"]], Schema((SCHEMA["y"], SCHEMA["flag"])))
+        metrics.marginal_l1_3way(real[["sex", "salary"]], real[["sex", "salary"]], Schema((SCHEMA["sex"], SCHEMA["salary"])))
 
 
 # -- Wasserstein and JS distance -------------------------------------------------------------
@@ -169,7 +162,7 @@ def test_wasserstein_and_js_distance_match_scipy(frames):
     real, _, syn = frames
     wd = metrics.wasserstein_mean(real, syn, SCHEMA)
     expected = {}
-    for c in ("num", "count"):
+    for c in ("age", "capital-gain"):
         col = SCHEMA[c]
         span = col.upper - col.lower
         expected[c] = wasserstein_distance((real[c] - col.lower) / span, (syn[c] - col.lower) / span)
@@ -177,14 +170,14 @@ def test_wasserstein_and_js_distance_match_scipy(frames):
     assert wd["mean"] == pytest.approx(np.mean(list(expected.values())))
     js = metrics.js_distance_mean(real, syn, SCHEMA)
     expected = {}
-    for c in ("color", "size", "flag", "y"):
+    for c in ("workclass", "race", "sex", "salary"):
         cats = SCHEMA[c].categories
         p = real[c].value_counts(normalize=True).reindex(cats, fill_value=0).to_numpy()
         q = syn[c].value_counts(normalize=True).reindex(cats, fill_value=0).to_numpy()
         expected[c] = jensenshannon(p, q, base=2)
     assert js["per_column"] == pytest.approx(expected, rel=1e-9, abs=1e-12)
     assert js["mean"] == pytest.approx(np.mean(list(expected.values())))
-    assert js["per_column"]["color"] > 0  # '?' never occurs: a zero-mass category is handled
+    assert (real["workclass"] != "Never-worked").all()  # a zero-mass category is handled
 
 
 def test_wasserstein_and_js_distance_extremes(frames):
@@ -194,11 +187,9 @@ def test_wasserstein_and_js_distance_extremes(frames):
     a, b = disjoint_pair()
     assert all(v == pytest.approx(1.0) for v in metrics.js_distance_mean(a, b, SCHEMA)["per_column"].values())
     # all mass at the two bounds: the scaled distance is 1
-    lo = a.assign(num=0.0, count=0)
-    hi = a.assign(num=100.0, count=50)
-    assert metrics.wasserstein_mean(lo, hi, SCHEMA)["per_column"] == {"num": 1.0, "count": 1.0}
-    discrete = Schema((SCHEMA["color"], SCHEMA["y"]))
-    assert metrics.wasserstein_mean(real[["color", "y"]], real[["color", "y"]], discrete)["mean"] is None
+    assert metrics.wasserstein_mean(a, b, SCHEMA)["per_column"] == {"age": 1.0, "capital-gain": 1.0}
+    discrete = Schema((SCHEMA["race"], SCHEMA["salary"]))
+    assert metrics.wasserstein_mean(real[["race", "salary"]], real[["race", "salary"]], discrete)["mean"] is None
 
 
 # -- Diff-Cor --------------------------------------------------------------------------------
@@ -252,11 +243,9 @@ def test_cramers_v_without_correction_is_scipys_association():
 
 def test_association_matrix_single_value_and_undefined_columns(frames):
     real = frames[0].copy()
-    real["size"] = "M"  # a single value: its row and column are 0 (diagonal too), as dython
-    a = metrics.association_matrix(
-        metrics._validate.prepare(real, SCHEMA, "real"), SCHEMA
-    )
-    j = SCHEMA.names.index("size")
+    real["race"] = "White"  # a single value: its row and column are 0 (diagonal too), as dython
+    a = metrics.association_matrix(prepare(real, SCHEMA, "real"), SCHEMA)
+    j = SCHEMA.names.index("race")
     assert (a[j] == 0).all() and (a[:, j] == 0).all()
     assert a[0, 0] == 1.0 and np.allclose(a, a.T)
 
@@ -266,13 +255,13 @@ def test_lr_utility_matches_sklearn(frames):
     train, test, syn = frames
     r = metrics.lr_utility(train, test, syn, SCHEMA)
     enc = TableEncoder(SCHEMA)
-    b = enc.block("y")
+    b = enc.block("salary")
     cols = np.r_[0 : b.start, b.stop : enc.width]
     x_test = enc.encode(test)[:, cols]
-    y_test = (test["y"] == "pos").to_numpy(int)
+    y_test = (test["salary"] == ">50K").to_numpy(int)
     for source, df in (("real", train), ("synthetic", syn)):
         x = enc.encode(df)[:, cols]
-        model = LogisticRegression(max_iter=500, random_state=42).fit(x, (df["y"] == "pos").to_numpy(int))
+        model = LogisticRegression(max_iter=500, random_state=42).fit(x, (df["salary"] == ">50K").to_numpy(int))
         pred = model.predict(x_test)
         want = {
             "accuracy": np.mean(pred == y_test),
@@ -281,21 +270,21 @@ def test_lr_utility_matches_sklearn(frames):
         }
         assert r[source] == pytest.approx(want, abs=1e-12), source
     assert r["difference"] == pytest.approx({k: r["real"][k] - r["synthetic"][k] for k in r["real"]})
-    assert r["label"] == "y" and r["flag"] is None and r["protocol"]["positive"] == "pos"
+    assert r["label"] == "salary" and r["flag"] is None and r["protocol"]["positive"] == ">50K"
     same = metrics.lr_utility(train, test, train, SCHEMA)
     assert same["difference"] == {"accuracy": 0.0, "auroc": 0.0, "f1_macro": 0.0}
 
 
 def test_lr_utility_edge_cases(frames):
     train, test, syn = frames
-    r = metrics.lr_utility(train, test, syn.assign(y="neg"), SCHEMA)
+    r = metrics.lr_utility(train, test, syn.assign(salary="<=50K"), SCHEMA)
     assert r["flag"] == "constant_synthetic_target"
     assert r["synthetic"]["auroc"] == 0.5
-    assert r["synthetic"]["accuracy"] == pytest.approx(np.mean(test["y"] == "neg"))
+    assert r["synthetic"]["accuracy"] == pytest.approx(np.mean(test["salary"] == "<=50K"))
     with pytest.raises(ValueError, match="single class"):
-        metrics.lr_utility(train, test.assign(y="pos"), syn, SCHEMA)
-    with pytest.raises(ValueError, match="label='color' has 4 categories"):
-        metrics.lr_utility(train, test, syn, SCHEMA, label="color")
+        metrics.lr_utility(train, test.assign(salary=">50K"), syn, SCHEMA)
+    with pytest.raises(ValueError, match="label='race' has 5 categories"):
+        metrics.lr_utility(train, test, syn, SCHEMA, label="race")
 
 
 # -- evaluate: the new keys ------------------------------------------------------------------
@@ -313,19 +302,19 @@ def test_evaluate_adds_the_new_keys(frames):
     for key in ("tv_1way_marginal_l1_3way", "wasserstein_js_distance_diff_cor", "lr_utility"):
         assert key in r["timings_s"]
     # the existing keys are unchanged: the old 1-way marginals keep their own (plot) binning
-    assert len(r["marginals"]["num"]["bin_edges"]) == 31 and "three_way_marginal" in r
+    assert len(r["marginals"]["capital-gain"]["bin_edges"]) == 31 and "three_way_marginal" in r
     # reuse_real keeps the real-data LR fit
     again = metrics.evaluate(train, test, syn, SCHEMA, n_triples=5, label_protocol=FAST, marginal_bins=10, reuse_real=r)
     assert again["lr_utility"] == r["lr_utility"]
-    with pytest.raises(ValueError, match="marginal_spacing|spacing names 'y'"):
-        metrics.evaluate(train, test, syn, SCHEMA, marginal_spacing={"y": "log"})
+    with pytest.raises(ValueError, match="spacing names 'salary'"):
+        metrics.evaluate(train, test, syn, SCHEMA, marginal_spacing={"salary": "log"})
 
 
 def test_evaluate_nulls_for_narrow_or_unlabelled_schemas():
-    schema = Schema((SCHEMA["color"], SCHEMA["size"]))
-    df = make_frame(200, 5)[["color", "size"]]
-    r = metrics.evaluate(df, df, df, schema, label="color", n_triples=1, label_protocol=FAST)
+    schema = Schema((SCHEMA["workclass"], SCHEMA["race"]))
+    df = make_frame(200, 5)[["workclass", "race"]]
+    r = metrics.evaluate(df, df, df, schema, label="race", n_triples=1, label_protocol=FAST)
     assert r["marginal_l1_3way"] is None and "needs 3" in r["nulls"]["marginal_l1_3way"]
     assert r["wasserstein_mean"]["mean"] is None and "no continuous" in r["nulls"]["wasserstein_mean.mean"]
     assert r["tv_1way"]["mean_continuous"] is None and "tv_1way.mean_continuous" in r["nulls"]
-    assert r["lr_utility"] is None and "4 categories" in r["nulls"]["lr_utility"]
+    assert r["lr_utility"] is None and "5 categories" in r["nulls"]["lr_utility"]

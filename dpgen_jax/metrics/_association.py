@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 from scipy.stats import chi2_contingency
 
-from dpgen_jax.data import Schema, TableEncoder
-from dpgen_jax.metrics._validate import Table, check_schema, prepare
+from dpgen_jax.data import Schema
+from dpgen_jax.metrics._validate import Table, prepare_frames
 
 #: ``evaluate`` computes Diff-Cor for schemas with at most this many columns (the cost grows with
 #: the number of column pairs); call :func:`diff_cor` directly for wider tables.
@@ -137,8 +137,4 @@ def diff_cor(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema) -> dic
     Raises:
         TypeError, ValueError: on frames that do not match the schema.
     """
-    check_schema(schema)
-    enc = TableEncoder(schema)
-    return diff_cor_from_tables(
-        prepare(real, schema, "real", enc), prepare(synthetic, schema, "synthetic", enc), schema
-    )
+    return diff_cor_from_tables(*prepare_frames(schema, real=real, synthetic=synthetic), schema)

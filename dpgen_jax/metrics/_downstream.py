@@ -24,7 +24,7 @@ from dpgen_jax.metrics._validate import (
     check_label,
     check_optional_int,
     check_schema,
-    prepare,
+    prepare_frames,
 )
 
 #: Trees of the DP-auto-GAN paper's Table 3 random forest.
@@ -156,15 +156,7 @@ def label_accuracy(
     check_schema(schema)
     name = check_label(schema, label)
     protocol = LabelAccuracyProtocol(size, shuffle_seed, n_estimators, random_state)
-    enc = TableEncoder(schema)
-    return label_accuracy_from_tables(
-        prepare(train, schema, "train", enc),
-        prepare(test, schema, "test", enc),
-        schema,
-        name,
-        protocol,
-        n_jobs,
-    )
+    return label_accuracy_from_tables(*prepare_frames(schema, train=train, test=test), schema, name, protocol, n_jobs)
 
 
 # -- TSTR logistic-regression AUROC -------------------------------------------------------------
@@ -269,15 +261,7 @@ def tstr_auroc(
     """
     check_schema(schema)
     name = check_label(schema, label, binary_only=True)
-    enc = TableEncoder(schema)
-    score = tstr_auroc_from_tables(
-        prepare(train, schema, "train", enc),
-        prepare(test, schema, "test", enc),
-        schema,
-        name,
-        tune=tune,
-        seed=seed,
-    )
+    score = tstr_auroc_from_tables(*prepare_frames(schema, train=train, test=test), schema, name, tune=tune, seed=seed)
     if score.value is None:
         raise ValueError(f"tstr_auroc is undefined: {score.reason}.")
     return score.value
@@ -386,14 +370,8 @@ def lr_utility(
     """
     check_schema(schema)
     name = check_label(schema, label, binary_only=True)
-    enc = TableEncoder(schema)
-    result = lr_utility_from_tables(
-        prepare(real_train, schema, "real_train", enc),
-        prepare(real_test, schema, "real_test", enc),
-        prepare(synthetic, schema, "synthetic", enc),
-        schema,
-        name,
-    )
+    tables = prepare_frames(schema, real_train=real_train, real_test=real_test, synthetic=synthetic)
+    result = lr_utility_from_tables(*tables, schema, name)
     if isinstance(result, Score):
         raise ValueError(f"lr_utility is undefined: {result.reason}.")
     return result

@@ -389,6 +389,14 @@ def _check_reuse(reuse_real: Any, fingerprint: str) -> dict[str, Any] | None:
     return reuse_real
 
 
+def _no_binary_label(schema: Schema, label: str | None, what: str) -> str | None:
+    """Why ``what`` is undefined without a binary label, or None when the label is binary."""
+    if label is None:
+        return "no label: pass label= or declare a label column in the schema"
+    k = len(schema[label].categories)
+    return None if k == 2 else f"the label {label!r} has {k} categories; {what} needs a binary label"
+
+
 def _tstr(
     train: Table,
     test: Table,
@@ -400,13 +408,9 @@ def _tstr(
     nulls: dict[str, str],
     prior: dict[str, Any] | None,
 ) -> dict[str, Any] | None:
-    if label is None:
-        nulls["tstr_auroc"] = "no label: pass label= or declare a label column in the schema"
-        return None
-    if len(schema[label].categories) != 2:
-        nulls["tstr_auroc"] = (
-            f"the label {label!r} has {len(schema[label].categories)} categories; AUROC needs a binary label"
-        )
+    reason = _no_binary_label(schema, label, "AUROC")
+    if reason:
+        nulls["tstr_auroc"] = reason
         return None
     entry: dict[str, Any] = {
         "label": label,
@@ -444,13 +448,9 @@ def _lr_utility(
     nulls: dict[str, str],
     prior: dict[str, Any] | None,
 ) -> dict[str, Any] | None:
-    if label is None:
-        nulls["lr_utility"] = "no label: pass label= or declare a label column in the schema"
-        return None
-    if len(schema[label].categories) != 2:
-        nulls["lr_utility"] = (
-            f"the label {label!r} has {len(schema[label].categories)} categories; the LR utility needs a binary label"
-        )
+    reason = _no_binary_label(schema, label, "the LR utility")
+    if reason:
+        nulls["lr_utility"] = reason
         return None
     known = None
     old = (prior or {}).get("lr_utility")

@@ -18,10 +18,10 @@ import numpy as np
 import pandas as pd
 from scipy.stats import wasserstein_distance
 
-from dpgen_jax.data import BinSpacing, Schema, TableEncoder, bin_edges, bin_index
+from dpgen_jax.data import BinSpacing, Schema, bin_edges, bin_index
 from dpgen_jax.data._check import show_values
 from dpgen_jax.metrics._divergence import distribution_from_codes, jensen_shannon
-from dpgen_jax.metrics._validate import Table, check_int, check_schema, prepare
+from dpgen_jax.metrics._validate import Table, check_int, prepare_frames
 
 #: Default number of public bins of a continuous column in the marginal distances.
 MARGINAL_BINS = 20
@@ -152,12 +152,8 @@ def total_variation_1way(
         >>> total_variation_1way(a, pd.DataFrame({"x0": [1, 1, 1, 1]}), binary_schema(1))["mean"]
         0.5
     """
-    check_schema(schema)
-    bins = check_int(bins, "bins", 1)
-    enc = TableEncoder(schema)
-    return total_variation_1way_from_tables(
-        prepare(real, schema, "real", enc), prepare(synthetic, schema, "synthetic", enc), schema, bins, spacing
-    )
+    ref, syn = prepare_frames(schema, real=real, synthetic=synthetic)
+    return total_variation_1way_from_tables(ref, syn, schema, check_int(bins, "bins", 1), spacing)
 
 
 # -- 3-way marginal L1 -----------------------------------------------------------------------
@@ -261,19 +257,15 @@ def marginal_l1_3way(
         TypeError, ValueError: on frames that do not match the schema, fewer than 3 columns, or
             invalid options.
     """
-    check_schema(schema)
-    bins = check_int(bins, "bins", 1)
-    max_triples = check_int(max_triples, "max_triples", 1)
-    seed = check_int(seed, "seed", 0)
-    enc = TableEncoder(schema)
+    ref, syn = prepare_frames(schema, real=real, synthetic=synthetic)
     return marginal_l1_3way_from_tables(
-        prepare(real, schema, "real", enc),
-        prepare(synthetic, schema, "synthetic", enc),
+        ref,
+        syn,
         schema,
-        bins=bins,
+        bins=check_int(bins, "bins", 1),
         spacing=spacing,
-        max_triples=max_triples,
-        seed=seed,
+        max_triples=check_int(max_triples, "max_triples", 1),
+        seed=check_int(seed, "seed", 0),
     )
 
 
@@ -310,11 +302,7 @@ def wasserstein_mean(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema
     Raises:
         TypeError, ValueError: on frames that do not match the schema.
     """
-    check_schema(schema)
-    enc = TableEncoder(schema)
-    return wasserstein_mean_from_tables(
-        prepare(real, schema, "real", enc), prepare(synthetic, schema, "synthetic", enc), schema
-    )
+    return wasserstein_mean_from_tables(*prepare_frames(schema, real=real, synthetic=synthetic), schema)
 
 
 def js_distance_mean_from_tables(reference: Table, synthetic: Table, schema: Schema) -> dict[str, Any]:
@@ -347,8 +335,4 @@ def js_distance_mean(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema
     Raises:
         TypeError, ValueError: on frames that do not match the schema.
     """
-    check_schema(schema)
-    enc = TableEncoder(schema)
-    return js_distance_mean_from_tables(
-        prepare(real, schema, "real", enc), prepare(synthetic, schema, "synthetic", enc), schema
-    )
+    return js_distance_mean_from_tables(*prepare_frames(schema, real=real, synthetic=synthetic), schema)

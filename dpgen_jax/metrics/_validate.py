@@ -84,6 +84,16 @@ def prepare(df: Any, schema: Schema, name: str, encoder: TableEncoder | None = N
     return Table(name=name, frame=frame, codes=codes, encoded=encoded)
 
 
+def prepare_frames(schema: Any, **frames: Any) -> list[Table]:
+    """Check ``schema``, then :func:`prepare` each frame under its argument name with one encoder.
+
+    Example: ``real, syn = prepare_frames(schema, real=df1, synthetic=df2)``.
+    """
+    check_schema(schema)
+    enc = TableEncoder(schema)
+    return [prepare(df, schema, name, enc) for name, df in frames.items()]
+
+
 def concat_tables(a: Table, b: Table, name: str) -> Table:
     """Row-wise concatenation of two prepared tables."""
     return Table(
