@@ -30,4 +30,4 @@ def adult_dir() -> pathlib.Path:
             pytest.fail(str(err))
         if (SHARED_ADULT / "adult.data").is_file() and (SHARED_ADULT / "adult.test").is_file():
             return SHARED_ADULT
-        pytest.skip(f"UCI Adult not found; run `python -c 'import dpgen_jax; dpgen_jax.data.fetch_adult()'`. {err}")
+        pytest.skip(f"{err} The tests also looked in {SHARED_ADULT}.")
