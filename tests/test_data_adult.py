@@ -135,12 +135,16 @@ def test_data_dir_resolution(monkeypatch, tmp_path, adult_dir):
     for name in ("adult.data", "adult.test"):
         shutil.copy(adult_dir / name, cache / name)
     assert len(data.load_adult()[1]) == 16281
+    assert data.find_adult() == cache
     # DPGEN_ADULT_DIR wins over the cache, and data_dir over both
     empty = tmp_path / "empty"
     empty.mkdir()
     monkeypatch.setenv("DPGEN_ADULT_DIR", str(empty))
     with pytest.raises(FileNotFoundError, match="DPGEN_ADULT_DIR="):
         data.load_adult()
+    monkeypatch.setenv("DPGEN_ADULT_DIR", str(cache))
+    assert data.find_adult() == cache and data.find_adult(adult_dir) == adult_dir
+    monkeypatch.setenv("DPGEN_ADULT_DIR", str(empty))
     assert len(data.load_adult(cache)[0]) == 32561
     with pytest.raises(FileNotFoundError, match="data_dir="):
         data.load_adult(empty)

@@ -48,7 +48,7 @@ def small_frame() -> pd.DataFrame:
 
 
 def reference_encode(schema: Schema, df: pd.DataFrame) -> np.ndarray:
-    """Slow row-by-row encoder written from the definition (dp-auto-gan §4.1)."""
+    """Slow row-by-row encoder written from the definition (the DP-auto-GAN paper, §4.1)."""
     rows = []
     for _, r in df.iterrows():
         row = []
@@ -99,6 +99,7 @@ def test_adult_encode_matches_slow_reference(adult):
 
 
 def test_adult_round_trip_train_and_test(adult):
+    """decode(encode(df)) is the frame load_adult returns: values and dtypes, integers exact."""
     enc = TableEncoder(data.adult_schema())
     for df in adult:
         x = enc.encode(df)
@@ -108,20 +109,76 @@ def test_adult_round_trip_train_and_test(adult):
             if b.kind == "categorical":
                 np.testing.assert_array_equal(part.sum(axis=1), 1.0)
             assert part.min() >= 0.0 and part.max() <= 1.0
-        back = enc.decode(x)
-        assert list(back.columns) == list(df.columns) and len(back) == len(df)
-        for col in enc.schema:
-            if col.kind != "continuous":
-                assert (back[col.name].to_numpy(dtype=object) == df[col.name].to_numpy(dtype=object)).all(), (
-                    col.name
-                )
-                assert back[col.name].dtype == df[col.name].dtype
-            elif col.integer:
-                np.testing.assert_array_equal(back[col.name].to_numpy(), df[col.name].to_numpy(dtype=float))
-            else:  # float32 encoding: error below one float32 ulp of the scaled value
-                atol = (col.upper - col.lower) * 2.0**-23
-                np.testing.assert_allclose(back[col.name], df[col.name], rtol=0, atol=atol)
-        assert (back[[c.name for c in enc.schema if c.kind == "continuous"]].dtypes == np.float64).all()
+        pd.testing.assert_frame_equal(enc.decode(x), df)
+    train = adult[0]
+    assert enc.decode(enc.encode(train.iloc[:1]))["capital-gain"].tolist() == [2174]  # once 2173.99994
+
+
+def test_adult_like_round_trip_and_unchanged_scaling():
+    """adult_like has load_adult's format, so the round trip is exact; the scaled values are the
+    plain (x - lower) / (upper - lower) rounded to float32 (marking columns integer changed no
+    encoded value)."""
+    df = data.adult_like(3000, seed=4)
+    enc = TableEncoder(data.adult_schema())
+    x = enc.encode(df)
+    pd.testing.assert_frame_equal(enc.decode(x), df)
+    for col in enc.schema:
+        if col.kind == "continuous":
+            want = ((df[col.name].to_numpy(np.float64) - col.lower) / (col.upper - col.lower)).astype(np.float32)
+            np.testing.assert_array_equal(x[:, enc.block(col.name).start], want)
+
+
+@pytest.mark.parametrize(
+    "lower, upper",
+    [
+        (0, 99999),  # UCI Adult's capital-gain
+        (0, 2**24 - 1),  # the widest range that still round-trips exactly
+        (-(2**53), -(2**53) + 2**24 - 1),  # extreme magnitude, widest exact range
+        (2**53 - 1000, 2**53),
+        (-7, 3),
+    ],
+)
+def test_integer_columns_round_trip_exactly(lower, upper):
+    schema = Schema((Column("v", "continuous", lower=lower, upper=upper, integer=True),))
+    enc = TableEncoder(schema)
+    span = upper - lower
+    rng = np.random.default_rng(span % 1000)
+    # the bounds, every value near them, and random values in between (top half: coarsest float32)
+    offsets = np.unique(np.concatenate([
+        np.arange(min(span, 2**16) + 1), span - np.arange(min(span, 2**16) + 1),
+        rng.integers(0, span + 1, 2**16), rng.integers(span // 2, span + 1, 2**16),
+    ]))  # fmt: skip
+    df = pd.DataFrame({"v": np.int64(lower) + offsets.astype(np.int64)})
+    back = enc.decode(enc.encode(df))
+    assert back["v"].dtype == np.int64
+    np.testing.assert_array_equal(back["v"].to_numpy(), df["v"].to_numpy())
+
+
+def test_integer_range_too_wide_for_float32_warns():
+    wide = Schema((Column("v", "continuous", lower=0, upper=2**24, integer=True),))
+    with pytest.warns(data.IntegerResolutionWarning, match="column 'v'.*2\\*\\*24 or more values"):
+        enc = TableEncoder(wide)
+    df = pd.DataFrame({"v": np.arange(2**24 - 200, 2**24 + 1, dtype=np.int64)})
+    err = np.abs(enc.decode(enc.encode(df))["v"].to_numpy() - df["v"].to_numpy())
+    assert err.max() <= 1  # a float32 step is 1 here: off by at most one
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        TableEncoder(Schema((Column("v", "continuous", lower=0, upper=2**24 - 1, integer=True),)))
+        TableEncoder(Schema((Column("v", "continuous", lower=0, upper=1e12),)))  # not integer: no claim
+
+
+def test_integer_columns_refuse_fractions_and_decode_ties_to_even():
+    enc = TableEncoder(small_schema())
+    df = small_frame()
+    df["n"] = [2.0, 0.5, 4.0, 1.25]
+    with pytest.raises(ValueError, match="column 'n': 2 non-integer value\\(s\\), e.g. 0.5, 1.25"):
+        enc.encode(df)
+    df["n"] = [2.0, 0.0, 4.0, 1.0]  # integral floats are integers
+    assert enc.decode(enc.encode(df))["n"].tolist() == [2, 0, 4, 1]
+    # ties round to the even value also when lower is odd
+    odd = TableEncoder(Schema((Column("v", "continuous", lower=1, upper=9, integer=True),)))
+    out = odd.decode(np.array([[0.0625], [0.1875], [-3.0], [7.0]]))  # offsets 0.5, 1.5 -> values 1.5, 2.5
+    assert out["v"].tolist() == [2, 2, 1, 9] and out["v"].dtype == np.int64
 
 
 def test_round_trip_int_categories_mimic_like():
@@ -168,7 +225,7 @@ def test_decode_argmax_rules():
     assert back["y"].tolist() == ["no", "yes", "yes"]  # strictly > 0.5
     assert back["k"].tolist() == [20, 10, 10] and back["k"].dtype == np.int8
     assert back["v"].tolist() == [0.0, 4.0, 2.0]  # clipped to the bounds
-    assert back["n"].tolist() == [0.0, 2.0, 2.0]  # 0.5 -> 0, 1.5 -> 2, 2.5 -> 2 (half to even)
+    assert back["n"].tolist() == [0, 2, 2] and back["n"].dtype == np.int64  # 0.5, 1.5, 2.5: half to even
     assert back.index.equals(pd.RangeIndex(3))
     assert back["c"].dtype == pd.Series(["x"]).dtype  # pandas' default string dtype
     jax_out = enc.decode(jax.numpy.asarray(out, dtype=jax.numpy.float32))
@@ -304,14 +361,27 @@ def test_rejects_non_frames_and_empty_frames():
 
 
 def test_missing_and_undeclared_columns():
+    """One message, shared with the metrics (data.check_frame): the frame, every missing and
+    undeclared column, and what was expected."""
     enc = TableEncoder(small_schema())
-    with pytest.raises(ValueError, match="missing schema column\\(s\\) 'k', 'v'"):
+    expected = "expected exactly the schema's columns 'c', 'y', 'k', 'v', 'n' \\(in any order\\)"
+    with pytest.raises(ValueError, match=f"^df is missing schema column\\(s\\) 'k', 'v'; {expected}"):
         enc.encode(small_frame().drop(columns=["k", "v"]))
-    with pytest.raises(ValueError, match="not declared in the schema: 'extra'"):
+    with pytest.raises(ValueError, match=f"^df has column\\(s\\) not declared in the schema: 'extra'; {expected}"):
         enc.encode(small_frame().assign(extra=1))
+    both = small_frame().drop(columns="v").assign(extra=1, more=2)
+    with pytest.raises(
+        ValueError, match="missing schema column\\(s\\) 'v' and has column\\(s\\) not declared in the schema: 'extra', 'more'"
+    ):
+        enc.codes(both)
     dup = pd.concat([small_frame(), small_frame()["v"]], axis=1)
     with pytest.raises(ValueError, match="duplicate column names \\['v'\\]"):
         enc.encode(dup)
+    with pytest.raises(ValueError, match="^train is empty \\(0 rows\\)"):
+        data.check_frame(small_frame().iloc[:0], small_schema(), "train")
+    with pytest.raises(TypeError, match="^train must be a pandas DataFrame, got ndarray"):
+        data.check_frame(small_frame().to_numpy(), small_schema(), "train")
+    assert data.check_frame(small_frame()[["n", "v", "k", "y", "c"]], small_schema()) is None
 
 
 def test_unknown_categories_are_named_with_a_few_values():

@@ -32,7 +32,7 @@ def test_deterministic_per_seed_and_prefix_stable(full):
 
 
 def test_sparsity_statistics_resemble_mimic(full):
-    """dp-auto-gan §4.2 / §6.2: 146 features with no 1s, 706 under 1 %, 219 / 127 / 64 at >= 1 / 2.5 / 5 %."""
+    """Tantipongpipat et al. 2021, §4.2: 146 features with no 1s, 706 under 1 %, 219 / 127 / 64 at >= 1 / 2.5 / 5 %."""
     p = full.to_numpy().mean(axis=0)
     zero = int((p == 0).sum())
     rare = int(((p > 0) & (p < 0.01)).sum())

@@ -10,7 +10,7 @@ import pytest
 from dpgen_jax import data
 from dpgen_jax.data import Column, DataDerivedSchemaWarning, Schema
 
-# dp-auto-gan §4.1 table: (column, width), in order; total 106.
+# The DP-auto-GAN paper's §4.1 table: (column, width), in order; total 106.
 PAPER_LAYOUT = [
     ("age", 1), ("workclass", 9), ("education-num", 16), ("marital-status", 7), ("occupation", 15),
     ("relationship", 6), ("race", 5), ("sex", 1), ("capital-gain", 1), ("capital-loss", 1),
@@ -172,8 +172,8 @@ def test_adult_schema_matches_paper_layout():
     bounds = {c.name: (c.lower, c.upper, c.integer) for c in s if c.kind == "continuous"}
     assert bounds == {
         "age": (17, 90, True),
-        "capital-gain": (0, 99999, False),
-        "capital-loss": (0, 4356, False),
+        "capital-gain": (0, 99999, True),
+        "capital-loss": (0, 4356, True),
         "hours-per-week": (1, 99, True),
     }
 
@@ -238,7 +238,7 @@ def test_infer_schema_rules():
     enc = data.TableEncoder(s)
     back = enc.decode(enc.encode(df))
     pd.testing.assert_frame_equal(back, df[s.names], check_dtype=False, rtol=1e-6)
-    assert back["bin"].dtype == np.int8 and back["flag"].dtype == bool and back["count"].dtype == np.float64
+    assert back["bin"].dtype == np.int8 and back["flag"].dtype == bool and back["count"].dtype == np.int64
 
 
 def test_infer_schema_errors():
@@ -260,7 +260,7 @@ def test_infer_schema_errors():
 
 
 def test_public_schema_does_not_depend_on_rows_but_inferred_does(adult_dir):
-    """Pitfall P1: removing the single Holand-Netherlands row changes nothing under a public schema."""
+    """Removing the single Holand-Netherlands row changes nothing under a public schema."""
     train, _ = data.load_adult(adult_dir)
     holand = train["native-country"] == "Holand-Netherlands"
     assert holand.sum() == 1

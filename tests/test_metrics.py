@@ -477,7 +477,12 @@ def test_bad_input_errors_name_the_problem(frames):
     train, test, syn = frames
     with pytest.raises(ValueError, match=r"synthetic and real_train have different columns.*'flag'"):
         metrics.evaluate(train, test, syn.drop(columns="flag"), SCHEMA)
-    with pytest.raises(ValueError, match=r"synthetic has column\(s\) not in the schema: 'extra'"):
+    # the data layer's check_frame, with the argument's name: the same words as the encoder's
+    with pytest.raises(
+        ValueError,
+        match=r"^synthetic has column\(s\) not declared in the schema: 'extra'; expected exactly the "
+        r"schema's columns 'num', 'count', 'color', 'size', 'flag', 'y' \(in any order\)\.$",
+    ):
         metrics.dimension_wise_prediction(train, test, syn.assign(extra=1), SCHEMA)
     with pytest.raises(ValueError, match="synthetic is empty"):
         metrics.evaluate(train, test, syn.iloc[:0], SCHEMA)
@@ -525,7 +530,8 @@ def test_write_report(tmp_path, identical_result, frames):
             assert written[name].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert json.loads((tmp_path / "rep" / "metrics.json").read_text()) == identical_result
     md = (tmp_path / "rep" / "summary.md").read_text()
-    assert "RF accuracy on y" in md and "Published columns" not in md  # not Adult: no published numbers
+    assert "RF accuracy on y" in md and "Published" not in md  # published=None: no published numbers
+    assert "seed 000" not in md and "spec" not in md and "§" not in md
     with pytest.raises(ValueError, match="missing"):
         metrics.write_report(identical_result, tmp_path / "x", real=df)
     bad = dict(identical_result, oops=float("nan"))
@@ -533,16 +539,24 @@ def test_write_report(tmp_path, identical_result, frames):
         metrics.write_report(bad, tmp_path / "y")
 
 
-def test_published_table_is_consistent():
+def test_published_records_are_consistent():
     pub = metrics.published
-    for eps in pub.DP_AUTO_GAN_EPSILONS:
-        feats = [f for f in metrics.PAPER_DIVERSITY_FEATURES]
-        # Table 2's "All" is the sum of Tables 6/7 (to their printed rounding), dp-auto-gan §7.7
-        assert sum(pub.JSD["value"][eps][f] for f in feats) == pytest.approx(
-            pub.JSD["value"][eps]["total"], abs=0.006
-        )
-        assert sum(pub.KL_MU["value"][eps][f] for f in feats) == pytest.approx(
-            pub.KL_MU["value"][eps]["total"], abs=0.006
-        )
-    assert set(pub.ADULT_MU["value"]) == set(metrics.PAPER_DIVERSITY_FEATURES)
-    assert pub.ADULT_COLUMNS == ADULT_COLUMNS
+    rec = pub.DP_AUTO_GAN_ADULT
+    assert rec.epsilons == (0.36, 0.51, 1.01) and rec.delta == 1e-5 and rec.columns == ADULT_COLUMNS
+    assert "Tantipongpipat" in rec.citation and "2021" in rec.citation
+    assert rec.label == "DP-auto-GAN (Tantipongpipat et al. 2021)"
+    assert pub.DP_SACTGAN_ADULT.label == "DP-SACTGAN (Li et al. 2023)"
+    assert rec.at("label_accuracy.synthetic") == [0.7466, 0.7868, 0.7919]
+    for key in ("jsd", "kl_mu"):
+        for k, _ in enumerate(rec.epsilons):
+            # Table 2's "All" is the sum of Tables 6/7 to their printed rounding
+            parts = sum(rec.at(f"{key}.{f}")[k] for f in metrics.PAPER_DIVERSITY_FEATURES)
+            assert parts == pytest.approx(rec.at(f"{key}.total")[k], abs=0.006)
+    for record in pub.ALL:
+        for path in record.values:  # every published path is a path of evaluate's result
+            assert path.split(".")[0] in {
+                "label_accuracy", "jsd", "kl_mu", "lr_utility", "wasserstein_mean", "js_distance_mean", "diff_cor"
+            }
+            assert record.source(path), path
+    with pytest.raises(ValueError, match="epsilons \\[2.0\\] not in epsilons"):
+        metrics.PublishedResults("m", "d", "A (2020), t", (1.0,), None, {"jsd.total": {2.0: 0.1}})

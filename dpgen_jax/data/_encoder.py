@@ -1,9 +1,11 @@
 """The table encoder: DataFrame <-> float32 matrix under a public :class:`Schema`.
 
-Layout (dp-auto-gan §4.1): a categorical column becomes a one-hot block of width k (category
-index = position in the schema's list); a binary column one 0/1 column (1 = the second
-category); a continuous column one column scaled to [0, 1] with the schema's bounds. The encoder
-is built from the schema alone and never fits anything on data.
+Layout (the one of Tantipongpipat et al. 2021, "Differentially Private Synthetic Mixed-Type Data
+Generation For Unsupervised Learning", section 4.1; ``docs/data.md``): a categorical column
+becomes a one-hot block of width k (category index = position in the schema's list); a binary
+column one 0/1 column (1 = the second category); a continuous column one column scaled to
+[0, 1] with the schema's bounds. The encoder is built from the schema alone and never fits
+anything on data.
 """
 
 from __future__ import annotations
@@ -16,10 +18,20 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from dpgen_jax.data._schema import Column, Schema, _show
+from dpgen_jax.data._check import check_frame, check_key, show_values
+from dpgen_jax.data._schema import Column, Schema
 
 OutOfBoundsPolicy = Literal["error", "clip"]
 DecodeMode = Literal["argmax", "sample"]
+
+#: An integer column whose range holds fewer values than this round-trips exactly through the
+#: float32 encoding: the scaled value of an integer is off by at most half a float32 ulp of [0.5, 1),
+#: 2**-25, which times the span stays below 0.5.
+EXACT_INTEGER_SPAN = 2**24
+
+
+class IntegerResolutionWarning(UserWarning):
+    """Warned when an integer column's range is too wide for an exact float32 round trip."""
 
 
 class Block(NamedTuple):
@@ -100,6 +112,16 @@ class TableEncoder:
             raise TypeError(f"schema must be a dpgen_jax.data.Schema, got {type(schema).__name__}.")
         if on_out_of_bounds not in ("error", "clip"):
             raise ValueError(f"on_out_of_bounds={on_out_of_bounds!r}; expected 'error' or 'clip'.")
+        for col in schema.columns:
+            span = (col.upper - col.lower) if col.integer else 0.0
+            if span >= EXACT_INTEGER_SPAN:
+                warnings.warn(
+                    f"column {col.name!r}: the integer range [{col.lower:.0f}, {col.upper:.0f}] holds "
+                    f"2**24 or more values, more than one float32 per column resolves: decode(encode(df)) "
+                    f"can differ from df by up to about {span * 2.0**-25 + 0.5:.3g} in this column.",
+                    IntegerResolutionWarning,
+                    stacklevel=2,
+                )
         self.schema = schema
         self.on_out_of_bounds: OutOfBoundsPolicy = on_out_of_bounds
         blocks, start = [], 0
@@ -125,26 +147,6 @@ class TableEncoder:
             raise KeyError(f"no column {name!r} in the encoder's schema") from None
 
     # -- validation ---------------------------------------------------------------------
-    def _check_frame(self, df: Any) -> None:
-        if not isinstance(df, pd.DataFrame):
-            raise TypeError(f"df must be a pandas DataFrame, got {type(df).__name__}.")
-        cols = list(df.columns)
-        dupes = sorted({str(c) for c in cols if cols.count(c) > 1})
-        if dupes:
-            raise ValueError(f"df has duplicate column names {dupes}.")
-        names = self.schema.names
-        missing = [n for n in names if n not in set(cols)]
-        if missing:
-            raise ValueError(f"df is missing schema column(s) {_show(missing, 10)}.")
-        extra = [c for c in cols if c not in set(names)]
-        if extra:
-            raise ValueError(
-                f"df has column(s) not declared in the schema: {_show(extra, 10)}; "
-                "drop them or add them to the schema."
-            )
-        if len(df) == 0:
-            raise ValueError("df is empty (0 rows); there is nothing to encode.")
-
     def _discrete_codes(self, col: Column, s: pd.Series) -> np.ndarray:
         """Integer codes (category index) of one discrete column; raises on bad values."""
         cats = col.categories
@@ -185,7 +187,7 @@ class TableEncoder:
             more = f", ... ({len(values) - 5} more distinct)" if len(values) > 5 else ""
             raise ValueError(
                 f"{where}: {int(bad.sum())} value(s) not in the schema's categories: {listed}{more}; "
-                f"expected one of {_show(cats, 8)} ({len(cats)} categories). Values are compared exactly "
+                f"expected one of {show_values(cats, 8)} ({len(cats)} categories). Values are compared exactly "
                 "(no whitespace stripping, no str/number conversion)."
             )
         return codes
@@ -210,7 +212,7 @@ class TableEncoder:
             if bad.any():
                 raise ValueError(
                     f"{where}: {int(bad.sum())} non-numeric value(s) in a continuous column, e.g. "
-                    f"{_show(pd.unique(obj[bad]).tolist())}; expected numbers (dtype {s.dtype})."
+                    f"{show_values(pd.unique(obj[bad]).tolist())}; expected numbers (dtype {s.dtype})."
                 )
             values = np.where(isna, np.nan, obj).astype(np.float64)
         else:
@@ -224,13 +226,21 @@ class TableEncoder:
         inf = np.isinf(values)
         if inf.any():
             raise ValueError(f"{where}: {int(inf.sum())} infinite value(s); expected finite numbers.")
+        if col.integer:
+            fractional = values != np.round(values)
+            if fractional.any():
+                raise ValueError(
+                    f"{where}: {int(fractional.sum())} non-integer value(s), e.g. "
+                    f"{show_values(np.unique(values[fractional]).tolist())}; the schema declares the "
+                    "column integer (Column.integer)."
+                )
         low, high = values < col.lower, values > col.upper
         n_out = int(low.sum() + high.sum())
         if n_out and self.on_out_of_bounds == "error":
             out = values[low | high]
             raise ValueError(
                 f"{where}: {n_out} value(s) outside the schema bounds [{col.lower:g}, {col.upper:g}], e.g. "
-                f"{_show(np.unique(out).tolist())}. Fix the data or the schema, or use "
+                f"{show_values(np.unique(out).tolist())}. Fix the data or the schema, or use "
                 "TableEncoder(schema, on_out_of_bounds='clip')."
             )
         clip_counts[col.name] = n_out
@@ -238,7 +248,7 @@ class TableEncoder:
 
     def _validated(self, df: pd.DataFrame) -> dict[str, np.ndarray]:
         """Per column: int64 codes (discrete) or float64 in-bounds values (continuous)."""
-        self._check_frame(df)
+        check_frame(df, self.schema)
         clip_counts: dict[str, int] = {}
         out = {}
         for col in self.schema.columns:
@@ -294,7 +304,7 @@ class TableEncoder:
         """Integer codes for discrete columns, raw numbers for continuous ones.
 
         The same checks and out-of-bounds policy as :meth:`encode` apply. Used by the papers'
-        random-forest protocol (dp-auto-gan §6.7).
+        random-forest protocol (``docs/metrics.md``).
 
         Args:
             df: A frame with exactly the schema's columns.
@@ -314,7 +324,8 @@ class TableEncoder:
         Args:
             array: ``(n, width)`` real array (numpy or JAX), e.g. sigmoid/softmax outputs.
             mode: ``"argmax"``: a categorical block takes its largest output (first on ties), a
-                binary column is the second category iff its output is > 0.5 (dp-auto-gan §4.1).
+                binary column is the second category iff its output is > 0.5 (as in the DP-auto-GAN
+                paper's code).
                 ``"sample"``: a categorical value is drawn with probability proportional to its
                 block's outputs (which must be >= 0 with a positive sum), a binary column is the
                 second category with probability equal to its output (which must lie in
@@ -327,8 +338,11 @@ class TableEncoder:
             A frame with the schema's columns in order and a RangeIndex. Discrete columns hold
             the schema's own values (str columns as pandas strings; int columns with the
             smallest signed integer dtype that holds the categories; bool columns as bool).
-            Continuous columns are float64: ``x * (upper - lower) + lower``, clipped to the
-            bounds, rounded half to even for integer columns.
+            Continuous columns are ``x * (upper - lower) + lower`` clipped to the bounds: float64,
+            or for integer columns int64, rounded to the nearest integer (half to even).
+            ``decode(encode(df))`` returns every integer exactly when the column's range holds
+            fewer than 2**24 values (:data:`EXACT_INTEGER_SPAN`), e.g. UCI Adult's
+            capital-gain over [0, 99999].
 
         Raises:
             ValueError: on a wrong shape, non-finite outputs, an unknown mode, a missing key, or
@@ -347,12 +361,12 @@ class TableEncoder:
         finite = np.isfinite(x).all(axis=0)
         if not finite.all():
             bad = [b.name for b in self.blocks if not finite[b.slice].all()]
-            raise ValueError(f"array has NaN or infinite outputs in column(s) {_show(bad, 10)}.")
+            raise ValueError(f"array has NaN or infinite outputs in column(s) {show_values(bad, 10)}.")
         n = x.shape[0]
         xt = np.ascontiguousarray(x.T)  # (width, n): each encoded column is contiguous
         uniforms = None
         if mode == "sample":
-            _check_key(key)
+            check_key(key, "decoding with mode='sample'")
             n_draws = sum(1 for b in self.blocks if b.kind != "continuous")
             # 128 bits from the key seed a numpy PCG64 stream: one fixed-shape JAX call (compiled
             # once per process) however many rows are decoded.
@@ -364,9 +378,11 @@ class TableEncoder:
         for b, col in zip(self.blocks, self.schema.columns, strict=True):
             v = xt[b.slice]  # (block width, n)
             if b.kind == "continuous":
-                y = v[0].astype(np.float64) * (col.upper - col.lower) + col.lower
-                y = np.clip(y, col.lower, col.upper)
-                out[b.name] = np.round(y) if col.integer else y
+                if col.integer:
+                    out[b.name] = _decode_integer(v[0], col)
+                else:
+                    y = v[0].astype(np.float64) * (col.upper - col.lower) + col.lower
+                    out[b.name] = np.clip(y, col.lower, col.upper)
                 continue
             if mode == "argmax":
                 idx = np.argmax(v, axis=0) if b.kind == "categorical" else (v[0] > 0.5).astype(np.int64)
@@ -378,20 +394,20 @@ class TableEncoder:
         return pd.DataFrame(out, index=pd.RangeIndex(n))
 
 
-def _check_key(key: Any) -> None:
-    """Accept a typed JAX key or a legacy uint32[2] key; refuse anything else."""
-    hint = "pass key=jax.random.key(seed) (decoding with mode='sample' has no default randomness)"
-    if key is None:
-        raise ValueError(f"mode='sample' needs a key: {hint}.")
-    if not isinstance(key, jax.Array):
-        raise TypeError(f"key must be a jax.random key, got {type(key).__name__} {key!r}; {hint}.")
-    if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
-        if key.shape != ():
-            raise ValueError(f"key must be a single key (shape ()), got shape {key.shape}.")
-    elif not (key.dtype == jnp.uint32 and key.shape == (2,)):
-        raise TypeError(
-            f"key must be a jax.random key, got an array of dtype {key.dtype} and shape {key.shape}; {hint}."
-        )
+def _decode_integer(x: np.ndarray, col: Column) -> np.ndarray:
+    """int64 values of an integer column from its scaled outputs ``x`` (any real numbers).
+
+    The offset from ``lower`` is rounded in float64 before ``lower`` is added as an integer, so
+    no rounding happens at the magnitude of the bounds (up to 2**53); ties go to the even value.
+    """
+    offset = np.clip(x.astype(np.float64), 0.0, 1.0) * (col.upper - col.lower)
+    base = np.floor(offset)
+    frac = offset - base
+    base_int = base.astype(np.int64)
+    lower = int(col.lower)
+    odd_value = (base_int % 2 == 1) != (lower % 2 == 1)
+    up = (frac > 0.5) | ((frac == 0.5) & odd_value)
+    return base_int + up + np.int64(lower)
 
 
 def _sample_block(b: Block, v: np.ndarray, u: np.ndarray) -> np.ndarray:

@@ -3,7 +3,7 @@
 MIMIC-III is credentialed (PhysioNet data use agreement) and cannot be shipped, fetched in CI
 or committed. The papers use a binary patient x diagnosis matrix: 46,520 patients x 1,071
 three-digit ICD-9 codes, in which 146 codes have no 1s, 706 more have under 1 % ones, 219 have
-at least 1 %, 127 at least 2.5 % and 64 at least 5 % (dp-auto-gan §4.2, §6.2). This module
+at least 1 %, 127 at least 2.5 % and 64 at least 5 % (Tantipongpipat et al. 2021, §4.2). This module
 draws a matrix of the same shape from a known model so that pipelines and metrics can be run
 and tuned on public data.
 

@@ -2,12 +2,10 @@
 
 A schema is the *public* description of a table: column kinds, the full ordered category
 list of every discrete column and the bounds of every continuous column. Under differential
-privacy none of these facts may be read from the private rows for free (DESIGN privacy rule 1,
-ecosystem spec pitfall P1), so a schema records where its facts came from (``source``) and
-carries plain-language ``notes`` that end up in every privacy report built on it.
-
-References:
-    specs/dp-auto-gan.md §4.1 (the Adult layout); specs/ecosystem-and-privacy-pitfalls.md P1.
+privacy none of these facts may be read from the private rows for free (``docs/privacy.md``),
+so a schema records where its facts came from (``source``) and carries plain-language
+``notes`` that end up in every privacy report built on it. ``docs/data.md`` explains how to
+declare one for a new dataset.
 """
 
 from __future__ import annotations
@@ -17,11 +15,13 @@ import json
 import math
 import numbers
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
+
+from dpgen_jax.data._check import show_values
 
 ColumnKind = Literal["binary", "categorical", "continuous"]
 SchemaSource = Literal["public", "data-derived"]
@@ -31,17 +31,12 @@ _SOURCES: tuple[str, ...] = ("public", "data-derived")
 _FORMAT_VERSION = 1
 _COLUMN_KEYS = ("name", "kind", "categories", "lower", "upper", "integer", "label", "missing")
 _SCHEMA_KEYS = ("version", "columns", "source", "notes")
+#: Largest magnitude of an integer column's bounds: every integer up to it is exact in float64.
+MAX_EXACT_INTEGER = 2**53
 
 
 class DataDerivedSchemaWarning(UserWarning):
     """Warned when a schema is read from the data itself (not end-to-end DP)."""
-
-
-def _show(values: Sequence[Any], limit: int = 5) -> str:
-    """Render at most ``limit`` values with ``repr`` for an error message."""
-    shown = ", ".join(repr(v) for v in list(values)[:limit])
-    extra = len(values) - limit
-    return shown + (f", ... ({extra} more)" if extra > 0 else "")
 
 
 def _category_type(value: Any) -> type:
@@ -76,8 +71,11 @@ class Column:
             ``bool``; ``None`` for continuous columns.
         lower: Lower bound of a continuous column (finite float, ``None`` otherwise).
         upper: Upper bound of a continuous column (finite float > ``lower``).
-        integer: Continuous columns only: the values are integers, so decoding rounds them
-            (half to even).
+        integer: Continuous columns only: the values are integers. The bounds must then be
+            integers of magnitude at most 2**53 (so every value in range is exact in float64);
+            encoding refuses non-integer values, and decoding rounds to the nearest integer
+            (half to even) and returns int64. A range of fewer than 2**24 integers round-trips
+            exactly through the float32 encoding (see ``TableEncoder``).
         label: Whether this column is the prediction target (at most one per schema). The
             label is encoded like any other column.
         missing: Discrete columns only: the category that stands for a missing value. NaN,
@@ -134,6 +132,13 @@ class Column:
             bounds.append(float(value))
         if not bounds[0] < bounds[1]:
             raise ValueError(f"{where}: lower={bounds[0]!r} must be smaller than upper={bounds[1]!r}.")
+        if self.integer:
+            for side, value in zip(("lower", "upper"), bounds, strict=True):
+                if not value.is_integer() or abs(value) > MAX_EXACT_INTEGER:
+                    raise ValueError(
+                        f"{where}: {side}={value!r}; an integer column needs integer bounds of "
+                        f"magnitude at most 2**53 = {MAX_EXACT_INTEGER}."
+                    )
         object.__setattr__(self, "lower", bounds[0])
         object.__setattr__(self, "upper", bounds[1])
 
@@ -162,18 +167,18 @@ class Column:
             )
         if len(set(cats)) != len(cats):
             dupes = sorted({c for c in cats if cats.count(c) > 1}, key=repr)
-            raise ValueError(f"{where}: duplicate categories {_show(dupes)}.")
+            raise ValueError(f"{where}: duplicate categories {show_values(dupes)}.")
         if self.kind == "binary" and len(cats) != 2:
             raise ValueError(
                 f"{where}: a binary column needs exactly 2 categories (negative, positive), "
-                f"got {len(cats)}: {_show(cats)}."
+                f"got {len(cats)}: {show_values(cats)}."
             )
         if not cats:
             raise ValueError(f"{where}: a categorical column needs at least one category.")
         if isinstance(cats[0], int) and not isinstance(cats[0], bool):
             out_of_range = [c for c in cats if not -(2**63) <= c < 2**63]
             if out_of_range:
-                raise ValueError(f"{where}: int categories must fit in int64, got {_show(out_of_range)}.")
+                raise ValueError(f"{where}: int categories must fit in int64, got {show_values(out_of_range)}.")
         object.__setattr__(self, "categories", cats)
         if self.missing is not None:
             try:
@@ -182,7 +187,7 @@ class Column:
                 raise TypeError(f"{where}: missing: {err}.") from None
             if missing not in cats or type(missing) is not type(cats[0]):
                 raise ValueError(
-                    f"{where}: missing={self.missing!r} is not one of its categories ({_show(cats)})."
+                    f"{where}: missing={self.missing!r} is not one of its categories ({show_values(cats)})."
                 )
             object.__setattr__(self, "missing", missing)
 
@@ -296,7 +301,7 @@ class Schema:
         for c in self.columns:
             if c.name == name:
                 return c
-        raise KeyError(f"no column {name!r} in schema; columns are {_show(self.names, 20)}")
+        raise KeyError(f"no column {name!r} in schema; columns are {show_values(self.names, 20)}")
 
     def __contains__(self, name: object) -> bool:
         return any(c.name == name for c in self.columns)

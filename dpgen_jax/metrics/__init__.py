@@ -1,18 +1,23 @@
-"""The papers' evaluation metrics, plots and report.
+"""The papers' evaluation metrics, the benchmark's distances, plots and report.
 
 Every metric is a function over pandas frames plus the public :class:`~dpgen_jax.data.Schema`;
-frames are validated and encoded by the data layer's ``TableEncoder``.
+frames are validated (``dpgen_jax.data.check_frame``) and encoded by the data layer's
+``TableEncoder``. ``docs/metrics.md`` defines each metric and names its source paper.
 
 - :func:`evaluate`: all of them at once, as a JSON-serialisable dict; :func:`write_report`
-  writes it with plots and a markdown summary beside the published numbers.
-- Predictive (dp-auto-gan §6.1, §6.2, §6.7; gs-wgan-tabular §5.1):
-  :func:`dimension_wise_probability`, :func:`dimension_wise_prediction`,
-  :func:`label_accuracy` (the Table 3 forest), :func:`tstr_auroc`.
-- Diversity (§6.4, §6.5): :func:`jensen_shannon`, :func:`kl_mu`, :func:`smoothing_mu`,
+  writes it with plots and a markdown summary, beside published numbers when given
+  (``write_report(..., published=metrics.published.DP_AUTO_GAN_ADULT)``).
+- Predictive: :func:`dimension_wise_probability`, :func:`dimension_wise_prediction`,
+  :func:`label_accuracy` (the DP-auto-GAN paper's random forest), :func:`tstr_auroc` (the
+  GS-WGAN thesis), :func:`lr_utility` (the DP-SACTGAN paper).
+- Diversity: :func:`jensen_shannon`, :func:`kl_mu`, :func:`smoothing_mu`,
   :func:`categorical_distribution`, :func:`diversity`.
-- Marginals (§6.3, §6.6, §6.8): :func:`one_way_marginals`, :func:`pca_projection`,
-  :func:`three_way_marginal`.
-- :mod:`~dpgen_jax.metrics.published`: the published numbers with their sources.
+- Marginals: :func:`one_way_marginals`, :func:`pca_projection`, :func:`three_way_marginal`
+  (NIST score); on public bins :func:`total_variation_1way` and :func:`marginal_l1_3way`.
+- Similarity (the DP-SACTGAN paper): :func:`wasserstein_mean`, :func:`js_distance_mean`,
+  :func:`diff_cor` (with :func:`association_matrix`).
+- :mod:`~dpgen_jax.metrics.published`: published numbers, one :class:`PublishedResults`
+  record per paper, method and dataset.
 
 Privacy:
     Metrics read the private rows directly and are not differentially private. Their outputs
@@ -20,6 +25,12 @@ Privacy:
 """
 
 from dpgen_jax.metrics import _published as published
+from dpgen_jax.metrics._association import association_matrix, diff_cor
+from dpgen_jax.metrics._dimension_wise import (
+    dimension_wise_prediction,
+    dimension_wise_probability,
+    feature_metric,
+)
 from dpgen_jax.metrics._divergence import (
     PAPER_DIVERSITY_FEATURES,
     categorical_distribution,
@@ -28,7 +39,15 @@ from dpgen_jax.metrics._divergence import (
     kl_mu,
     smoothing_mu,
 )
+from dpgen_jax.metrics._downstream import LabelAccuracyProtocol, label_accuracy, lr_utility, tstr_auroc
 from dpgen_jax.metrics._evaluate import evaluate
+from dpgen_jax.metrics._fidelity import (
+    MARGINAL_BINS,
+    js_distance_mean,
+    marginal_l1_3way,
+    total_variation_1way,
+    wasserstein_mean,
+)
 from dpgen_jax.metrics._marginals import (
     PCAProjection,
     histogram_edges,
@@ -36,19 +55,18 @@ from dpgen_jax.metrics._marginals import (
     pca_projection,
     three_way_marginal,
 )
-from dpgen_jax.metrics._dimension_wise import (
-    dimension_wise_prediction,
-    dimension_wise_probability,
-    feature_metric,
-)
-from dpgen_jax.metrics._downstream import LabelAccuracyProtocol, label_accuracy, tstr_auroc
+from dpgen_jax.metrics._published import PublishedResults
 from dpgen_jax.metrics._report import summary_markdown, write_report
 
 __all__ = [
+    "MARGINAL_BINS",
     "LabelAccuracyProtocol",
     "PAPER_DIVERSITY_FEATURES",
     "PCAProjection",
+    "PublishedResults",
+    "association_matrix",
     "categorical_distribution",
+    "diff_cor",
     "dimension_wise_prediction",
     "dimension_wise_probability",
     "diversity",
@@ -56,14 +74,19 @@ __all__ = [
     "feature_metric",
     "histogram_edges",
     "jensen_shannon",
+    "js_distance_mean",
     "kl_mu",
     "label_accuracy",
+    "lr_utility",
+    "marginal_l1_3way",
     "one_way_marginals",
     "pca_projection",
     "published",
     "smoothing_mu",
     "summary_markdown",
     "three_way_marginal",
+    "total_variation_1way",
     "tstr_auroc",
+    "wasserstein_mean",
     "write_report",
 ]

@@ -1,4 +1,4 @@
-"""Dimension-wise metrics (dp-auto-gan §6.1, §6.2): per-feature proportions and per-feature
+"""Dimension-wise metrics of the DP-auto-GAN paper (``docs/metrics.md``): per-feature proportions and per-feature
 prediction, trained on real or on synthetic rows and tested on the real held-out rows, so the
 two scores of a feature are directly comparable."""
 
@@ -21,7 +21,7 @@ from dpgen_jax.metrics._validate import Table, check_features, check_schema, pre
 
 Metric = Literal["auroc", "f1_binary", "f1_micro", "r2"]
 
-#: Trees of the dimension-wise random forests (the DP-auto-GAN code's ``n_estimators=10``, §6.2).
+#: Trees of the dimension-wise random forests (the DP-auto-GAN code's ``n_estimators=10``).
 DIMENSION_WISE_TREES = 10
 
 
@@ -30,12 +30,12 @@ def _fmt(v: float) -> str:
 
 
 def is_all_binary(schema: Schema) -> bool:
-    """True when every column of the schema is binary (the MIMIC setting of §6.2)."""
+    """True when every column of the schema is binary (the paper's MIMIC setting)."""
     return all(c.kind == "binary" for c in schema.columns)
 
 
 def feature_metric(schema: Schema, name: str) -> Metric:
-    """The dimension-wise score of a feature (§6.2).
+    """The dimension-wise score of a feature (as in the DP-auto-GAN code).
 
     All-binary schema: ``"auroc"`` (logistic regression). Mixed schema: ``"f1_binary"`` for a
     discrete column with two categories (positive = the second), ``"f1_micro"`` for one with
@@ -81,7 +81,7 @@ def dimension_wise_probability(
         ValueError: if the schema has no binary column, or a frame does not match it.
 
     References:
-        specs/dp-auto-gan.md §6.1.
+        Tantipongpipat et al. 2021, appendix C; ``docs/metrics.md``.
     """
     check_schema(schema)
     if not any(c.kind == "binary" for c in schema.columns):
@@ -95,7 +95,7 @@ def dimension_wise_probability(
 def _constant_score(metric: Metric, constant: float, y_test: np.ndarray) -> float:
     """The score of a model whose training target is constant, i.e. predicts ``constant``."""
     if metric == "auroc":
-        return 0.5  # a constant score ranks nothing: the DP-auto-GAN MIMIC code's 0.5 (§6.2)
+        return 0.5  # a constant score ranks nothing: the DP-auto-GAN MIMIC code's 0.5
     pred = np.full(y_test.shape, constant)
     if metric == "r2":
         return float(r2_score(y_test, pred))
@@ -103,7 +103,7 @@ def _constant_score(metric: Metric, constant: float, y_test: np.ndarray) -> floa
 
 
 def _f1(metric: Metric, y_test: np.ndarray, pred: np.ndarray) -> float:
-    """Binary F1 (positive = code 1) for two-category targets, micro F1 otherwise (§6.2)."""
+    """Binary F1 (positive = code 1) for two-category targets, micro F1 otherwise (as the paper's code)."""
     average = "binary" if metric == "f1_binary" else "micro"
     return float(f1_score(y_test, pred, average=average, pos_label=1, zero_division=0))
 
@@ -175,7 +175,7 @@ def _one_feature(
             None,
             (
                 f"the real test rows of {name!r} hold a single {what} ({shown}), so its "
-                f"{metric} is undefined; excluded as in dp-auto-gan §6.2"
+                f"{metric} is undefined; excluded as in the DP-auto-GAN code"
             ),
         )
     x_test = test.encoded[:, cols]
@@ -252,7 +252,7 @@ def dimension_wise_prediction(
 
     A model is fitted on the real training rows and, separately, on the synthetic rows; both
     are scored on the real test rows. Predictors are the other columns in the data layer's
-    encoding (one-hot, 0/1, min-max by the schema bounds). Models and scores (§6.2):
+    encoding (one-hot, 0/1, min-max by the schema bounds). Models and scores (the paper's code):
 
     - all-binary schema: ``LogisticRegression(solver="liblinear", max_iter=100)``, AUROC;
     - mixed schema, discrete target (integer codes): ``RandomForestClassifier(n_estimators=10,
@@ -265,7 +265,7 @@ def dimension_wise_prediction(
     - real test target with a single class (or value): the score is undefined; the feature is
       left out of ``scores`` and listed in ``excluded`` with the reason.
     - constant training target (synthetic or real): the model predicts that constant, scored as
-      §6.2 does (AUROC 0.5; F1 or R^2 of the constant prediction), and ``flag`` says which
+      the paper's code does (AUROC 0.5; F1 or R^2 of the constant prediction), and ``flag`` says which
       source was constant (``"constant_synthetic_target"``, ``"constant_real_target"``).
     - a linear model whose solver stopped before converging (sklearn's ConvergenceWarning) keeps
       its score and is flagged ``"real_fit_not_converged"`` / ``"synthetic_fit_not_converged"``.
@@ -290,7 +290,7 @@ def dimension_wise_prediction(
             column) or unknown feature names.
 
     References:
-        specs/dp-auto-gan.md §6.2 (real-data reference scores for Adult listed there).
+        Tantipongpipat et al. 2021, appendix C; ``docs/metrics.md``.
     """
     check_schema(schema)
     enc = TableEncoder(schema)

@@ -1,7 +1,6 @@
 """Diversity of discrete features: mixture Jensen-Shannon divergence and mu-smoothed KL.
 
-Both follow the DP-auto-GAN code that produced Tables 2, 5, 6 and 7 (specs/dp-auto-gan.md §6.4,
-§6.5): natural logarithms, sums over the categories present in the *real* distribution, and the
+Both follow the DP-auto-GAN code that produced the paper's Tables 2, 5, 6 and 7 (``docs/metrics.md``): natural logarithms, sums over the categories present in the *real* distribution, and the
 real distribution taken over every real row given (the paper uses train + test, 48,842 rows).
 """
 
@@ -15,9 +14,10 @@ import numpy as np
 import pandas as pd
 
 from dpgen_jax.data import Schema
-from dpgen_jax.metrics._validate import Table, _show, check_features, check_schema, prepare
+from dpgen_jax.data._check import show_values
+from dpgen_jax.metrics._validate import Table, check_features, check_schema, prepare
 
-#: The eight features summed into the "All" rows of dp-auto-gan Tables 2 and 5-7 (§6.5).
+#: The eight features summed into the "All" rows of the DP-auto-GAN paper's Tables 2 and 5-7.
 PAPER_DIVERSITY_FEATURES: tuple[str, ...] = (
     "workclass",
     "marital-status",
@@ -84,7 +84,7 @@ def jensen_shannon(p: Any, q: Any, *, support: Support = "real") -> float:
             ``support`` is unknown.
 
     References:
-        specs/dp-auto-gan.md §6.4 (the paper's formula is the Jeffreys divergence; its code,
+        Tantipongpipat et al. 2021, section 4.2 (the paper's formula is the Jeffreys divergence; its code,
         which made the tables, computes this one).
 
     Example:
@@ -110,7 +110,8 @@ def smoothing_mu(p: Any) -> float:
         ``mu`` in ``[0, exp(-1))``; 0 for a constant real column (``p1 = 1``, the limit).
 
     References:
-        specs/dp-auto-gan.md §6.5 (``penalize = 1``); the table there lists the Adult values.
+        Tantipongpipat et al. 2021, section 4.2 (the code's ``penalize = 1``); ``docs/metrics.md``
+        lists the Adult values.
 
     Example:
         >>> round(smoothing_mu([0.5, 0.25, 0.25]), 6)  # exp(-2)
@@ -142,7 +143,7 @@ def kl_mu(p: Any, q: Any, mu: float | None = None) -> float:
         ValueError: on invalid probability vectors or a negative or non-finite ``mu``.
 
     References:
-        specs/dp-auto-gan.md §6.5 (code ``get_divergence_score``).
+        Tantipongpipat et al. 2021, section 4.2 (the code's ``get_divergence_score``).
 
     Example:
         >>> kl_mu([0.5, 0.5], [0.5, 0.5])
@@ -218,7 +219,7 @@ def diversity_from_tables(
     bad = [f for f in totals if f not in feats]
     if bad:
         raise ValueError(
-            f"total_features {_show(bad)} are not among the discrete features evaluated {_show(feats)}."
+            f"total_features {show_values(bad, 8)} are not among the discrete features evaluated {show_values(feats, 8)}."
         )
     if "total" in feats:
         raise ValueError(
@@ -272,7 +273,7 @@ def diversity(
             the column), unknown feature names, or a discrete column named ``"total"``.
 
     References:
-        specs/dp-auto-gan.md §6.4, §6.5, §7.1, §7.4, §7.5.
+        Tantipongpipat et al. 2021, Tables 2, 6 and 7; ``docs/metrics.md``.
     """
     check_schema(schema)
     ref = prepare(real, schema, "real")

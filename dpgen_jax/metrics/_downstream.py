@@ -1,6 +1,6 @@
-"""Downstream-task metrics: the random-forest label accuracy of dp-auto-gan Table 3 (§6.7) and
-the train-on-synthetic / test-on-real logistic-regression AUROC of the GS-WGAN thesis
-(gs-wgan-tabular §5.1). Both train on one table (real training rows or synthetic rows) and test
+"""Downstream-task metrics: the random-forest label accuracy of the DP-auto-GAN paper's Table 3, the
+train-on-synthetic / test-on-real logistic-regression AUROC of the GS-WGAN thesis, and the
+logistic-regression utility of the DP-SACTGAN paper (``docs/metrics.md``). Both train on one table (real training rows or synthetic rows) and test
 on the real held-out rows."""
 
 from __future__ import annotations
@@ -12,31 +12,31 @@ import numpy as np
 import pandas as pd
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import roc_auc_score
+from sklearn.metrics import f1_score, roc_auc_score
 from sklearn.model_selection import train_test_split
 from threadpoolctl import threadpool_limits
 
 from dpgen_jax.data import Schema, TableEncoder
-from dpgen_jax.metrics._models import Score, fit_recording_convergence, forest_predict
+from dpgen_jax.metrics._models import Score, fit_recording_convergence, forest_predict, source_flag
 from dpgen_jax.metrics._validate import (
     Table,
     check_int,
     check_label,
     check_optional_int,
     check_schema,
-    prepare,
+    prepare_frames,
 )
 
-#: Trees of the Table 3 random forest (§6.7).
+#: Trees of the DP-auto-GAN paper's Table 3 random forest.
 LABEL_ACCURACY_TREES = 800
-#: The C grid of the GS-WGAN thesis TSTR model selection (gs-wgan-tabular §5.1, §7 item 18).
+#: The C grid of the GS-WGAN thesis's TSTR model selection (20 values, log-spaced from 1e-4 to 1).
 TSTR_C_GRID: tuple[float, ...] = tuple(float(c) for c in np.logspace(-4, 0, 20))
 
 
 # -- Table 3: random-forest label accuracy ------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class LabelAccuracyProtocol:
-    """Options of the Table 3 random-forest protocol (dp-auto-gan §6.7).
+    """Options of the DP-auto-GAN paper's Table 3 random-forest protocol.
 
     The defaults are the clean full split (all training rows against all test rows) with the
     paper's forest. The notebook behind Table 3 used ``size=4000`` with one unseeded shuffle for
@@ -74,9 +74,9 @@ class LabelAccuracyProtocol:
             "size": self.size,
             "shuffle_seed": self.shuffle_seed,
             "split": (
-                "full: all training rows vs all real test rows (dp-auto-gan §6.7 clean variant)"
+                "full: all training rows vs all real test rows"
                 if self.size is None and self.shuffle_seed is None
-                else "first `size` (shuffled) training rows vs the first `size` test rows (§6.7 notebook)"
+                else "first `size` (shuffled) training rows vs the first `size` test rows (the paper's notebook)"
             ),
         }
 
@@ -118,7 +118,7 @@ def label_accuracy(
     random_state: int = 0,
     n_jobs: int | None = -1,
 ) -> float:
-    """Random-forest accuracy on a label column: the protocol of dp-auto-gan Table 3 (§6.7).
+    """Random-forest accuracy on a label column: the protocol of the DP-auto-GAN paper's Table 3.
 
     Features are the other columns as integer category codes (continuous columns raw), the
     model is ``RandomForestClassifier(n_estimators=800, random_state=0)``, and the score is the
@@ -129,7 +129,7 @@ def label_accuracy(
     on the *first* ``SIZE`` rows of ``test``: real data used ``SIZE = 4000`` (84.53 %, one
     unseeded shuffle), synthetic data ``SIZE = 32561`` (all synthetic rows against all 16,281
     test rows). ``size`` and ``shuffle_seed`` reproduce that; the default (no shuffle, no
-    truncation) is the clean full split (0.8519 on real Adult, §6.7).
+    truncation) is the clean full split (0.8519 on real Adult).
 
     Args:
         train: Training rows (real or synthetic).
@@ -151,20 +151,12 @@ def label_accuracy(
             label, or invalid protocol options.
 
     References:
-        specs/dp-auto-gan.md §6.7, §7.2, §9 item 15.
+        Tantipongpipat et al. 2021, Table 3; ``docs/metrics.md``.
     """
     check_schema(schema)
     name = check_label(schema, label)
     protocol = LabelAccuracyProtocol(size, shuffle_seed, n_estimators, random_state)
-    enc = TableEncoder(schema)
-    return label_accuracy_from_tables(
-        prepare(train, schema, "train", enc),
-        prepare(test, schema, "test", enc),
-        schema,
-        name,
-        protocol,
-        n_jobs,
-    )
+    return label_accuracy_from_tables(*prepare_frames(schema, train=train, test=test), schema, name, protocol, n_jobs)
 
 
 # -- TSTR logistic-regression AUROC -------------------------------------------------------------
@@ -242,7 +234,7 @@ def tstr_auroc(
     """Train-on-synthetic / test-on-real AUROC of a logistic regression on a binary label.
 
     The classifier is ``LogisticRegression(solver="liblinear")`` on the data layer's encoding of
-    the other columns, as in the GS-WGAN thesis (gs-wgan-tabular §5.1). Pass synthetic rows as
+    the other columns, as in the GS-WGAN thesis (``docs/metrics.md``). Pass synthetic rows as
     ``train`` for TSTR, or real training rows for the real-data reference.
 
     Args:
@@ -265,19 +257,121 @@ def tstr_auroc(
             too few rows of a class for the split), with the reason.
 
     References:
-        specs/gs-wgan-tabular.md §5.1, §7 item 18.
+        ``docs/metrics.md`` (TSTR AUROC).
     """
     check_schema(schema)
     name = check_label(schema, label, binary_only=True)
-    enc = TableEncoder(schema)
-    score = tstr_auroc_from_tables(
-        prepare(train, schema, "train", enc),
-        prepare(test, schema, "test", enc),
-        schema,
-        name,
-        tune=tune,
-        seed=seed,
-    )
+    score = tstr_auroc_from_tables(*prepare_frames(schema, train=train, test=test), schema, name, tune=tune, seed=seed)
     if score.value is None:
         raise ValueError(f"tstr_auroc is undefined: {score.reason}.")
     return score.value
+
+
+# -- the DP-SACTGAN paper's logistic-regression utility ----------------------------------------
+#: The classifier of the DP-SACTGAN paper's Adult utility table (the CTAB-GAN+ evaluation code).
+LR_UTILITY_MODEL = "LogisticRegression(max_iter=500, random_state=42)"
+
+
+def _lr_utility_scores(
+    train: Table, test: Table, cols: np.ndarray, j: int
+) -> tuple[dict[str, float], str | None]:
+    """Accuracy, AUROC and macro F1 of the LR trained on ``train``; and None or a note."""
+    x, y = train.encoded[:, cols], train.codes[:, j].astype(np.int64)
+    x_test, y_test = test.encoded[:, cols], test.codes[:, j].astype(np.int64)
+    if np.unique(y).size < 2:
+        pred = np.full(y_test.shape, y[0])
+        proba, note = np.full(y_test.shape, 0.5), "constant_target"
+    else:
+        model = LogisticRegression(max_iter=500, random_state=42)
+        with threadpool_limits(limits=1, user_api="blas"):
+            converged = fit_recording_convergence(model, x, y)
+        pred, proba = model.predict(x_test), model.predict_proba(x_test)[:, 1]
+        note = None if converged else "not_converged"
+    return {
+        "accuracy": float(np.mean(pred == y_test)),
+        "auroc": float(roc_auc_score(y_test, proba)),
+        "f1_macro": float(f1_score(y_test, pred, average="macro", labels=[0, 1], zero_division=0)),
+    }, note
+
+
+def lr_utility_from_tables(
+    train: Table,
+    test: Table,
+    synthetic: Table,
+    schema: Schema,
+    label: str,
+    known_real: tuple[dict[str, float], str | None] | None = None,
+) -> Score | dict[str, Any]:
+    """:func:`lr_utility` on prepared tables; an undefined result is ``Score(None, reason=...)``.
+
+    ``known_real`` is a previous ``(real scores, note)`` to reuse instead of refitting.
+    """
+    j = schema.names.index(label)
+    if np.unique(test.codes[:, j]).size < 2:
+        return Score(None, reason=f"the real test rows of {label!r} hold a single class, so AUROC is undefined")
+    b = TableEncoder(schema).block(label)
+    cols = np.r_[0 : b.start, b.stop : train.encoded.shape[1]]
+    real, real_note = known_real if known_real is not None else _lr_utility_scores(train, test, cols, j)
+    syn, syn_note = _lr_utility_scores(synthetic, test, cols, j)
+    flags = [f for f in (source_flag("real", real_note), source_flag("synthetic", syn_note)) if f]
+    return {
+        "label": label,
+        "real": real,
+        "synthetic": syn,
+        "difference": {k: real[k] - syn[k] for k in real},
+        "protocol": {
+            "model": LR_UTILITY_MODEL,
+            "features": "the other columns in the data layer's encoding (one-hot, 0/1, scaled by the public bounds)",
+            "positive": schema[label].categories[1],
+            "difference": "real-trained score minus synthetic-trained score, both tested on the real test rows",
+        },
+        "flag": ",".join(flags) or None,
+    }
+
+
+def lr_utility(
+    real_train: pd.DataFrame,
+    real_test: pd.DataFrame,
+    synthetic: pd.DataFrame,
+    schema: Schema,
+    label: str | None = None,
+) -> dict[str, Any]:
+    """Logistic-regression utility: accuracy, AUROC and F1 trained on real vs on synthetic rows.
+
+    The utility metric of the DP-SACTGAN paper (Li and Wang 2023, "A self-attention-based
+    differentially private tabular GAN with high data utility", Table 1, Adult), defined in the
+    CTAB-GAN+ evaluation code: ``LogisticRegression(max_iter=500, random_state=42)`` is fitted
+    once on ``real_train`` and once on ``synthetic`` and both are tested on ``real_test``;
+    the reported numbers are the differences real minus synthetic (lower is better).
+
+    Differences from that code, on purpose: the features are the data layer's encoding of the
+    other columns (one-hot, 0/1 and continuous columns scaled by the public bounds instead of a
+    min-max scaler fitted on the real rows), and the split is the dataset's own (Adult's
+    train/test files) instead of a fresh stratified 80/20 split. F1 is the macro average over
+    the two classes ("the mean of the per-class F1"), accuracy a fraction (the paper prints
+    percentage points).
+
+    Args:
+        real_train: Real training rows.
+        real_test: Real held-out rows.
+        synthetic: Synthetic rows.
+        schema: The schema of the three frames.
+        label: A binary column (default: the schema's label); positive = the second category.
+
+    Returns:
+        ``{"label", "real": {"accuracy", "auroc", "f1_macro"}, "synthetic": {...},
+        "difference": {...} (real - synthetic), "protocol", "flag"}``. A constant training
+        label predicts that class (AUROC 0.5) and is flagged ``constant_<source>_target``; a
+        solver stopped before converging is flagged ``<source>_fit_not_converged``.
+
+    Raises:
+        TypeError, ValueError: on frames that do not match the schema, a label that is not
+            binary, or a real test label with a single class (AUROC undefined).
+    """
+    check_schema(schema)
+    name = check_label(schema, label, binary_only=True)
+    tables = prepare_frames(schema, real_train=real_train, real_test=real_test, synthetic=synthetic)
+    result = lr_utility_from_tables(*tables, schema, name)
+    if isinstance(result, Score):
+        raise ValueError(f"lr_utility is undefined: {result.reason}.")
+    return result

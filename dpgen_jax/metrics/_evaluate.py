@@ -19,10 +19,22 @@ from dpgen_jax.metrics._dimension_wise import (
     dimension_wise_probability_from_tables,
     is_all_binary,
 )
+from dpgen_jax.metrics._association import DIFF_COR_MAX_COLUMNS, diff_cor_from_tables
 from dpgen_jax.metrics._downstream import (
     LabelAccuracyProtocol,
     label_accuracy_from_tables,
+    lr_utility_from_tables,
     tstr_auroc_from_tables,
+)
+from dpgen_jax.metrics._fidelity import (
+    MARGINAL_BINS,
+    MAX_3WAY_TRIPLES,
+    Spacing,
+    js_distance_mean_from_tables,
+    marginal_l1_3way_from_tables,
+    resolve_spacing,
+    total_variation_1way_from_tables,
+    wasserstein_mean_from_tables,
 )
 from dpgen_jax.metrics._marginals import (
     DEFAULT_HISTOGRAM_BINS,
@@ -81,22 +93,32 @@ def evaluate(
     tune_tstr: bool = False,
     label_protocol: LabelAccuracyProtocol | None = None,
     reuse_real: dict[str, Any] | None = None,
+    marginal_bins: int = MARGINAL_BINS,
+    marginal_spacing: Spacing = "equal",
+    max_3way_triples: int = MAX_3WAY_TRIPLES,
 ) -> dict[str, Any]:
-    """Every metric of dp-auto-gan §6 (and gs-wgan-tabular §5.1) for one synthetic table.
+    """Every metric of ``docs/metrics.md`` for one synthetic table.
+
+    The papers' metrics (the DP-auto-GAN paper's section 4 and appendix C, the GS-WGAN thesis's
+    TSTR AUROC, the DP-SACTGAN paper's utility and similarity metrics) and the benchmark's
+    distances on public bins.
 
     Conventions (each recorded in the result's ``meta``):
 
     - R = ``real_train``, T = ``real_test``, S = ``synthetic``. Predictive scores train on R
       (the "real" score) or on S (the "synthetic" score) and test on T.
-    - The *reference* distribution of the diversity and marginal metrics is every real row given,
-      R + T, as the paper's code does (48,842 rows for Adult; §6.3-§6.5, §9 item 14).
-    - JSD is the mixture form summed over the real categories (the code behind Tables 2 and 6,
-      so a synthetic table disjoint from the real one scores ln(2)/2; see ``jensen_shannon``).
-    - Dimension-wise probability (all-binary schemas only) compares R with S (§6.1, the paper's
+    - The *reference* distribution of every distribution metric (diversity, marginals, TV,
+      3-way L1, Wasserstein, JS distance, Diff-Cor) is every real row given, R + T, as the
+      DP-auto-GAN code does (48,842 rows for Adult).
+    - JSD is the mixture form summed over the real categories (the code behind the DP-auto-GAN
+      paper's Tables 2 and 6, so a synthetic table disjoint from the real one scores ln(2)/2;
+      see ``jensen_shannon``).
+    - Dimension-wise probability (all-binary schemas only) compares R with S (the paper's
       choice; its MIMIC code used the validation split).
-    - Label accuracy is the Table 3 forest, by default on the full split (the clean variant of
-      §6.7: all of R or S against all of T); ``label_protocol`` selects the notebook's SIZE
-      protocol.
+    - Label accuracy is the paper's Table 3 forest, by default on the full split (all of R or S
+      against all of T); ``label_protocol`` selects the notebook's SIZE protocol.
+    - Continuous columns enter TV and the 3-way L1 through ``marginal_bins`` public bins over
+      their schema bounds (``data.bin_edges``).
 
     Args:
         real_train: Real training rows (the rows the synthesizer was fitted on).
@@ -111,14 +133,20 @@ def evaluate(
         histogram_bins: Bins of continuous 1-way marginals (see ``histogram_edges``).
         tune_tstr: Use the GS-WGAN thesis's C/penalty selection for the TSTR AUROC (40 extra fits
             per source).
+        marginal_bins: Public bins per continuous column of ``tv_1way`` and ``marginal_l1_3way``.
+        marginal_spacing: ``"equal"`` (default), ``"log"`` or ``{continuous column: spacing}``
+            for those bins (``data.bin_edges``).
+        max_3way_triples: ``marginal_l1_3way`` uses every column triple up to this many, else
+            this many distinct triples drawn with ``seed``.
         label_protocol: Options of the Table 3 forest (default: the full split, 800 trees,
             ``random_state=0``); e.g. ``LabelAccuracyProtocol(size=4000, shuffle_seed=0)`` for the
             notebook's real-data protocol.
         reuse_real: A previous result of ``evaluate`` on the same real rows with the same
             settings (schema, label, seed, label protocol, ``tune_tstr``). Its real-data scores
-            (models trained on ``real_train``: dimension-wise, label accuracy, TSTR) are reused
-            instead of refitted, which roughly halves the cost of evaluating several synthetic
-            tables. Checked by ``meta.real_fingerprint``; a mismatch raises ValueError.
+            (models trained on ``real_train``: dimension-wise, label accuracy, TSTR
+            and LR utility) are reused instead of refitted, which roughly halves the cost of
+            evaluating several synthetic tables. Checked by ``meta.real_fingerprint``; a
+            mismatch raises ValueError.
 
     Returns:
         A JSON-serialisable dict (no NaN or infinities; an undefined number is ``None`` and
@@ -134,6 +162,13 @@ def evaluate(
         - ``pca``: explained variance and the mean/std of both projected clouds;
         - ``three_way_marginal``: mean L1 and per-triple scores;
         - ``tstr_auroc``: ``{"label", "real", "synthetic", "protocol", "flag"}``;
+        - ``tv_1way``: total variation of every 1-way marginal, with ``mean``,
+          ``mean_continuous`` and ``mean_discrete`` (see ``total_variation_1way``);
+        - ``marginal_l1_3way``: mean L1 of 3-way marginals on public bins (``marginal_l1_3way``);
+        - ``wasserstein_mean``, ``js_distance_mean``: per column and ``mean``; ``diff_cor``:
+          ``value`` and both association matrices (schemas of at most 60 columns);
+        - ``lr_utility``: accuracy, AUROC and macro F1 of the DP-SACTGAN paper's logistic
+          regression trained on R and on S, and their differences (binary labels);
         - ``excluded``: ``{feature: reason}`` for dimension-wise prediction;
         - ``nulls``: ``{path: reason}``; ``meta``; ``timings_s`` (seconds per metric).
 
@@ -148,7 +183,7 @@ def evaluate(
         any report built from it as private unless the real data is public.
 
     References:
-        specs/dp-auto-gan.md §6, §9; specs/gs-wgan-tabular.md §5.1.
+        ``docs/metrics.md`` (each metric, its definition and source paper).
     """
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -156,6 +191,9 @@ def evaluate(
     seed = check_int(seed, "seed", 0)
     n_triples = check_int(n_triples, "n_triples", 1)
     histogram_bins = check_int(histogram_bins, "histogram_bins", 1)
+    marginal_bins = check_int(marginal_bins, "marginal_bins", 1)
+    max_3way_triples = check_int(max_3way_triples, "max_3way_triples", 1)
+    resolve_spacing(schema, marginal_spacing)  # fail before any work on a bad spacing
     if label_protocol is None:
         label_protocol = LabelAccuracyProtocol()
     elif not isinstance(label_protocol, LabelAccuracyProtocol):
@@ -273,6 +311,42 @@ def evaluate(
     out["tstr_auroc"] = _tstr(train, test, syn, schema, label_name, tune_tstr, seed, nulls, prior)
     timings["tstr_auroc"] = time.perf_counter() - t
 
+    t = time.perf_counter()
+    out["tv_1way"] = total_variation_1way_from_tables(reference, syn, schema, marginal_bins, marginal_spacing)
+    for key in ("mean_continuous", "mean_discrete"):
+        if out["tv_1way"][key] is None:
+            nulls[f"tv_1way.{key}"] = f"the schema has no {key.split('_')[1]} column"
+    if len(schema) >= 3:
+        out["marginal_l1_3way"] = marginal_l1_3way_from_tables(
+            reference, syn, schema, bins=marginal_bins, spacing=marginal_spacing,
+            max_triples=max_3way_triples, seed=seed,
+        )  # fmt: skip
+    else:
+        out["marginal_l1_3way"] = None
+        nulls["marginal_l1_3way"] = f"the schema has {len(schema)} columns; a 3-way marginal needs 3"
+    timings["tv_1way_marginal_l1_3way"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    out["wasserstein_mean"] = wasserstein_mean_from_tables(reference, syn, schema)
+    if out["wasserstein_mean"]["mean"] is None:
+        nulls["wasserstein_mean.mean"] = "the schema has no continuous column"
+    out["js_distance_mean"] = js_distance_mean_from_tables(reference, syn, schema)
+    if out["js_distance_mean"]["mean"] is None:
+        nulls["js_distance_mean.mean"] = "the schema has no binary or categorical column"
+    if len(schema) <= DIFF_COR_MAX_COLUMNS:
+        out["diff_cor"] = diff_cor_from_tables(reference, syn, schema)
+    else:
+        out["diff_cor"] = None
+        nulls["diff_cor"] = (
+            f"skipped: the schema has {len(schema)} columns (more than {DIFF_COR_MAX_COLUMNS}; the cost "
+            "grows with the number of column pairs); call metrics.diff_cor directly"
+        )
+    timings["wasserstein_js_distance_diff_cor"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    out["lr_utility"] = _lr_utility(train, test, syn, schema, label_name, nulls, prior)
+    timings["lr_utility"] = time.perf_counter() - t
+
     timings["total"] = time.perf_counter() - t0
     out["timings_s"] = timings
     result = _jsonable(out, "", nulls)
@@ -315,6 +389,14 @@ def _check_reuse(reuse_real: Any, fingerprint: str) -> dict[str, Any] | None:
     return reuse_real
 
 
+def _no_binary_label(schema: Schema, label: str | None, what: str) -> str | None:
+    """Why ``what`` is undefined without a binary label, or None when the label is binary."""
+    if label is None:
+        return "no label: pass label= or declare a label column in the schema"
+    k = len(schema[label].categories)
+    return None if k == 2 else f"the label {label!r} has {k} categories; {what} needs a binary label"
+
+
 def _tstr(
     train: Table,
     test: Table,
@@ -326,13 +408,9 @@ def _tstr(
     nulls: dict[str, str],
     prior: dict[str, Any] | None,
 ) -> dict[str, Any] | None:
-    if label is None:
-        nulls["tstr_auroc"] = "no label: pass label= or declare a label column in the schema"
-        return None
-    if len(schema[label].categories) != 2:
-        nulls["tstr_auroc"] = (
-            f"the label {label!r} has {len(schema[label].categories)} categories; AUROC needs a binary label"
-        )
+    reason = _no_binary_label(schema, label, "AUROC")
+    if reason:
+        nulls["tstr_auroc"] = reason
         return None
     entry: dict[str, Any] = {
         "label": label,
@@ -358,6 +436,30 @@ def _tstr(
         if score.flag:
             flags.append(source_flag(key, score.flag))
     entry["flag"] = ",".join(flags) or None
+    return entry
+
+
+def _lr_utility(
+    train: Table,
+    test: Table,
+    syn: Table,
+    schema: Schema,
+    label: str | None,
+    nulls: dict[str, str],
+    prior: dict[str, Any] | None,
+) -> dict[str, Any] | None:
+    reason = _no_binary_label(schema, label, "the LR utility")
+    if reason:
+        nulls["lr_utility"] = reason
+        return None
+    known = None
+    old = (prior or {}).get("lr_utility")
+    if old:
+        known = (old["real"], note_from_flag(old.get("flag"), "real"))
+    entry = lr_utility_from_tables(train, test, syn, schema, label, known_real=known)
+    if isinstance(entry, Score):
+        nulls["lr_utility"] = entry.reason
+        return None
     return entry
 
 

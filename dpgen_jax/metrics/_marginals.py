@@ -1,6 +1,7 @@
 """Marginal comparisons: 1-way marginals, the 2-way PCA projection and the NIST 3-way score.
 
-References: specs/dp-auto-gan.md §6.3 (1-way), §6.6 (PCA), §6.8 (3-way marginal).
+The DP-auto-GAN paper (Tantipongpipat et al. 2021) draws 1-way marginals and the 2-way PCA
+projection and defines the NIST 3-way score in its appendix; ``docs/metrics.md`` gives the details.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from threadpoolctl import threadpool_limits
 from dpgen_jax.data import Column, Schema, TableEncoder
 from dpgen_jax.metrics._validate import Table, check_int, check_schema, prepare
 
-#: Default number of equal-width histogram bins for a continuous column (§6.3 leaves it open).
+#: Default number of equal-width histogram bins of a continuous column in the marginal plots (the
+#: paper does not fix it).
 DEFAULT_HISTOGRAM_BINS = 30
 #: Integer columns whose range holds at most this many values get one bin per integer.
 MAX_UNIT_BINS = 100
-#: Default number of random feature triples of the 3-way marginal score (§6.8 leaves it open).
+#: Default number of random feature triples of the NIST 3-way marginal score (the paper does not fix it).
 DEFAULT_TRIPLES = 100
 
 
@@ -140,8 +142,8 @@ def pca_projection(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema) 
     """2-way PCA marginal: sklearn ``PCA(2)`` (centred, unscaled) fitted on the real encoding.
 
     Both frames are encoded by the data layer (one-hot, 0/1, min-max by the schema bounds: 106
-    columns for Adult) and projected with the same real-fitted axes (dp-auto-gan §6.6, §9 item
-    17: the sklearn-style variant).
+    columns for Adult) and projected with the same real-fitted axes (the sklearn-style variant of
+    the DP-auto-GAN code; ``docs/metrics.md``).
 
     Args:
         real: Real rows the axes are fitted on (the paper: all real rows).
@@ -229,7 +231,7 @@ def three_way_marginal(
     seed: int = 0,
     n_bins: int = 100,
 ) -> dict[str, Any]:
-    """The NIST challenge 3-way marginal score (dp-auto-gan §6.8), averaged over random triples.
+    """The NIST challenge 3-way marginal score of the DP-auto-GAN paper, averaged over random triples.
 
     Every column is taken in its integer-code / raw form (``TableEncoder.codes``) and binned as
     ``B = floor((v - R_min) * n_bins / (R_max - R_min))`` with the *real* min and max (so the

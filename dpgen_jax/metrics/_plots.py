@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import math
 import pathlib
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
 
 from dpgen_jax.metrics._marginals import PCAProjection
+from dpgen_jax.metrics._published import PublishedResults
 
 _REAL, _SYN = "tab:blue", "tab:orange"
 _METRIC_LABEL = {
@@ -18,7 +20,7 @@ _METRIC_LABEL = {
     "f1_micro": "F1 (micro)",
     "r2": "R$^2$ (Lasso)",
 }
-#: Columns drawn on a log scale (the paper's native-country plot, §6.3).
+#: Columns drawn on a log scale (as the DP-auto-GAN paper draws native-country).
 _LOG_SCALE = ("native-country",)
 #: Points per cloud drawn in the PCA scatter (a seeded subsample keeps the PNG small and fast).
 PCA_MAX_POINTS = 5000
@@ -139,7 +141,7 @@ def plot_pca(projection: PCAProjection, path: pathlib.Path, seed: int = 0) -> pa
 def plot_diversity(
     result: dict[str, Any],
     path: pathlib.Path,
-    published: dict[float, dict[str, dict[str, float]]] | None = None,
+    published: Sequence[PublishedResults] = (),
 ) -> pathlib.Path | None:
     """Bars of JSD and mu-smoothed KL per discrete feature; published values as markers."""
     jsd, kl = result.get("jsd"), result.get("kl_mu")
@@ -147,6 +149,7 @@ def plot_diversity(
         return None
     names = [n for n in jsd if n != "total"]
     fig = Figure(figsize=(max(6.0, 0.6 * len(names) + 2), 7))
+    markers = "ov^sDP*"
     for i, (key, values, title) in enumerate(
         (("jsd", jsd, "JSD (nats)"), ("kl_mu", kl, "$D_{KL}^{\\mu}$ (nats)"))
     ):
@@ -154,20 +157,22 @@ def plot_diversity(
         pos = np.arange(len(names))
         v = np.array([np.nan if values[n] is None else values[n] for n in names], dtype=float)
         ax.bar(pos, v, color=_SYN, label="this run")
-        if published:
-            markers = "ov^"
-            for (eps, table), mk in zip(sorted(published.items()), markers):
-                pts = [(p, table[key].get(n)) for p, n in zip(pos, names) if table[key].get(n) is not None]
+        m = 0
+        for record in published:
+            for k, eps in enumerate(record.epsilons):
+                pts = [(p, record.at(f"{key}.{n}")[k]) for p, n in zip(pos, names)]
+                pts = [(p, q) for p, q in pts if q is not None]
                 if pts:
                     ax.scatter(
                         [p for p, _ in pts],
                         [q for _, q in pts],
-                        marker=mk,
+                        marker=markers[m % len(markers)],
                         color="k",
                         s=16,
                         zorder=3,
-                        label=f"DP-auto-GAN ε={eps} (published)",
+                        label=f"{record.method} ε={eps:g} (published)",
                     )
+                    m += 1
         ax.set_xticks(pos, names, rotation=45, ha="right", fontsize=7)
         total = values.get("total")
         ax.set_title(

@@ -10,7 +10,6 @@ from typing import Any
 import pandas as pd
 
 from dpgen_jax.data import Schema, TableEncoder
-from dpgen_jax.metrics import _published as pub
 from dpgen_jax.metrics._marginals import pca_projection_from_arrays
 from dpgen_jax.metrics._plots import (
     plot_diversity,
@@ -19,6 +18,7 @@ from dpgen_jax.metrics._plots import (
     plot_marginals,
     plot_pca,
 )
+from dpgen_jax.metrics._published import PublishedResults
 from dpgen_jax.metrics._validate import check_same_columns, check_schema, prepare
 
 
@@ -32,15 +32,38 @@ def _num(v: Any, digits: int = 4) -> str:
     return str(v)
 
 
-def _is_adult(result: dict[str, Any]) -> bool:
-    return set(result.get("meta", {}).get("columns", [])) == set(pub.ADULT_COLUMNS)
+def _lookup(result: dict[str, Any], path: str) -> Any:
+    """The value at a dotted result path (None where absent)."""
+    node: Any = result
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
 
 
-def _published_diversity() -> dict[float, dict[str, dict[str, float]]]:
-    return {
-        eps: {"jsd": dict(pub.JSD["value"][eps]), "kl_mu": dict(pub.KL_MU["value"][eps])}
-        for eps in pub.DP_AUTO_GAN_EPSILONS
-    }
+def _records(published: Any) -> tuple[PublishedResults, ...]:
+    """None, one record or a sequence of records, as a tuple."""
+    if published is None:
+        return ()
+    if isinstance(published, PublishedResults):
+        return (published,)
+    if isinstance(published, (list, tuple)) and all(isinstance(r, PublishedResults) for r in published):
+        return tuple(published)
+    raise TypeError(
+        "published must be None, a metrics.published.PublishedResults record or a sequence of them, "
+        f"got {type(published).__name__}."
+    )
+
+
+def _check_records(records: tuple[PublishedResults, ...], result: dict[str, Any]) -> None:
+    columns = result.get("meta", {}).get("columns", [])
+    for r in records:
+        if r.columns is not None and set(r.columns) != set(columns):
+            raise ValueError(
+                f"published record {r.label} on {r.dataset} refers to the columns {list(r.columns)}, "
+                f"but the result has {list(columns)}; pass records for the dataset that was evaluated."
+            )
 
 
 def _as_frame(x: pd.DataFrame | Sequence[pd.DataFrame], name: str) -> pd.DataFrame:
@@ -58,84 +81,125 @@ def _row(*cells: Any) -> str:
     return "| " + " | ".join(str(c) for c in cells) + " |"
 
 
-def _header(meta: dict[str, Any], adult: bool, epsilon: float | None) -> list[str]:
+def _published_cell(records: tuple[PublishedResults, ...], path: str, real_path: str | None = None) -> str:
+    """Every record's numbers at ``path`` ("method: a / b / c (ε x / y / z)"), and its real-data number."""
+    parts = []
+    for r in records:
+        values = r.at(path)
+        real = r.real.get(real_path) if real_path else None
+        if all(v is None for v in values) and real is None:
+            continue
+        text = f"{r.method}"
+        if any(v is not None for v in values):
+            eps = "/".join(f"{e:g}" for e in r.epsilons)
+            text += ": " + " / ".join(_num(v) for v in values) + f" (ε {eps})"
+        if real is not None:
+            text += f"; real data {_num(real)}"
+        parts.append(text)
+    return "; ".join(parts)
+
+
+def _header(meta: dict[str, Any], records: tuple[PublishedResults, ...], epsilon: float | None) -> list[str]:
     n = meta.get("n_rows", {})
     lines = [
         "# Evaluation report",
         "",
         f"Rows: real train {n.get('real_train')}, real test {n.get('real_test')}, "
-        f"synthetic {n.get('synthetic')}; reference for diversity and marginals: "
+        f"synthetic {n.get('synthetic')}; reference for the distribution metrics: "
         f"{meta.get('reference', 'n/a')} ({n.get('reference')} rows). "
         f"Label: {meta.get('label')}. Seed: {meta.get('seed')}."
         + (f" Synthetic data made at ε = {epsilon}." if epsilon is not None else ""),
         "",
     ]
-    if adult:
-        eps = " / ".join(map(str, pub.DP_AUTO_GAN_EPSILONS))
-        lines += [f"Published columns: DP-auto-GAN on Adult at ε = {eps} (δ = 1e-5).", ""]
+    for r in records:
+        eps = " / ".join(f"{e:g}" for e in r.epsilons)
+        delta = f", δ = {r.delta:g}" if r.delta is not None else ""
+        lines += [
+            f"Published numbers beside ours: {r.method} on {r.dataset} ({r.short_citation}) at ε = {eps}{delta}.",
+            "",
+        ]
     return lines
 
 
-def _headline(result: dict[str, Any], adult: bool) -> list[str]:
-    eps_cols = pub.DP_AUTO_GAN_EPSILONS
+# (title, result path of the synthetic number, path of the real-data number or None, note)
+_HEADLINE = (
+    ("jsd", "JSD total ({n} features, nats)", "jsd.total", None),
+    ("kl_mu", "D_KL^μ total ({n} features, nats)", "kl_mu.total", None),
+    ("tv_1way", "1-way TV, mean over all columns", "tv_1way.mean", None),
+    ("tv_1way", "1-way TV, mean over continuous columns", "tv_1way.mean_continuous", None),
+    ("marginal_l1_3way", "3-way marginal L1 on public bins, mean of {t} triples (0 best, 2 worst)",
+     "marginal_l1_3way.mean", None),
+    ("three_way_marginal", "NIST 3-way marginal L1, mean of {nist} random triples", "three_way_marginal.mean", None),
+    ("wasserstein_mean", "Wasserstein distance, mean over continuous columns (scaled)", "wasserstein_mean.mean", None),
+    ("js_distance_mean", "JS distance (base 2), mean over discrete columns", "js_distance_mean.mean", None),
+    ("diff_cor", "Diff-Cor (Frobenius distance of association matrices)", "diff_cor.value", None),
+    ("tstr_auroc", "LR AUROC on {label} (TSTR, liblinear)", "tstr_auroc.synthetic", "tstr_auroc.real"),
+    ("lr_utility", "LR accuracy on {label} (max_iter 500)", "lr_utility.synthetic.accuracy", "lr_utility.real.accuracy"),
+    ("lr_utility", "LR accuracy difference (real − synthetic)", "lr_utility.difference.accuracy", None),
+    ("lr_utility", "LR AUROC difference (real − synthetic)", "lr_utility.difference.auroc", None),
+    ("lr_utility", "LR macro F1 difference (real − synthetic)", "lr_utility.difference.f1_macro", None),
+)  # fmt: skip
+
+
+def _headline(result: dict[str, Any], records: tuple[PublishedResults, ...]) -> list[str]:
     lines = ["## Headline", "", _row("metric", "real data", "synthetic", "published"), "|---|---|---|---|"]
     la = result.get("label_accuracy")
     if la:
         protocol = la.get("protocol", {})
         full = protocol.get("size") is None and protocol.get("shuffle_seed") is None
-        split = (
-            "full split"
-            if full
-            else f"SIZE {protocol.get('size')}, shuffle seed {protocol.get('shuffle_seed')}"
-        )
-        published = ""
-        if adult and la.get("label") == "salary":
-            real_full = pub.LABEL_ACCURACY["real_full_split"]["value"]
-            real_4000 = pub.LABEL_ACCURACY["real_size_4000"]["value"]
-            ours = " / ".join(f"{pub.LABEL_ACCURACY['dp_auto_gan']['value'][e]:.4f}" for e in eps_cols)
-            published = (
-                f"real: {real_full:.4f} (full split, §6.7 rerun), {real_4000:.4f} (paper, SIZE 4000); "
-                f"DP-auto-GAN: {ours}"
-            )
+        split = "full split" if full else f"SIZE {protocol.get('size')}, shuffle seed {protocol.get('shuffle_seed')}"
         model = protocol.get("model", "")
-        forest = "Table 3 forest" if "n_estimators=800, random_state=0" in model else model
+        forest = "800-tree forest" if "n_estimators=800, random_state=0" in model else model
         title = f"RF accuracy on {la['label']} ({forest}, {split})"
+        published = _published_cell(records, "label_accuracy.synthetic", "label_accuracy.real")
         lines.append(_row(title, _num(la["real"]), _num(la["synthetic"]), published))
-    for key, title, src in (("jsd", "JSD total", pub.JSD), ("kl_mu", "D_KL^μ total", pub.KL_MU)):
-        block = result.get(key)
-        if block:
-            n_feats = len(result.get("diversity_total_features") or [])
-            published = " / ".join(f"{src['value'][e]['total']:.2f}" for e in eps_cols) if adult else ""
-            lines.append(_row(f"{title} ({n_feats} features)", "—", _num(block.get("total")), published))
-    twm = result.get("three_way_marginal")
-    if twm:
-        title = f"3-way marginal L1, mean of {twm['n_triples']} triples (0 best, 2 worst)"
-        lines.append(_row(title, "—", f"{_num(twm['mean'])} (sd {_num(twm['std'])})", "not published"))
-    ts = result.get("tstr_auroc")
-    if ts:
-        title = f"LR AUROC on {ts['label']} (train on data, test on real)"
-        lines.append(_row(title, _num(ts.get("real")), _num(ts.get("synthetic")), ""))
+    fill = {
+        "n": len(result.get("diversity_total_features") or []),
+        "t": (result.get("marginal_l1_3way") or {}).get("n_triples"),
+        "nist": (result.get("three_way_marginal") or {}).get("n_triples"),
+        "label": (result.get("meta") or {}).get("label"),
+    }
+    for key, title, path, real_path in _HEADLINE:
+        value = _lookup(result, path)
+        if not result.get(key) or (value is None and path.endswith("continuous")):
+            continue
+        real = _num(_lookup(result, real_path)) if real_path else "—"
+        lines.append(_row(title.format(**fill), real, _num(value), _published_cell(records, path, real_path)))
     summ = result.get("dimension_wise_summary")
     if summ:
         d = ", ".join(f"{m} {_num(v)}" for m, v in summ["mean_distance_from_diagonal"].items())
         counts = f"scored {summ['n_scored']}, excluded {summ['n_excluded']}, flagged {summ['n_flagged']}"
         lines.append(_row("dimension-wise: mean distance from y = x", "—", d, counts))
-    lines.append("")
-    if adult:
-        sources = [pub.LABEL_ACCURACY["real_size_4000"]["source"], pub.JSD["source"], pub.KL_MU["source"]]
-        lines += ["Sources: " + "; ".join(sources) + ".", ""]
+    return lines + [""]
+
+
+def _published_section(result: dict[str, Any], records: tuple[PublishedResults, ...]) -> list[str]:
+    """Per record: citation, every published number beside ours, sources and notes."""
+    lines: list[str] = []
+    for r in records:
+        eps = [f"ε {e:g}" for e in r.epsilons]
+        lines += [f"## Published: {r.method} on {r.dataset}", "", f"{r.citation}.", ""]
+        lines += [_row("result key", *eps, "this run", "source"), "|---" * (len(eps) + 3) + "|"]
+        for path in r.values:
+            lines.append(_row(f"`{path}`", *(_num(v) for v in r.at(path)), _num(_lookup(result, path)), r.source(path) or ""))
+        for path, value in r.real.items():
+            lines.append(
+                _row(f"`{path}` (real data)", _num(value), *[""] * (len(eps) - 1), _num(_lookup(result, path)),
+                     r.source(path) or "")
+            )
+        lines += [""] + [f"- {n}" for n in r.notes] + ([""] if r.notes else [])
     return lines
 
 
-def _diversity_table(result: dict[str, Any], adult: bool) -> list[str]:
+def _diversity_table(result: dict[str, Any], records: tuple[PublishedResults, ...]) -> list[str]:
     jsd, kl, mu = result.get("jsd"), result.get("kl_mu"), result.get("mu") or {}
     if not jsd or not kl:
         return []
-    eps_cols = pub.DP_AUTO_GAN_EPSILONS
+    with_jsd = [r for r in records if any(p.startswith("jsd.") or p.startswith("kl_mu.") for p in r.values)]
     cells = ["feature", "μ", "JSD", "D_KL^μ"]
-    if adult:
-        eps = "/".join(map(str, eps_cols))
-        cells += [f"published JSD {eps}", f"published D_KL^μ {eps}"]
+    for r in with_jsd:
+        eps = "/".join(f"{e:g}" for e in r.epsilons)
+        cells += [f"{r.method} JSD ε {eps}", f"{r.method} D_KL^μ ε {eps}"]
     lines = [
         "## Diversity per feature (reference: all real rows)",
         "",
@@ -144,20 +208,35 @@ def _diversity_table(result: dict[str, Any], adult: bool) -> list[str]:
     ]
     for f in [k for k in jsd if k != "total"]:
         row = [f, _num(mu.get(f), 6), _num(jsd[f]), _num(kl[f])]
-        if adult:
-            for src in (pub.JSD, pub.KL_MU):
-                values = [src["value"][e].get(f) for e in eps_cols]
-                row.append(" / ".join(_num(v, 3) for v in values) if values[0] is not None else "")
+        for r in with_jsd:
+            for key in ("jsd", "kl_mu"):
+                values = r.at(f"{key}.{f}")
+                row.append(" / ".join(_num(v, 3) for v in values) if any(v is not None for v in values) else "")
         lines.append(_row(*row))
     return lines + [""]
 
 
-def _dimension_wise_table(result: dict[str, Any], adult: bool, limit: int = 60) -> list[str]:
+def _marginal_table(result: dict[str, Any]) -> list[str]:
+    tv = result.get("tv_1way")
+    if not tv:
+        return []
+    spacing = tv.get("spacing", {})
+    lines = [
+        f"## 1-way total variation per column ({tv['bins']} public bins per continuous column)",
+        "",
+        _row("column", "TV", "bins"),
+        "|---|---|---|",
+    ]
+    for name, value in tv["per_column"].items():
+        lines.append(_row(name, _num(value), spacing.get(name, "categories")))
+    return lines + [""]
+
+
+def _dimension_wise_table(result: dict[str, Any], limit: int = 60) -> list[str]:
     dwp = result.get("dimension_wise_prediction") or {}
     if not dwp:
         return []
-    ref = pub.DIMENSION_WISE_REAL["value"] if adult else {}
-    cells = ["feature", "metric", "real", "synthetic", "flag"] + (["spec §6.2 real"] if adult else [])
+    cells = ["feature", "metric", "real", "synthetic", "flag"]
     lines = [
         "## Dimension-wise prediction (train on real or synthetic, test on real)",
         "",
@@ -165,36 +244,48 @@ def _dimension_wise_table(result: dict[str, Any], adult: bool, limit: int = 60) 
         "|---" * len(cells) + "|",
     ]
     for f, s in list(dwp.items())[:limit]:
-        row = [f, s["metric"], _num(s["real"]), _num(s["synthetic"]), s["flag"] or ""]
-        lines.append(_row(*row, *([_num(ref.get(f), 3)] if adult else [])))
+        lines.append(_row(f, s["metric"], _num(s["real"]), _num(s["synthetic"]), s["flag"] or ""))
     if len(dwp) > limit:
         lines.append(f"\n{len(dwp) - limit} more features in metrics.json.")
     return lines + [""]
 
 
-def summary_markdown(result: dict[str, Any], epsilon: float | None = None) -> str:
+def summary_markdown(
+    result: dict[str, Any],
+    epsilon: float | None = None,
+    published: PublishedResults | Sequence[PublishedResults] | None = None,
+) -> str:
     """The markdown summary of an ``evaluate`` result, with published numbers beside ours.
-
-    Published numbers (dp-auto-gan §7) appear only when the result's columns are the Adult
-    schema's; each table names its source.
 
     Args:
         result: The dict returned by :func:`evaluate`.
         epsilon: The synthetic data's ε, if known (shown in the header).
+        published: Records of published numbers (``metrics.published``) to show beside ours:
+            one, a sequence, or None (no published columns). Each number is placed beside the
+            result entry of the same path; every record also gets a section with its full
+            citation, sources and notes.
 
     Returns:
         Markdown text.
+
+    Raises:
+        TypeError: if ``published`` is not None, a record or a sequence of records.
+        ValueError: if a record refers to other columns than the result's.
     """
-    adult = _is_adult(result)
-    lines = _header(result.get("meta", {}), adult, epsilon)
-    lines += _headline(result, adult)
-    lines += _diversity_table(result, adult)
-    lines += _dimension_wise_table(result, adult)
+    records = _records(published)
+    _check_records(records, result)
+    lines = _header(result.get("meta", {}), records, epsilon)
+    lines += _headline(result, records)
+    lines += _published_section(result, records)
+    lines += _diversity_table(result, records)
+    lines += _marginal_table(result)
+    lines += _dimension_wise_table(result)
     if result.get("excluded"):
         lines += ["## Excluded features", ""] + [f"- {f}: {r}" for f, r in result["excluded"].items()] + [""]
     if result.get("nulls"):
         lines += ["## Undefined values (null in metrics.json)", ""]
         lines += [f"- `{p}`: {r}" for p, r in result["nulls"].items()] + [""]
+    lines += ["Definitions of every metric: the project's docs/metrics.md.", ""]
     t = result.get("timings_s", {}).get("total")
     if t is not None:
         lines += [f"Evaluation time: {t:.1f} s.", ""]
@@ -209,13 +300,14 @@ def write_report(
     synthetic: pd.DataFrame | None = None,
     schema: Schema | None = None,
     epsilon: float | None = None,
+    published: PublishedResults | Sequence[PublishedResults] | None = None,
 ) -> dict[str, pathlib.Path]:
     """Write ``metrics.json``, PNG plots and ``summary.md`` for an :func:`evaluate` result.
 
     Plots (matplotlib object API, no display needed): ``dimension_wise.png`` (real vs synthetic
     score per feature, with y = x), ``dimension_wise_probability.png`` (all-binary data),
-    ``marginals.png`` (1-way marginals), ``diversity.png`` (JSD and D_KL^μ bars, published
-    DP-auto-GAN values as markers for Adult) and, when ``real``, ``synthetic`` and ``schema``
+    ``marginals.png`` (1-way marginals), ``diversity.png`` (JSD and D_KL^μ bars, with the
+    published per-feature values of ``published`` as markers) and, when ``real``, ``synthetic`` and ``schema``
     are given, ``pca.png`` (the 2-way PCA scatter, which needs the rows themselves).
 
     Args:
@@ -226,17 +318,24 @@ def write_report(
         synthetic: The synthetic rows for the PCA plot.
         schema: The schema of those frames.
         epsilon: The synthetic data's ε, shown in the summary (optional).
+        published: Published numbers to show beside ours (see :func:`summary_markdown`): a
+            ``metrics.published`` record such as ``published.DP_AUTO_GAN_ADULT``, a sequence of
+            records, or None (the default: no published columns).
 
     Returns:
         ``{name: path}`` of every file written.
 
     Raises:
-        TypeError: if ``result`` is not a dict, or the frames/schema have the wrong types.
+        TypeError: if ``result`` is not a dict, the frames/schema have the wrong types, or
+            ``published`` is not a record or a sequence of records.
         ValueError: if ``result`` is not JSON-serialisable without NaN, or only some of
-            ``real``/``synthetic``/``schema`` are given, or the frames do not match the schema.
+            ``real``/``synthetic``/``schema`` are given, the frames do not match the schema, or
+            a published record refers to other columns than the result's.
     """
     if not isinstance(result, dict):
         raise TypeError(f"result must be the dict returned by evaluate, got {type(result).__name__}.")
+    records = _records(published)
+    _check_records(records, result)
     given = {"real": real is not None, "synthetic": synthetic is not None, "schema": schema is not None}
     if any(given.values()) and not all(given.values()):
         missing = [k for k, v in given.items() if not v]
@@ -252,17 +351,16 @@ def write_report(
     written: dict[str, pathlib.Path] = {}
     (out / "metrics.json").write_text(text + "\n")
     written["metrics.json"] = out / "metrics.json"
-    published = _published_diversity() if _is_adult(result) else None
     for name, fn in (
         ("dimension_wise.png", lambda p: plot_dimension_wise(result, p)),
         ("dimension_wise_probability.png", lambda p: plot_dimension_wise_probability(result, p)),
         ("marginals.png", lambda p: plot_marginals(result, p)),
-        ("diversity.png", lambda p: plot_diversity(result, p, published)),
+        ("diversity.png", lambda p: plot_diversity(result, p, records)),
     ):
         path = fn(out / name)
         if path is not None:
             written[name] = path
-    md = summary_markdown(result, epsilon)
+    md = summary_markdown(result, epsilon, records)
     if schema is not None:
         check_schema(schema)
         enc = TableEncoder(schema)

@@ -1,8 +1,9 @@
 """Input checks for the metrics; every message names the argument or column and what was expected.
 
-The frames are checked against the schema here (columns, emptiness), and their values by the
-data layer's :class:`~dpgen_jax.data.TableEncoder` (categories, bounds, missing values), whose
-error is re-raised with the name of the frame in front.
+Frames are checked against the schema by the data layer's ``check_frame`` (columns, emptiness;
+the same check and wording as the encoder's), and their values by
+:class:`~dpgen_jax.data.TableEncoder` (categories, bounds, missing values), whose error is
+re-raised with the name of the frame in front.
 """
 
 from __future__ import annotations
@@ -15,14 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dpgen_jax.data import Schema, TableEncoder
-
-
-def _show(values: Sequence[Any], limit: int = 8) -> str:
-    """``repr`` of at most ``limit`` values for an error message."""
-    items = list(values)
-    shown = ", ".join(repr(v) for v in items[:limit])
-    return shown + (f", ... ({len(items) - limit} more)" if len(items) > limit else "")
+from dpgen_jax.data import Schema, TableEncoder, check_frame
+from dpgen_jax.data._check import show_values
 
 
 def check_schema(schema: Any) -> Schema:
@@ -30,44 +25,6 @@ def check_schema(schema: Any) -> Schema:
     if not isinstance(schema, Schema):
         raise TypeError(f"schema must be a dpgen_jax.data.Schema, got {type(schema).__name__}.")
     return schema
-
-
-def check_columns(df: Any, schema: Schema, name: str) -> pd.DataFrame:
-    """Check that ``df`` is a non-empty frame with exactly the schema's columns.
-
-    Args:
-        df: The frame to check.
-        schema: The schema it must match.
-        name: The argument name used in messages (e.g. ``"synthetic"``).
-
-    Returns:
-        ``df`` with its columns in schema order.
-
-    Raises:
-        TypeError: if ``df`` is not a DataFrame.
-        ValueError: on duplicate, missing or undeclared columns, or zero rows.
-    """
-    if not isinstance(df, pd.DataFrame):
-        raise TypeError(f"{name} must be a pandas DataFrame, got {type(df).__name__}.")
-    cols = list(df.columns)
-    dupes = sorted({str(c) for c in cols if cols.count(c) > 1})
-    if dupes:
-        raise ValueError(f"{name} has duplicate column names {dupes}.")
-    names = schema.names
-    missing = [n for n in names if n not in set(cols)]
-    extra = [c for c in cols if c not in set(names)]
-    if missing or extra:
-        parts = []
-        if missing:
-            parts.append(f"is missing schema column(s) {_show(missing)}")
-        if extra:
-            parts.append(f"has column(s) not in the schema: {_show(extra)}")
-        raise ValueError(
-            f"{name} {' and '.join(parts)}; expected exactly the schema's columns {_show(names, 20)}."
-        )
-    if len(df) == 0:
-        raise ValueError(f"{name} is empty (0 rows); expected at least one row.")
-    return df[names]
 
 
 def check_same_columns(frames: dict[str, Any]) -> None:
@@ -113,10 +70,11 @@ def prepare(df: Any, schema: Schema, name: str, encoder: TableEncoder | None = N
     """Validate ``df`` against ``schema`` and compute its codes and encoding once.
 
     Raises:
-        TypeError, ValueError: as :func:`check_columns`, or the encoder's error (which names
-            the column) prefixed with ``name``.
+        TypeError, ValueError: as ``dpgen_jax.data.check_frame``, or the encoder's error (which
+            names the column) prefixed with ``name``.
     """
-    frame = check_columns(df, schema, name)
+    check_frame(df, schema, name)
+    frame = df[schema.names]
     enc = encoder if encoder is not None else TableEncoder(schema)
     try:
         codes = enc.codes(frame).to_numpy(dtype=np.float64)
@@ -124,6 +82,16 @@ def prepare(df: Any, schema: Schema, name: str, encoder: TableEncoder | None = N
     except ValueError as err:
         raise ValueError(f"{name}: {err}") from None
     return Table(name=name, frame=frame, codes=codes, encoded=encoded)
+
+
+def prepare_frames(schema: Any, **frames: Any) -> list[Table]:
+    """Check ``schema``, then :func:`prepare` each frame under its argument name with one encoder.
+
+    Example: ``real, syn = prepare_frames(schema, real=df1, synthetic=df2)``.
+    """
+    check_schema(schema)
+    enc = TableEncoder(schema)
+    return [prepare(df, schema, name, enc) for name, df in frames.items()]
 
 
 def concat_tables(a: Table, b: Table, name: str) -> Table:
@@ -160,7 +128,7 @@ def check_label(
         return None
     if not isinstance(name, str) or name not in schema:
         raise ValueError(
-            f"label={name!r} is not a column of the schema; columns are {_show(schema.names, 20)}."
+            f"label={name!r} is not a column of the schema; columns are {show_values(schema.names, 20)}."
         )
     col = schema[name]
     if col.kind == "continuous":
@@ -194,7 +162,7 @@ def check_features(features: Sequence[str] | None, schema: Schema, name: str = "
     feats = list(features)
     unknown = [f for f in feats if f not in schema]
     if unknown:
-        raise ValueError(f"{name} has names not in the schema: {_show(unknown)}.")
+        raise ValueError(f"{name} has names not in the schema: {show_values(unknown, 8)}.")
     if len(set(feats)) != len(feats):
-        raise ValueError(f"{name} has duplicates: {_show(sorted({f for f in feats if feats.count(f) > 1}))}.")
+        raise ValueError(f"{name} has duplicates: {show_values(sorted({f for f in feats if feats.count(f) > 1}), 8)}.")
     return [n for n in schema.names if n in set(feats)]
