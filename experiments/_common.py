@@ -198,9 +198,8 @@ def fit_sample_evaluate(args, seed, out: pathlib.Path, *, train, test, schema, n
     result = metrics.evaluate(train, test, synthetic, schema, label=label,
                               seed=0 if seed is None else seed)
     privacy = model.privacy_report()
-    extra = {} if published is None else {"published": published}
     metrics.write_report(result, out, real=[train, test], synthetic=synthetic, schema=schema,
-                         epsilon=privacy["epsilon"], **extra)
+                         epsilon=privacy["epsilon"], published=published)
     return model, synthetic, result, privacy
 
 

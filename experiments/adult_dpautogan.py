@@ -24,13 +24,13 @@ METHOD = "dp-auto-gan"
 
 
 def run_one(args, seed, out: pathlib.Path) -> dict:
-    from dpgen_jax import data
+    from dpgen_jax import data, metrics
 
     t0 = time.perf_counter()
     train, test = _common.load_adult(args.data_dir)
     model, _, result, _ = _common.fit_sample_evaluate(
         args, seed, out, train=train, test=test, schema=data.adult_schema(),
-        n_samples=len(train), label="salary")
+        n_samples=len(train), label="salary", published=metrics.published.DP_AUTO_GAN_ADULT)
     return _common.finish(out, _common.report(args, dataset="adult", seed=seed, model=model,
                                               result=result, t0=t0))
 

@@ -358,7 +358,7 @@ def end_to_end(torch_ref, *, threads, log=print) -> list[dict]:
 
     m = DATASET_SIZE["adult_autoencoder"]
     encoder = data.TableEncoder(data.adult_schema())
-    x = ag.schema_uniform_rows(encoder, m, jax.random.key(0))
+    x = data.uniform_rows(encoder.schema, m, jax.random.key(0))
     config = ag.DPAutoGANConfig.adult(ae_steps=E2E_AE_STEPS, critic_steps=E2E_CRITIC_STEPS)
     params = ag.init(config, encoder.width, jax.random.key(1))
     t0 = time.perf_counter()

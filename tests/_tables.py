@@ -23,10 +23,5 @@ def mixed_frame(n: int = 300, seed: int = 0) -> pd.DataFrame:
 
 
 def adult_shaped_frame(n: int, seed: int = 0) -> pd.DataFrame:
-    """``n`` rows drawn uniformly from the public Adult schema (no Adult file needed)."""
-    import jax
-
-    from dpgen_jax.synthesizers.dp_auto_gan import schema_uniform_rows
-
-    enc = data.TableEncoder(data.adult_schema())
-    return enc.decode(schema_uniform_rows(enc, n, jax.random.key(seed)))
+    """``n`` rows of the public Adult schema (``data.adult_like``; no Adult file needed)."""
+    return data.adult_like(n, seed=seed)

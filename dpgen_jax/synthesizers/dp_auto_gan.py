@@ -216,13 +216,13 @@ def resolve_ae_clip_norm(config: DPAutoGANConfig, schema: data_lib.Schema, ae_pa
         encoder = data_lib.TableEncoder(schema)
         loss = ae_loss_fn(config, encoder.width)
         k_rows, k_train, k_eval = jax.random.split(key, 3)
-        public = schema_uniform_rows(encoder, 4096, k_rows)
+        public = data_lib.uniform_rows(schema, 4096, k_rows)
         state = _training.run_private_phase(
             loss, _ae_optimizer(config), ae_params, public, k_train,
             steps=config.clip_calibration_steps, batch_size=config.ae_batch_size,
             num_records=public.shape[0], clip_norm=None, noise_multiplier=0.0,
             chunk_size=max(1, config.clip_calibration_steps))
-        rows = schema_uniform_rows(encoder, 1024, k_eval)
+        rows = data_lib.uniform_rows(schema, 1024, k_eval)
         _, aux = jax.jit(dpsgd.clipped_grad_sum(loss, 1e30, method="vmap"))(state.params, rows)
         value = float(np.median(np.asarray(aux["norms"])))
         return value, (
@@ -232,20 +232,6 @@ def resolve_ae_clip_norm(config: DPAutoGANConfig, schema: data_lib.Schema, ae_pa
     value = float(rule)
     return value, (f"The joint autoencoder clip norm C1={value} and the critic clip norm "
                    f"C3={config.critic_clip_norm} are fixed configuration values.")
-
-
-def schema_uniform_rows(encoder: data_lib.TableEncoder, n: int, key: jax.Array) -> jax.Array:
-    """Encoded rows drawn from the public schema alone: uniform categories and values."""
-    cols = []
-    for i, b in enumerate(encoder.blocks):
-        k = jax.random.fold_in(key, i)
-        if b.kind == "categorical":
-            cols.append(jax.nn.one_hot(jax.random.randint(k, (n,), 0, b.width), b.width))
-        elif b.kind == "binary":
-            cols.append(jax.random.bernoulli(k, 0.5, (n, 1)).astype(jnp.float32))
-        else:
-            cols.append(jax.random.uniform(k, (n, b.width)))
-    return jnp.concatenate(cols, axis=1)
 
 
 def train_autoencoder(config: DPAutoGANConfig, ae_params, data: jax.Array, key: jax.Array, *,
