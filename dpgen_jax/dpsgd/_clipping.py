@@ -18,8 +18,21 @@ the loss is a sum of per-example terms), and then
 The clipped sum then comes from the stored activations ("book-keeping"): sum_i c_i grad W_i =
 A^T (c * G), one matmul per layer, the same cost as an ordinary weight gradient.
 
+The bound holds in floating point. The squared norms are accumulated in float64 (a scoped
+``jax.enable_x64``) from the float32 activations and output gradients, and the clip factor uses an
+upper bound of the norm of what is actually added: ``c_i = C / max(N_i, C)`` with
+``N_i = sqrt(sq_i) (1 + 8u) + sum_l k_l S_il``, where u = 2^-24 and, for every Dense called T > 1
+times per example, ``S_il = sum_t ||a_t|| ||g_t||`` and ``k_l`` covers the float64 error of its Gram
+form and the float32 rounding of its book-keeping matmul. So every example's contribution to
+the computed sum has norm at most C (1 + 1e-6), even when a layer's calls nearly cancel (e.g. a
+critic on a real and a fake row that are nearly equal); the price is a slightly stronger clip
+for such an example, by a relative ``k_l S_il / sqrt(sq_i)`` (about 1e-7 S / norm).
+
 A parameter is *supported* when the interceptor saw it used, unchanged, as the kernel/bias of a
-``Dense`` or the scale/bias of a default ``LayerNorm``. If any parameter is not (another layer
+plain ``Dense`` (no custom ``dot_general``) or the scale/bias of a ``LayerNorm`` normalising the
+last axis of a float32 input, called with the input alone (a ``LayerNorm`` with ``mask=``, an
+``axis_name``, ``axis_index_groups`` or a low-precision ``dtype`` computes other statistics and is
+not tapped). If any parameter is not (another layer
 type, a parameter transformed before use, a Dense whose output feeds nothing), ``fallback="vmap"``
 uses the vmap method for the whole computation (with a warning) and ``fallback="error"`` raises.
 
@@ -29,7 +42,9 @@ would have its other use missed; the clipped norm bound C still holds, but the g
 and the loss does not permute rows between layers. Use ``method="vmap"`` for such losses.
 
 ``method="vmap"`` materialises per-example gradients with ``jax.vmap(jax.grad(...))``; it is the
-general fallback and the reference the ghost path is tested against.
+general fallback and the reference the ghost path is tested against. Its squared norms are
+also accumulated in float64, and each per-example gradient is scaled by its clip factor before
+padded rows are zeroed and the rows summed (one fused pass over the per-example gradients).
 """
 
 from __future__ import annotations
@@ -41,6 +56,7 @@ from typing import Any, Callable
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from dpgen_jax.dpsgd._validate import check_choice, check_clip_norm
 
@@ -60,6 +76,11 @@ class _Tap:
     kind: str                 # "dense" | "layernorm"
     leaves: tuple             # (kernel_or_scale_leaf_index, bias_leaf_index or None)
     epsilon: float = 0.0
+    fast_variance: bool = True
+
+
+_U32 = 2.0**-24   # unit roundoff of float32
+_U64 = 2.0**-53   # unit roundoff of float64
 
 
 def clip_factors(sq_norms: jax.Array, clip_norm: float, mask: jax.Array | None) -> jax.Array:
@@ -71,9 +92,24 @@ def clip_factors(sq_norms: jax.Array, clip_norm: float, mask: jax.Array | None) 
     return c
 
 
-def _layernorm_xhat(x: jax.Array, epsilon: float) -> jax.Array:
+def _clip_from_bound(norm_bound: jax.Array, clip_norm: float, mask: jax.Array | None) -> jax.Array:
+    """c_i = C / max(N_i, C) from an upper bound N_i of the norm; zero for masked-out rows."""
+    c = clip_norm / jnp.maximum(norm_bound, clip_norm)
+    return c if mask is None else jnp.where(mask, c, 0.0)
+
+
+def _sq64(x: jax.Array, axes) -> jax.Array:
+    """Sum of squares over ``axes`` in float64 (call under ``jax.enable_x64(True)``)."""
+    x = x.astype(jnp.float64)
+    return jnp.sum(x * x, axis=axes)
+
+
+def _layernorm_xhat(x: jax.Array, epsilon: float, fast_variance: bool = True) -> jax.Array:
     mean = jnp.mean(x, axis=-1, keepdims=True)
-    var = jnp.maximum(jnp.mean(jnp.square(x), axis=-1, keepdims=True) - jnp.square(mean), 0.0)
+    if fast_variance:
+        var = jnp.maximum(jnp.mean(jnp.square(x), axis=-1, keepdims=True) - jnp.square(mean), 0.0)
+    else:
+        var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
     return (x - mean) * jax.lax.rsqrt(var + epsilon)
 
 
@@ -102,19 +138,21 @@ class _Interceptor:
         module = context.module
         if context.method_name != "__call__" or not args:
             return next_fun(*args, **kwargs)
+        plain_call = len(args) == 1 and not kwargs
         if type(module) is nn.Dense:
             k, ok_k = self._leaf(module, "kernel")
             b, ok_b = self._leaf(module, "bias")
-            if k is None or not (ok_k and ok_b):
+            custom = module.dot_general is not None or module.dot_general_cls is not None
+            if k is None or not (ok_k and ok_b) or custom or not plain_call:
                 return next_fun(*args, **kwargs)
             tap = _Tap("dense", (k, b))
         elif type(module) is nn.LayerNorm:
-            default_axes = module.reduction_axes == -1 and module.feature_axes == -1
             s, ok_s = self._leaf(module, "scale")
             b, ok_b = self._leaf(module, "bias")
-            if not default_axes or (s is None and b is None) or not (ok_s and ok_b):
+            if (s is None and b is None) or not (ok_s and ok_b) or not _plain_layernorm(
+                    module, args, kwargs):
                 return next_fun(*args, **kwargs)
-            tap = _Tap("layernorm", (s, b), float(module.epsilon))
+            tap = _Tap("layernorm", (s, b), float(module.epsilon), bool(module.use_fast_variance))
         else:
             return next_fun(*args, **kwargs)
         out = next_fun(*args, **kwargs)
@@ -125,6 +163,17 @@ class _Interceptor:
         if self.perturbations is not None:
             out = out + self.perturbations[i]
         return out
+
+
+def _plain_layernorm(module: nn.LayerNorm, args, kwargs) -> bool:
+    """Whether the call normalises the last axis of one float32 input with its own statistics."""
+    return (
+        len(args) == 1 and not kwargs  # e.g. mask= changes which entries the statistics use
+        and module.reduction_axes == -1 and module.feature_axes == -1
+        and module.axis_name is None and module.axis_index_groups is None
+        and module.dtype in (None, jnp.float32)
+        and getattr(args[0], "dtype", None) == jnp.float32
+    )
 
 
 def _unsupported_leaves(taps: list[_Tap], n_leaves: int) -> set[int]:
@@ -185,53 +234,63 @@ def _ghost_clipped_sum(loss_fn, params, batch, mask, clip_norm, fallback):
     # Group the calls by parameter leaf (a layer may be called several times per example).
     groups: dict[tuple, list[int]] = {}
     for call, tap in enumerate(taps):
-        groups.setdefault((tap.kind, tap.leaves, tap.epsilon), []).append(call)
+        groups.setdefault((tap.kind, tap.leaves, tap.epsilon, tap.fast_variance), []).append(call)
 
-    sq = jnp.zeros((bsz,), jnp.float32)
-    book = []  # (kind, leaves, A (B,T,d) or xhat, G (B,T,p))
-    for (kind, leaf_idx, eps), calls in groups.items():
-        g = jnp.concatenate([_as_tokens(grads[c], bsz) for c in calls], axis=1)
-        g = jnp.where(keep[:, None, None], g, 0.0)
-        a = jnp.concatenate([_as_tokens(inputs[c], bsz) for c in calls], axis=1)
-        a = jnp.where(keep[:, None, None], a, 0.0)  # a masked row adds exactly 0, even if NaN
-        if kind == "dense":
-            k_idx, b_idx = leaf_idx
-            if g.shape[1] == 1:
-                sq = sq + jnp.sum(a[:, 0] ** 2, -1) * jnp.sum(g[:, 0] ** 2, -1)
+    book = []  # (kind, leaves, A (B,T,d) or per-example scale grad, G (B,T,p) or bias grad)
+    sq_terms = []  # float64 (B,) squared norms of what each parameter contributes
+    slack = []     # float64 (B,) absolute slack for multi-call Dense kernels (see module docstring)
+    with jax.enable_x64(True):
+        for (kind, leaf_idx, eps, fast), calls in groups.items():
+            g = jnp.concatenate([_as_tokens(grads[c], bsz) for c in calls], axis=1)
+            g = jnp.where(keep[:, None, None], g, 0.0)
+            a = jnp.concatenate([_as_tokens(inputs[c], bsz) for c in calls], axis=1)
+            a = jnp.where(keep[:, None, None], a, 0.0)  # a masked row adds exactly 0, even if NaN
+            tokens = g.shape[1]
+            if kind == "dense":
+                k_idx, b_idx = leaf_idx
+                if tokens == 1:
+                    sq_terms.append(_sq64(a[:, 0], -1) * _sq64(g[:, 0], -1))
+                else:
+                    a64, g64 = a.astype(jnp.float64), g.astype(jnp.float64)
+                    gram = jnp.einsum("btd,bsd->bts", a64, a64) * jnp.einsum("btp,bsp->bts", g64, g64)
+                    sq_terms.append(jnp.sum(gram, axis=(1, 2)))
+                    size = (tokens + 2) * _U32 + ((a.shape[-1] + g.shape[-1] + tokens**2 + 8) * _U64) ** 0.5
+                    s_il = jnp.sum(jnp.sqrt(_sq64(a, -1)) * jnp.sqrt(_sq64(g, -1)), axis=1)
+                    slack.append(2.0 * size * s_il)
+                gb = jnp.sum(g, axis=1)  # (B, p) per-example bias gradient, summed once
+                if b_idx is not None:
+                    sq_terms.append(_sq64(gb, -1))
+                book.append((kind, leaf_idx, a, (g, gb)))
             else:
-                gram_a = jnp.einsum("btd,bsd->bts", a, a)
-                gram_g = jnp.einsum("btp,bsp->bts", g, g)
-                sq = sq + jnp.sum(gram_a * gram_g, axis=(1, 2))
-            if b_idx is not None:
-                sq = sq + jnp.sum(jnp.sum(g, 1) ** 2, -1)
-            book.append((kind, leaf_idx, a, g))
-        else:
-            s_idx, b_idx = leaf_idx
-            xhat = _layernorm_xhat(a, eps)
-            gs = jnp.sum(g * xhat, axis=1)  # (B, d) per-example scale gradient
-            gb = jnp.sum(g, axis=1)         # (B, d) per-example bias gradient
-            if s_idx is not None:
-                sq = sq + jnp.sum(gs**2, -1)
-            if b_idx is not None:
-                sq = sq + jnp.sum(gb**2, -1)
-            book.append((kind, leaf_idx, gs, gb))
+                s_idx, b_idx = leaf_idx
+                xhat = _layernorm_xhat(a, eps, fast)
+                gs = jnp.sum(g * xhat, axis=1)  # (B, d) per-example scale gradient
+                gb = jnp.sum(g, axis=1)         # (B, d) per-example bias gradient
+                if s_idx is not None:
+                    sq_terms.append(_sq64(gs, -1))
+                if b_idx is not None:
+                    sq_terms.append(_sq64(gb, -1))
+                book.append((kind, leaf_idx, gs, gb))
+        sq64 = sum(sq_terms) if sq_terms else jnp.zeros((bsz,), jnp.float64)
+        bound = jnp.sqrt(jnp.maximum(sq64, 0.0)) * (1.0 + 8 * _U32)
+        if slack:
+            bound = bound + sum(slack)
+        bound = bound.astype(jnp.float32) * np.float32(1.0 + 2 * _U32)  # float32 rounding, upward
+        sq = sq64.astype(jnp.float32)
 
-    c = clip_factors(sq, clip_norm, mask)
+    c = _clip_from_bound(bound, clip_norm, mask)
     out = [jnp.zeros_like(x) for x in leaves]
     for kind, leaf_idx, first, second in book:
         if kind == "dense":
             k_idx, b_idx = leaf_idx
-            a, g = first, second
+            a, (g, gb) = first, second
             if g.shape[1] == 1:  # one token per example: plain matmuls
-                a, g = a[:, 0], g[:, 0]
-                kernel = a.T @ (g * c[:, None])
-                bias = c @ g
+                kernel = a[:, 0].T @ (g[:, 0] * c[:, None])
             else:
                 kernel = jnp.einsum("btd,btp->dp", a, g * c[:, None, None])
-                bias = jnp.einsum("b,btp->p", c, g)
             out[k_idx] = out[k_idx] + kernel.reshape(leaves[k_idx].shape)
             if b_idx is not None:
-                out[b_idx] = out[b_idx] + bias.reshape(leaves[b_idx].shape)
+                out[b_idx] = out[b_idx] + (c @ gb).reshape(leaves[b_idx].shape)
         else:
             s_idx, b_idx = leaf_idx
             if s_idx is not None:
@@ -262,16 +321,20 @@ def per_example_grads(loss_fn: LossFn, params: PyTree, batch: PyTree) -> PyTree:
 def _vmap_clipped_sum(loss_fn, params, batch, mask, clip_norm):
     losses, grads = per_example_grads(loss_fn, params, batch)
     leaves = jax.tree_util.tree_leaves(grads)
-    sq = sum(jnp.sum(g.reshape(g.shape[0], -1) ** 2, axis=1) for g in leaves)
-    c = clip_factors(sq, clip_norm, mask)
-    keep = jnp.ones_like(c, bool) if mask is None else mask  # masked rows add exactly 0, even NaN
+    with jax.enable_x64(True):
+        sq64 = sum(_sq64(g.reshape(g.shape[0], -1), 1) for g in leaves)
+        bound = (jnp.sqrt(sq64) * (1.0 + 8 * _U32)).astype(jnp.float32) * np.float32(1.0 + 2 * _U32)
+        sq = sq64.astype(jnp.float32)
+    c = _clip_from_bound(bound, clip_norm, None)
+    keep = jnp.ones_like(c, bool) if mask is None else mask
 
     def masked_sum(g):
-        g = jnp.where(keep.reshape((-1,) + (1,) * (g.ndim - 1)), g, 0.0)
-        return jnp.tensordot(c, g, axes=1)
+        # Scale each row, then zero padded rows (exactly, even if they hold NaN), then sum rows.
+        shape = (-1,) + (1,) * (g.ndim - 1)
+        return jnp.sum(jnp.where(keep.reshape(shape), g * c.reshape(shape).astype(g.dtype), 0.0), axis=0)
 
     summed = jax.tree_util.tree_map(masked_sum, grads)
-    return summed, _aux(losses, sq, c, mask)
+    return summed, _aux(losses, sq, jnp.where(keep, c, 0.0), mask)
 
 
 def clipped_grad_sum(
