@@ -43,8 +43,8 @@ and the loss does not permute rows between layers. Use ``method="vmap"`` for suc
 
 ``method="vmap"`` materialises per-example gradients with ``jax.vmap(jax.grad(...))``; it is the
 general fallback and the reference the ghost path is tested against. Its squared norms are
-also accumulated in float64, and each per-example gradient is scaled by its clip factor before
-padded rows are zeroed and the rows summed (one fused pass over the per-example gradients).
+also accumulated in float64, and each per-example gradient is scaled by its clip factor inside
+the vmapped function before padded rows are zeroed and the rows summed.
 """
 
 from __future__ import annotations
@@ -319,21 +319,25 @@ def per_example_grads(loss_fn: LossFn, params: PyTree, batch: PyTree) -> PyTree:
 
 
 def _vmap_clipped_sum(loss_fn, params, batch, mask, clip_norm):
-    losses, grads = per_example_grads(loss_fn, params, batch)
-    leaves = jax.tree_util.tree_leaves(grads)
-    with jax.enable_x64(True):
-        sq64 = sum(_sq64(g.reshape(g.shape[0], -1), 1) for g in leaves)
-        bound = (jnp.sqrt(sq64) * (1.0 + 8 * _U32)).astype(jnp.float32) * np.float32(1.0 + 2 * _U32)
-        sq = sq64.astype(jnp.float32)
-    c = _clip_from_bound(bound, clip_norm, None)
+    def one(p, example):
+        example = jax.tree_util.tree_map(lambda x: x[None], example)
+        loss, g = jax.value_and_grad(lambda p: loss_fn(p, example)[0])(p)
+        with jax.enable_x64(True):
+            sq64 = sum(jnp.sum(_sq64(x, None)) for x in jax.tree_util.tree_leaves(g))
+            bound = (jnp.sqrt(sq64) * (1.0 + 8 * _U32)).astype(jnp.float32) * np.float32(1.0 + 2 * _U32)
+            sq = sq64.astype(jnp.float32)
+        c = _clip_from_bound(bound, clip_norm, None)
+        return loss, sq, c, jax.tree_util.tree_map(lambda x: x * c.astype(x.dtype), g)
+
+    # Each example's gradient is scaled inside the vmapped function; padded rows are then zeroed
+    # (exactly, even if they hold NaN) and the rows summed: one fused pass over the B x P block.
+    losses, sq, c, scaled = jax.vmap(one, in_axes=(None, 0))(params, batch)
     keep = jnp.ones_like(c, bool) if mask is None else mask
 
     def masked_sum(g):
-        # Scale each row, then zero padded rows (exactly, even if they hold NaN), then sum rows.
-        shape = (-1,) + (1,) * (g.ndim - 1)
-        return jnp.sum(jnp.where(keep.reshape(shape), g * c.reshape(shape).astype(g.dtype), 0.0), axis=0)
+        return jnp.sum(jnp.where(keep.reshape((-1,) + (1,) * (g.ndim - 1)), g, 0.0), axis=0)
 
-    summed = jax.tree_util.tree_map(masked_sum, grads)
+    summed = jax.tree_util.tree_map(masked_sum, scaled)
     return summed, _aux(losses, sq, jnp.where(keep, c, 0.0), mask)
 
 
