@@ -12,7 +12,8 @@ Here every coordinate uses 64 random bits:
   (unrolled) in ``jax.numpy`` so that XLA fuses it with the transform and the addition into one
   loop per parameter array. Its output is bit-identical to ``jax.random``'s Threefry primitive.
   Coordinate ``j`` of a draw is the block at counter ``j`` under a 64-bit key derived from the
-  caller's key; both output words are used. Without the key the noise is unpredictable; no
+  caller's key (one Threefry block at a counter ``jax.random`` itself never uses); both output
+  words are used. Without the key the noise is unpredictable; no
   non-cryptographic generator (xorshift and the like) is involved.
 * **Transform.** One bit is the sign; the other 63 bits give ``p = (K + 1/2) 2^-64`` in (0, 1/2),
   and ``1/2 - p`` is formed from the complemented bits, so both are exact to float32 rounding
@@ -114,8 +115,16 @@ def normal_from_words(hi: jax.Array, lo: jax.Array) -> jax.Array:
     return lax.bitcast_convert_type(bits, jnp.float32)
 
 
+# Counter of the block that derives the noise key from a Threefry key: its high word ("nois") is
+# never used by jax.random's own split / fold_in / bits on arrays of fewer than 2^32 elements.
+_DERIVE_COUNTER = (np.uint32(0x6E6F6973), np.uint32(0x65000000))
+
+
 def _key_words(key: jax.Array) -> tuple[jax.Array, jax.Array]:
     """A 64-bit Threefry key for the noise stream, derived from any ``jax.random`` key."""
+    data = jax.random.key_data(key)
+    if data.shape == (2,) and data.dtype == jnp.uint32 and "threefry" in str(jax.random.key_impl(key)):
+        return threefry2x32((data[0], data[1]), _DERIVE_COUNTER)
     words = jax.random.bits(key, (2,), jnp.uint32)
     return words[0], words[1]
 
