@@ -18,12 +18,13 @@ the loss is a sum of per-example terms), and then
 The clipped sum then comes from the stored activations ("book-keeping"): sum_i c_i grad W_i =
 A^T (c * G), one matmul per layer, the same cost as an ordinary weight gradient.
 
-The bound holds in floating point. The squared norms are accumulated in float64 (a scoped
-``jax.enable_x64``) from the float32 activations and output gradients, and the clip factor uses an
-upper bound of the norm of what is actually added: ``c_i = C / max(N_i, C)`` with
-``N_i = sqrt(sq_i) (1 + 8u) + sum_l k_l S_il``, where u = 2^-24 and, for every Dense called T > 1
-times per example, ``S_il = sum_t ||a_t|| ||g_t||`` and ``k_l`` covers the float64 error of its Gram
-form and the float32 rounding of its book-keeping matmul. So every example's contribution to
+The bound holds in floating point. The clip factor uses an upper bound of the norm of what is
+actually added: ``c_i = C / max(N_i, C)`` with ``N_i = sqrt(sq_i^+) (1 + 8u) + sum_l k_l S_il``,
+where u = 2^-24. Sums of squares (which cannot cancel) run in float32 and each is inflated by its
+rounding bound ((k + 1) u for k terms) in ``sq_i^+``. For every Dense called T > 1 times per
+example, the Gram form (which can cancel) is computed in float64 (a scoped ``jax.enable_x64``),
+``S_il = sum_t ||a_t|| ||g_t||`` and ``k_l`` covers the float64 error of the Gram form and the
+float32 rounding of the book-keeping matmul. So every example's contribution to
 the computed sum has norm at most C (1 + 1e-6), even when a layer's calls nearly cancel (e.g. a
 critic on a real and a fake row that are nearly equal); the price is a slightly stronger clip
 for such an example, by a relative ``k_l S_il / sqrt(sq_i)`` (about 1e-7 S / norm).
@@ -42,9 +43,11 @@ would have its other use missed; the clipped norm bound C still holds, but the g
 and the loss does not permute rows between layers. Use ``method="vmap"`` for such losses.
 
 ``method="vmap"`` materialises per-example gradients with ``jax.vmap(jax.grad(...))``; it is the
-general fallback and the reference the ghost path is tested against. Its squared norms are
-also accumulated in float64, and each per-example gradient is scaled by its clip factor inside
-the vmapped function before padded rows are zeroed and the rows summed.
+general fallback and the reference the ghost path is tested against. Its squared norms are summed
+in float32 along each array's last axis and in float64 across the rest, with the float32 error
+covered in the bound; padded rows are zeroed by a select (not by a zero clip factor, so a NaN row
+adds exactly 0) and the scaled rows summed by an elementwise reduction (small arrays) or a dot
+(large arrays), whichever XLA runs faster on CPU.
 """
 
 from __future__ import annotations
@@ -96,12 +99,6 @@ def _clip_from_bound(norm_bound: jax.Array, clip_norm: float, mask: jax.Array | 
     """c_i = C / max(N_i, C) from an upper bound N_i of the norm; zero for masked-out rows."""
     c = clip_norm / jnp.maximum(norm_bound, clip_norm)
     return c if mask is None else jnp.where(mask, c, 0.0)
-
-
-def _sq64(x: jax.Array, axes) -> jax.Array:
-    """Sum of squares over ``axes`` in float64 (call under ``jax.enable_x64(True)``)."""
-    x = x.astype(jnp.float64)
-    return jnp.sum(x * x, axis=axes)
 
 
 def _layernorm_xhat(x: jax.Array, epsilon: float, fast_variance: bool = True) -> jax.Array:
@@ -237,46 +234,60 @@ def _ghost_clipped_sum(loss_fn, params, batch, mask, clip_norm, fallback):
         groups.setdefault((tap.kind, tap.leaves, tap.epsilon, tap.fast_variance), []).append(call)
 
     book = []  # (kind, leaves, A (B,T,d) or per-example scale grad, G (B,T,p) or bias grad)
-    sq_terms = []  # float64 (B,) squared norms of what each parameter contributes
-    slack = []     # float64 (B,) absolute slack for multi-call Dense kernels (see module docstring)
-    with jax.enable_x64(True):
-        for (kind, leaf_idx, eps, fast), calls in groups.items():
-            g = jnp.concatenate([_as_tokens(grads[c], bsz) for c in calls], axis=1)
-            g = jnp.where(keep[:, None, None], g, 0.0)
-            a = jnp.concatenate([_as_tokens(inputs[c], bsz) for c in calls], axis=1)
-            a = jnp.where(keep[:, None, None], a, 0.0)  # a masked row adds exactly 0, even if NaN
-            tokens = g.shape[1]
-            if kind == "dense":
-                k_idx, b_idx = leaf_idx
-                if tokens == 1:
-                    sq_terms.append(_sq64(a[:, 0], -1) * _sq64(g[:, 0], -1))
-                else:
+    pieces = []  # (float32 (B,) sum of squares, its relative error bound), all terms >= 0
+    grams = []   # float64 (B,) Gram-form squared norms of multi-call Dense kernels (may cancel)
+    slack = []   # float64 (B,) absolute norm slack for those kernels (see module docstring)
+
+    def sq32(x):  # positive float32 sum over the last axis: relative error <= (k + 1) u
+        return jnp.sum(jnp.square(x), axis=-1), (x.shape[-1] + 1) * _U32
+
+    for (kind, leaf_idx, eps, fast), calls in groups.items():
+        g = jnp.concatenate([_as_tokens(grads[c], bsz) for c in calls], axis=1)
+        g = jnp.where(keep[:, None, None], g, 0.0)
+        a = jnp.concatenate([_as_tokens(inputs[c], bsz) for c in calls], axis=1)
+        a = jnp.where(keep[:, None, None], a, 0.0)  # a masked row adds exactly 0, even if NaN
+        tokens = g.shape[1]
+        if kind == "dense":
+            k_idx, b_idx = leaf_idx
+            if tokens == 1:
+                (sa, ra), (sg, rg) = sq32(a[:, 0]), sq32(g[:, 0])
+                pieces.append((sa * sg, ra + rg + 2 * _U32))
+            else:
+                with jax.enable_x64(True):
                     a64, g64 = a.astype(jnp.float64), g.astype(jnp.float64)
                     gram = jnp.einsum("btd,bsd->bts", a64, a64) * jnp.einsum("btp,bsp->bts", g64, g64)
-                    sq_terms.append(jnp.sum(gram, axis=(1, 2)))
+                    grams.append(jnp.sum(gram, axis=(1, 2)))
                     size = (tokens + 2) * _U32 + ((a.shape[-1] + g.shape[-1] + tokens**2 + 8) * _U64) ** 0.5
-                    s_il = jnp.sum(jnp.sqrt(_sq64(a, -1)) * jnp.sqrt(_sq64(g, -1)), axis=1)
-                    slack.append(2.0 * size * s_il)
-                gb = jnp.sum(g, axis=1)  # (B, p) per-example bias gradient, summed once
-                if b_idx is not None:
-                    sq_terms.append(_sq64(gb, -1))
-                book.append((kind, leaf_idx, a, (g, gb)))
-            else:
-                s_idx, b_idx = leaf_idx
-                xhat = _layernorm_xhat(a, eps, fast)
-                gs = jnp.sum(g * xhat, axis=1)  # (B, d) per-example scale gradient
-                gb = jnp.sum(g, axis=1)         # (B, d) per-example bias gradient
-                if s_idx is not None:
-                    sq_terms.append(_sq64(gs, -1))
-                if b_idx is not None:
-                    sq_terms.append(_sq64(gb, -1))
-                book.append((kind, leaf_idx, gs, gb))
-        sq64 = sum(sq_terms) if sq_terms else jnp.zeros((bsz,), jnp.float64)
-        bound = jnp.sqrt(jnp.maximum(sq64, 0.0)) * (1.0 + 8 * _U32)
-        if slack:
-            bound = bound + sum(slack)
+                    norms_a = jnp.sqrt(jnp.sum(a64 * a64, -1))
+                    norms_g = jnp.sqrt(jnp.sum(g64 * g64, -1))
+                    slack.append(2.0 * size * jnp.sum(norms_a * norms_g, axis=1))
+            gb = jnp.sum(g, axis=1)  # (B, p) per-example bias gradient, summed once
+            if b_idx is not None:
+                pieces.append(sq32(gb))
+            book.append((kind, leaf_idx, a, (g, gb)))
+        else:
+            s_idx, b_idx = leaf_idx
+            xhat = _layernorm_xhat(a, eps, fast)
+            gs = jnp.sum(g * xhat, axis=1)  # (B, d) per-example scale gradient
+            gb = jnp.sum(g, axis=1)         # (B, d) per-example bias gradient
+            if s_idx is not None:
+                pieces.append(sq32(gs))
+            if b_idx is not None:
+                pieces.append(sq32(gb))
+            book.append((kind, leaf_idx, gs, gb))
+
+    with jax.enable_x64(True):
+        # Positive pieces are inflated by their float32 error bound; the sums run in float64.
+        upper = sum((x.astype(jnp.float64) * (1.0 + 1.01 * rel) for x, rel in pieces),
+                    jnp.zeros((bsz,), jnp.float64))
+        exact = sum((x.astype(jnp.float64) for x, _ in pieces), jnp.zeros((bsz,), jnp.float64))
+        for gram in grams:
+            upper, exact = upper + gram, exact + gram
+        bound = jnp.sqrt(jnp.maximum(upper, 0.0)) * (1.0 + 8 * _U32)
+        for extra in slack:
+            bound = bound + extra
         bound = bound.astype(jnp.float32) * np.float32(1.0 + 2 * _U32)  # float32 rounding, upward
-        sq = sq64.astype(jnp.float32)
+        sq = exact.astype(jnp.float32)
 
     c = _clip_from_bound(bound, clip_norm, mask)
     out = [jnp.zeros_like(x) for x in leaves]
@@ -318,27 +329,53 @@ def per_example_grads(loss_fn: LossFn, params: PyTree, batch: PyTree) -> PyTree:
     return jax.vmap(jax.value_and_grad(one), in_axes=(None, 0))(params, batch)
 
 
-def _vmap_clipped_sum(loss_fn, params, batch, mask, clip_norm):
-    def one(p, example):
-        example = jax.tree_util.tree_map(lambda x: x[None], example)
-        loss, g = jax.value_and_grad(lambda p: loss_fn(p, example)[0])(p)
-        with jax.enable_x64(True):
-            sq64 = sum(jnp.sum(_sq64(x, None)) for x in jax.tree_util.tree_leaves(g))
-            bound = (jnp.sqrt(sq64) * (1.0 + 8 * _U32)).astype(jnp.float32) * np.float32(1.0 + 2 * _U32)
-            sq = sq64.astype(jnp.float32)
-        c = _clip_from_bound(bound, clip_norm, None)
-        return loss, sq, c, jax.tree_util.tree_map(lambda x: x * c.astype(x.dtype), g)
+# Per-example size of a parameter array above which the vmap path sums the masked, scaled rows
+# with a dot (XLA's column reductions over the batch axis are slow for large arrays on CPU) and
+# below which it uses an elementwise reduction (faster for small arrays). Same result either way.
+_DOT_MIN_SIZE = 16384
 
-    # Each example's gradient is scaled inside the vmapped function; padded rows are then zeroed
-    # (exactly, even if they hold NaN) and the rows summed: one fused pass over the B x P block.
-    losses, sq, c, scaled = jax.vmap(one, in_axes=(None, 0))(params, batch)
+
+def _per_example_sq64(leaves) -> tuple[jax.Array, int]:
+    """Squared norms of per-example gradients (leading axis B) and the float32 summation length.
+
+    Squares are summed in float32 along each array's last axis (fused with the squaring, one
+    pass over the B x P block), then in float64 across the rest; the float32 partial sums carry a
+    relative error of at most (k + 1) u for a last axis of length k, which the caller covers.
+    """
+    total, inner = 0.0, 1
+    with jax.enable_x64(True):
+        for g in leaves:
+            if g.ndim > 2:
+                partial, k = jnp.sum(jnp.square(g), axis=-1), g.shape[-1]
+            else:
+                partial, k = jnp.square(g), 1
+            inner = max(inner, k)
+            total = total + jnp.sum(partial.reshape(g.shape[0], -1).astype(jnp.float64), axis=1)
+    return total, inner
+
+
+def _vmap_clipped_sum(loss_fn, params, batch, mask, clip_norm):
+    losses, grads = per_example_grads(loss_fn, params, batch)
+    leaves = jax.tree_util.tree_leaves(grads)
+    sq64, inner = _per_example_sq64(leaves)
+    with jax.enable_x64(True):
+        upper = sq64 * (1.0 + 1.01 * (inner + 1) * _U32)
+        bound = (jnp.sqrt(upper) * (1.0 + 8 * _U32)).astype(jnp.float32) * np.float32(1.0 + 2 * _U32)
+        sq = sq64.astype(jnp.float32)
+    c = _clip_from_bound(bound, clip_norm, None)
     keep = jnp.ones_like(c, bool) if mask is None else mask
+    c_kept = jnp.where(keep, c, 0.0)
 
     def masked_sum(g):
-        return jnp.sum(jnp.where(keep.reshape((-1,) + (1,) * (g.ndim - 1)), g, 0.0), axis=0)
+        # Padded rows are zeroed with a select (exactly 0, even if they hold NaN), never by a
+        # multiplication with a zero clip factor.
+        shape = (-1,) + (1,) * (g.ndim - 1)
+        if g[0].size >= _DOT_MIN_SIZE:
+            return jnp.tensordot(c_kept.astype(g.dtype), jnp.where(keep.reshape(shape), g, 0.0), axes=1)
+        return jnp.sum(jnp.where(keep.reshape(shape), g * c.reshape(shape).astype(g.dtype), 0.0), axis=0)
 
-    summed = jax.tree_util.tree_map(masked_sum, scaled)
-    return summed, _aux(losses, sq, jnp.where(keep, c, 0.0), mask)
+    summed = jax.tree_util.tree_map(masked_sum, grads)
+    return summed, _aux(losses, sq, c_kept, mask)
 
 
 def clipped_grad_sum(
