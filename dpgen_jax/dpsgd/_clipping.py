@@ -27,7 +27,8 @@ example, the Gram form (which can cancel) is computed in float64 (a scoped ``jax
 float32 rounding of the book-keeping matmul. So every example's contribution to
 the computed sum has norm at most C (1 + 1e-6), even when a layer's calls nearly cancel (e.g. a
 critic on a real and a fake row that are nearly equal); the price is a slightly stronger clip
-for such an example, by a relative ``k_l S_il / sqrt(sq_i)`` (about 1e-7 S / norm).
+for such an example, by a relative ``k_l S_il / sqrt(sq_i)`` (about 1e-6 S / norm), and by at most
+(k + 1) u / 2 otherwise.
 
 A parameter is *supported* when the interceptor saw it used, unchanged, as the kernel/bias of a
 plain ``Dense`` (no custom ``dot_general``) or the scale/bias of a ``LayerNorm`` normalising the
