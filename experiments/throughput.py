@@ -5,7 +5,7 @@ Usage::
     python -m experiments.throughput --quick --out runs/throughput [--threads 1] [--device cpu]
     python -m experiments.throughput --out runs/mimic --models mimic_autoencoder --batches 256,512,1024 --no-end-to-end
 
-Protocol (fast-dp-sgd spec §7.8):
+Protocol:
 
 * Every row times whole optimizer steps with batch sampling included: the JAX rows run the
   fused step of :func:`dpgen_jax.dpsgd.make_dp_step` (Poisson sampling inside the compiled graph,

@@ -151,3 +151,12 @@ def test_tail_beyond_five_and_a_half_sigma_occurs_at_the_normal_rate():
     # All bands together: chi-square against the normal probabilities.
     chi = float(np.sum((counts - expected) ** 2 / expected))
     assert stats.chi2.sf(chi, df=len(counts)) > P_ACCEPT, (counts, expected)
+
+
+@pytest.mark.parametrize("kwargs, argument", [({"shape": (2, -1)}, "shape"), ({"shape": (2.5,)}, "shape"),
+                                              ({"offset": -1}, "offset"), ({"offset": 2**64}, "offset")])
+def test_gaussian_noise_bad_arguments(kwargs, argument):
+    args = dict(shape=(3,), offset=0)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=argument):
+        dpsgd.gaussian_noise(jax.random.key(0), args["shape"], offset=args["offset"])

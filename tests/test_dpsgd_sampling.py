@@ -411,3 +411,9 @@ def test_traced_size_and_rate_under_vmap_equal_per_group_calls():
     one = jax.jit(lambda k: dpsgd.poisson_chunk(k, jnp.int32(0), jnp.int32(1000), jnp.float32(0.02), cap))
     single = dpsgd.poisson_chunk(keys[1], jnp.int32(0), 1000, float(np.float32(0.02)), cap)
     np.testing.assert_array_equal(np.asarray(one(keys[1]).indices), np.asarray(single.indices))
+
+
+@pytest.mark.parametrize("bad", [0, -4, 2.5, True])
+def test_bad_capacity_raises(bad):
+    with pytest.raises(ValueError, match="capacity"):
+        dpsgd.poisson_chunk(jax.random.key(0), jnp.int32(0), 100, 0.1, bad)

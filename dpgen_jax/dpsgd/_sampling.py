@@ -122,6 +122,8 @@ def poisson_chunk(
     Returns:
         A :class:`PoissonChunk`.
     """
+    if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or capacity < 1:
+        raise ValueError(f"Expected capacity={capacity!r} to be a positive integer (static).")
     static = _is_static(num_records) and _is_static(sample_rate)
     if static:
         m = check_num_records(num_records)
