@@ -3,8 +3,9 @@
 Usage::
 
     python -m experiments.throughput --quick --out runs/throughput [--threads 1] [--device cpu]
+    python -m experiments.throughput --out runs/mimic --models mimic_autoencoder --batches 256,512,1024 --no-end-to-end
 
-Protocol (fast-dp-sgd spec §7.8):
+Protocol:
 
 * Every row times whole optimizer steps with batch sampling included: the JAX rows run the
   fused step of :func:`dpgen_jax.dpsgd.make_dp_step` (Poisson sampling inside the compiled graph,
@@ -16,9 +17,17 @@ Protocol (fast-dp-sgd spec §7.8):
 * Methods are interleaved round-robin over ``--rounds`` rounds so that background load hits them
   alike. JAX statistics are over per-call averages (each call runs ``n`` fused steps); torch
   statistics are over single steps. Compile time (first call, one step) is reported separately.
+* ``jax-privacy`` rows (Google DeepMind's ``jax_privacy``, when installed): its ``clipped_grad``
+  (vmap per-example clipping with ``is_padding_example``) and ``gaussian_privatizer`` on the same
+  model, weights, Poisson-sampled padded batches (our in-graph sampler, same capacity), clip norm,
+  noise and SGD update, fused the same way (``n`` steps per compiled ``fori_loop``).
 * Before timing, a parity check computes the clipped gradient sum of one batch with every
   method (noise off) and fails the run loudly if they disagree, so every row measures the same
   computation.
+* Noise cost per value, interleaved in the same run: the engine's tail-safe noise
+  (``dpsgd.add_gaussian_noise``), the engine's previous noise (one flat ``jax.random.normal``
+  draw sliced into the parameter arrays), ``jax.random.normal`` alone and torch's ``normal_``,
+  on each benchmarked model's parameter shapes.
 
 Writes ``OUT/throughput.json``, ``OUT/throughput.md`` (ratios to the JAX ``ghost`` row of the same
 model and batch size) and ``OUT/throughput.png``.
@@ -40,6 +49,7 @@ FULL_MODELS = ("adult_autoencoder", "adult_critic", "mimic_autoencoder")
 QUICK_BATCHES = (64, 256, 1024)
 FULL_BATCHES = (64, 128, 256, 512, 1024)
 JAX_METHODS = ("nonprivate", "ghost", "vmap")
+JAX_PRIVACY_METHOD = "clipped_grad"
 DATASET_SIZE = {"adult_autoencoder": 32561, "adult_critic": 32561, "mimic_autoencoder": 27912}
 CLIP_NORM = 0.012
 NOISE_MULTIPLIER = 2.5
@@ -66,7 +76,19 @@ def _parse(argv):
     p.add_argument("--target-seconds", type=float, default=0.25,
                    help="approximate wall time of one timed JAX call / torch measurement")
     p.add_argument("--no-torch", action="store_true", help="skip the torch rows")
+    p.add_argument("--no-jax-privacy", action="store_true", help="skip the jax-privacy rows")
+    p.add_argument("--models", type=lambda v: tuple(v.split(",")), default=None,
+                   help=f"comma-separated subset of {FULL_MODELS} (default: by mode)")
+    p.add_argument("--batches", type=lambda v: tuple(int(b) for b in v.split(",")), default=None,
+                   help="comma-separated batch sizes (default: by mode)")
+    p.add_argument("--no-end-to-end", action="store_true",
+                   help="full mode without the end-to-end DP-auto-GAN run")
     args = p.parse_args(argv)
+    for model in args.models or ():
+        if model not in FULL_MODELS:
+            p.error(f"--models: {model!r} is not one of {FULL_MODELS}")
+    if args.batches is not None and min(args.batches) < 1:
+        p.error(f"--batches={args.batches} must be positive")
     if args.threads < 1:
         p.error(f"--threads={args.threads} must be >= 1")
     if args.rounds < 3:
@@ -108,7 +130,8 @@ def _machine(threads: int) -> dict:
         "platform": platform.platform(),
         "python": platform.python_version(),
         "versions": {d: _version(d) for d in
-                     ("jax", "jaxlib", "flax", "optax", "numpy", "torch", "opacus", "dpgen-jax")},
+                     ("jax", "jaxlib", "flax", "optax", "numpy", "torch", "opacus", "jax-privacy",
+                      "dpgen-jax")},
         "threads": threads,
     }
 
@@ -200,10 +223,90 @@ def _jax_runner(model_name, method, batch_size, params, data):
     return call, compile_s
 
 
+def jax_privacy_available() -> tuple[bool, str]:
+    try:
+        import jax_privacy  # noqa: F401
+        from jax_privacy import clipping, noise_addition  # noqa: F401
+    except ImportError as exc:
+        return False, f"jax-privacy is not importable ({exc}); install the 'bench' extra"
+    return True, ""
+
+
+def _jax_privacy_grad(model_name, clip_norm):
+    """jax_privacy's clipped_grad of our per-example loss: sum of clipped per-example gradients."""
+    from jax_privacy import clipping
+
+    _, loss, _ = _jax_setup(model_name)
+    return clipping.clipped_grad(lambda p, x: loss(p, x)[0], l2_clip_norm=clip_norm,
+                                 batch_argnums=1, keep_batch_dim=True)
+
+
+def _jax_privacy_runner(model_name, batch_size, params, data):
+    """A DP-SGD step built from jax_privacy's clipped_grad + gaussian_privatizer, fused like ours.
+
+    Sampling is our in-graph Poisson sampler with the same capacity (overflow chunks included);
+    padded rows are marked with ``is_padding_example``; the privatizer (an optax transformation
+    whose state is its key) adds N(0, (sigma C)^2); the sum is divided by q m; SGD.
+    """
+    import jax
+    import jax.numpy as jnp
+    import optax
+    from jax_privacy import noise_addition
+
+    from dpgen_jax import dpsgd
+
+    m = data.shape[0]
+    q = batch_size / m
+    cap = dpsgd.default_capacity(m, q)
+    grad_fn = _jax_privacy_grad(model_name, CLIP_NORM)
+    opt = optax.sgd(LEARNING_RATE)
+
+    def make(key):
+        privatizer = noise_addition.gaussian_privatizer(stddev=NOISE_MULTIPLIER * CLIP_NORM,
+                                                        prng_key=key)
+        return privatizer, (params, opt.init(params), privatizer.init(params))
+
+    def run(state, data, key, n):
+        privatizer, _ = make(jax.random.key(0))
+
+        def step(t, st):
+            p, opt_state, noise_state = st
+            k_sample = jax.random.fold_in(jax.random.fold_in(key, t), 0)
+
+            def body(carry):
+                pos, gsum, i = carry
+                chunk = dpsgd.poisson_chunk(jax.random.fold_in(k_sample, i), pos, m, q, cap)
+                batch = jnp.take(data, chunk.indices, axis=0)
+                g = grad_fn(p, batch, is_padding_example=~chunk.mask)
+                return chunk.next_position, jax.tree_util.tree_map(jnp.add, gsum, g), i + 1
+
+            zeros = jax.tree_util.tree_map(jnp.zeros_like, p)
+            _, gsum, _ = jax.lax.while_loop(lambda c: c[0] < m, body, (jnp.int32(0), zeros, jnp.int32(0)))
+            noisy, noise_state = privatizer.update(gsum, noise_state)
+            grads = jax.tree_util.tree_map(lambda g: g / (q * m), noisy)
+            updates, opt_state = opt.update(grads, opt_state, p)
+            return optax.apply_updates(p, updates), opt_state, noise_state
+
+        return jax.lax.fori_loop(0, n, step, state)
+
+    runner = jax.jit(run)
+    _, state = make(jax.random.key(1))
+    t0 = time.perf_counter()
+    jax.block_until_ready(runner(state, data, jax.random.key(0), jnp.int32(1)))
+    compile_s = time.perf_counter() - t0
+
+    def call(n: int, seed: int) -> float:
+        t = time.perf_counter()
+        jax.block_until_ready(runner(state, data, jax.random.key(seed), jnp.int32(n)))
+        return (time.perf_counter() - t) * 1e3 / n
+
+    return call, compile_s
+
+
 # --------------------------------------------------------------------------- parity
 
 
-def _parity(model_name, weights, data, torch_ref) -> dict:
+def _parity(model_name, weights, data, torch_ref, jax_privacy=False) -> dict:
     """Clipped gradient sums of one batch (noise off) from every method; raises on mismatch."""
     import jax.numpy as jnp
     import numpy as np
@@ -221,6 +324,9 @@ def _parity(model_name, weights, data, torch_ref) -> dict:
         g, _ = dpsgd.clipped_grad_sum(loss, clip, method=method, fallback="error")(
             params, jnp.asarray(batch))
         results[("jax", method)] = _from_flax(paths, g)
+    if jax_privacy:
+        g = _jax_privacy_grad(model_name, clip)(params, jnp.asarray(batch))
+        results[("jax-privacy", JAX_PRIVACY_METHOD)] = _from_flax(paths, g)
     if torch_ref is not None:
         for method in ("loop", "opacus_hooks", "opacus_ghost"):
             results[("torch", method)] = torch_ref.clipped_grad_sum(
@@ -266,7 +372,8 @@ def _row(framework, method, model, batch, ms, compile_s):
     }
 
 
-def benchmark(models, batches, *, threads, rounds, target_seconds, torch_ref, log=print):
+def benchmark(models, batches, *, threads, rounds, target_seconds, torch_ref, jax_privacy=False,
+              log=print):
     import jax.numpy as jnp
     import numpy as np
 
@@ -280,7 +387,7 @@ def benchmark(models, batches, *, threads, rounds, target_seconds, torch_ref, lo
             weights = _fallback_weights(model_name)
         in_dim = weights[0][0].shape[0]
         data = (rng.random((m, in_dim)) < 0.15).astype(np.float32)
-        parity.append(_parity(model_name, weights, data, torch_ref))
+        parity.append(_parity(model_name, weights, data, torch_ref, jax_privacy))
         log(f"parity {model_name}: ok {parity[-1]['max_abs_diff_vs_jax_vmap']}")
         _, _, paths = _jax_setup(model_name)
         params = _to_flax(paths, weights)
@@ -294,6 +401,12 @@ def benchmark(models, batches, *, threads, rounds, target_seconds, torch_ref, lo
                 calls[("jax", method)] = (call, n)
                 compiles[("jax", method)] = compile_s
                 samples[("jax", method)] = []
+            if jax_privacy:
+                call, compile_s = _jax_privacy_runner(model_name, batch, params, data_dev)
+                probe = call(2, 1)
+                n = int(max(1, min(2000, target_seconds * 1e3 / max(probe, 1e-3))))
+                key = ("jax-privacy", JAX_PRIVACY_METHOD)
+                calls[key], compiles[key], samples[key] = (call, n), compile_s, []
             if torch_ref is not None:
                 for method in torch_ref.METHODS:
                     probe = np.median(torch_ref.time_steps(
@@ -306,7 +419,7 @@ def benchmark(models, batches, *, threads, rounds, target_seconds, torch_ref, lo
                     samples[("torch", method)] = []
             for r in range(rounds):
                 for key, (fn, n) in calls.items():
-                    if key[0] == "jax":
+                    if key[0] != "torch":
                         samples[key].append(fn(n, 100 + r))
                     else:
                         samples[key].extend(torch_ref.time_steps(
@@ -318,6 +431,98 @@ def benchmark(models, batches, *, threads, rounds, target_seconds, torch_ref, lo
                 log(f"{model_name} B={batch} {key[0]}/{key[1]}: "
                     f"{rows[-1]['ms_per_step_median']:.3f} ms/step")
     return rows, parity
+
+
+NOISE_GENERATORS = ("dpgen_jax tail-safe", "dpgen_jax before (flat jax.random.normal)",
+                    "jax.random.normal", "torch normal_")
+
+
+def _previous_engine_noise(tree, key, std):
+    """The engine's noise before the tail-safe sampler: one flat float32 ``jax.random.normal``
+    draw of even length, sliced into the arrays (kept here only as a benchmark reference)."""
+    import jax
+    import jax.numpy as jnp
+
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    total = sum(x.size for x in leaves)
+    flat = jax.random.normal(key, (total + total % 2,), jnp.float32)
+    out, start = [], 0
+    for x in leaves:
+        out.append(x + (std * flat[start:start + x.size]).reshape(x.shape))
+        start += x.size
+    return jax.tree_util.tree_unflatten(treedef, out)
+
+
+def noise_cost(models, *, threads, rounds, torch_ok, log=print) -> list[dict]:
+    """ns per noise value of each generator on each model's parameter shapes, interleaved.
+
+    Each measurement adds N(0, 1) noise to a zero tree shaped like the model's parameters (the
+    JAX rows as one compiled call, torch as ``normal_`` on one preallocated tensor per parameter,
+    as Opacus draws it), repeated for about 50 ms; the median over ``rounds`` rounds is reported.
+    """
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from dpgen_jax import dpsgd
+
+    rows = []
+    for model_name in models:
+        shapes = [w.shape for pair in _fallback_weights(model_name) for w in pair]
+        tree = [jnp.zeros(s, jnp.float32) for s in shapes]
+        n_values = int(sum(np.prod(s) for s in shapes))
+        fns = {
+            NOISE_GENERATORS[0]: jax.jit(lambda t, k: dpsgd.add_gaussian_noise(t, k, 1.0)),
+            NOISE_GENERATORS[1]: jax.jit(lambda t, k: _previous_engine_noise(t, k, 1.0)),
+            # even length: threefry has a slow path for odd lengths that the engine never hit
+            NOISE_GENERATORS[2]: jax.jit(lambda t, k: jax.random.normal(k, (n_values + n_values % 2,),
+                                                                        jnp.float32)),
+        }
+        for f in fns.values():
+            jax.block_until_ready(f(tree, jax.random.key(0)))
+
+        def jax_timer(f):
+            def timed(reps, seed):
+                keys = [jax.random.key(seed + i) for i in range(reps)]
+                t = time.perf_counter()
+                for k in keys:
+                    out = f(tree, k)
+                jax.block_until_ready(out)
+                return (time.perf_counter() - t) * 1e9 / (reps * n_values)
+            return timed
+
+        timers = {name: jax_timer(f) for name, f in fns.items()}
+        if torch_ok:
+            import torch
+
+            tensors = [torch.zeros(s) for s in shapes]
+            gen = torch.Generator().manual_seed(0)
+
+            def torch_timed(reps, seed):
+                previous = torch.get_num_threads()
+                torch.set_num_threads(threads)
+                try:
+                    t = time.perf_counter()
+                    for _ in range(reps):
+                        for x in tensors:
+                            x.normal_(0.0, 1.0, generator=gen)
+                    return (time.perf_counter() - t) * 1e9 / (reps * n_values)
+                finally:
+                    torch.set_num_threads(previous)
+
+            timers[NOISE_GENERATORS[3]] = torch_timed
+        reps = {name: max(1, int(0.05 / max(fn(1, 0) * n_values * 1e-9, 1e-6))) for name, fn in timers.items()}
+        samples = {name: [] for name in timers}
+        for r in range(rounds):
+            for name, fn in timers.items():
+                samples[name].append(fn(reps[name], 1000 * r))
+        for name in timers:
+            med, p10, p90 = _stats(samples[name])
+            rows.append({"generator": name, "model": model_name, "values": n_values,
+                         "ns_per_value_median": round(med, 3), "ns_per_value_p10": round(p10, 3),
+                         "ns_per_value_p90": round(p90, 3)})
+            log(f"noise {model_name} ({n_values} values) {name}: {med:.2f} ns/value")
+    return rows
 
 
 def _fallback_weights(model_name):
@@ -429,6 +634,13 @@ def markdown(result) -> str:
             f"| {r['model']} | {r['batch_size']} | {r['framework']} | {r['method']} | "
             f"{r['ms_per_step_median']:.3f} | {r['ms_per_step_p10']:.3f} | "
             f"{r['ms_per_step_p90']:.3f} | {comp} | {rat} |")
+    if result.get("noise"):
+        lines += ["", "Noise cost per value (N(0, 1) added to a zero tree of the model's parameter shapes; "
+                  "interleaved, same run):", "",
+                  "| model | values | generator | median ns/value | p10 | p90 |", "|---|---|---|---|---|---|"]
+        for r in result["noise"]:
+            lines.append(f"| {r['model']} | {r['values']} | {r['generator']} | {r['ns_per_value_median']:.2f} | "
+                         f"{r['ns_per_value_p10']:.2f} | {r['ns_per_value_p90']:.2f} |")
     if result.get("end_to_end"):
         lines += ["", "End to end, DP-auto-GAN Adult schedule (10,000 AE + 15,000 critic steps):", "",
                   "| framework | method | AE s | GAN s | total s | extrapolated |", "|---|---|---|---|---|---|"]
@@ -492,12 +704,22 @@ def main(argv=None) -> dict:
         skipped = "torch rows (--no-torch)"
     if args.device == "gpu" and torch_ref is not None:
         skipped, torch_ref = "torch rows (--device gpu runs the JAX rows only)", None
-    models = QUICK_MODELS if args.quick else FULL_MODELS
-    batches = QUICK_BATCHES if args.quick else FULL_BATCHES
+    jax_privacy = False
+    if not args.no_jax_privacy:
+        jax_privacy, reason = jax_privacy_available()
+        if not jax_privacy:
+            note = f"jax-privacy rows ({reason})"
+            skipped = note if skipped is None else f"{skipped}; {note}"
+            print(f"throughput: skipping {note}", file=sys.stderr)
+    models = args.models or (QUICK_MODELS if args.quick else FULL_MODELS)
+    batches = args.batches or (QUICK_BATCHES if args.quick else FULL_BATCHES)
     t0 = time.perf_counter()
     rows, parity = benchmark(models, batches, threads=args.threads, rounds=args.rounds,
-                             target_seconds=args.target_seconds, torch_ref=torch_ref)
-    e2e = None if args.quick else end_to_end(torch_ref, threads=args.threads)
+                             target_seconds=args.target_seconds, torch_ref=torch_ref,
+                             jax_privacy=jax_privacy)
+    noise = noise_cost(models, threads=args.threads, rounds=args.rounds,
+                       torch_ok=torch_ref is not None)
+    e2e = None if (args.quick or args.no_end_to_end) else end_to_end(torch_ref, threads=args.threads)
     result = {
         "machine": _machine(args.threads),
         "threads": args.threads,
@@ -508,6 +730,7 @@ def main(argv=None) -> dict:
                      "dataset_size": {m: DATASET_SIZE[m] for m in models}},
         "rows": rows,
         "parity": parity,
+        "noise": noise,
         "end_to_end": e2e,
         "skipped": skipped,
         "wall_seconds": round(time.perf_counter() - t0, 1),

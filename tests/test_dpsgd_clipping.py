@@ -12,6 +12,7 @@ or removing one (adversarial) row moves the sum by at most C.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import warnings
 from typing import Any, Callable
 
@@ -519,3 +520,93 @@ def test_one_row_moves_the_sum_by_at_most_c(name, method):
         moves.append(move)
     # The bound is attained by the adversarial rows (their gradient is clipped to norm C).
     assert max(moves) > 0.99 * clip_norm
+
+
+# --------------------------------------------------------------------------------------------
+# The bound in floating point: near-cancelling calls of one layer
+# --------------------------------------------------------------------------------------------
+
+
+def _cancelling_critic_case(n=64, d=16, scale=3e3, seed=21):
+    """A Dense(1) critic on a real row of norm ~3e3 and a fake row that differs from it by a
+    vector of norm 0.6 to 1.5: the per-example gradient (fake - real for the kernel, 0 for the
+    bias) is small next to its two parts, so a float32 Gram form cancels catastrophically."""
+    r = _rng(seed)
+    real = r.normal(size=(n, d))
+    real *= scale / np.linalg.norm(real, axis=1, keepdims=True)
+    delta = r.normal(size=(n, d))
+    delta *= r.uniform(0.6, 1.5, size=(n, 1)) / np.linalg.norm(delta, axis=1, keepdims=True)
+    batch = {"real": real.astype(np.float32), "fake": (real + delta).astype(np.float32)}
+    net = nn.Dense(1)
+    params = {"params": {"kernel": _normal(r, d, 1, scale=0.3), "bias": np.zeros(1, np.float32)}}
+
+    def loss(p, b):
+        return net.apply(p, b["fake"])[:, 0] - net.apply(p, b["real"])[:, 0]
+
+    # True per-example gradient norms from the float32 rows, in float64.
+    exact = np.linalg.norm(batch["fake"].astype(np.float64) - batch["real"].astype(np.float64), axis=1)
+    return loss, params, batch, exact
+
+
+@pytest.mark.parametrize("method", ["ghost", "vmap"])
+def test_near_cancelling_calls_keep_every_contribution_below_c(method):
+    clip = 0.5
+    loss, params, batch, exact = _cancelling_critic_case()
+    n = exact.size
+    fn = dpsgd.clipped_grad_sum(loss, clip, method=method, fallback="error")
+
+    @functools.partial(jax.jit, compiler_options=FAST_COMPILE)
+    def contributions(masks):
+        return jax.vmap(lambda m: fn(params, batch, m)[0])(masks)
+
+    one_hot = np.eye(n, dtype=bool)
+    flat = np.stack([_flat64(jax.tree_util.tree_map(lambda x, i=i: x[i], contributions(one_hot)))
+                     for i in range(n)])
+    norms = np.linalg.norm(flat, axis=1)
+    # Each example moves the sum by at most C, as promised (float rounding of the bound only) ...
+    assert norms.max() <= clip * (1 + 1e-5), norms.max() / clip
+    # ... and the bound is not bought by clipping much harder than C / ||g_i|| (all exceed C here).
+    assert np.all(exact > clip)
+    assert norms.min() >= 0.97 * clip, norms.min() / clip
+    # Neighbouring batches (with and without row i, among others) differ by at most C as well.
+    r = _rng(22)
+    base = r.uniform(size=n) < 0.5
+    for i in r.choice(n, 8, replace=False):
+        with_i, without_i = base.copy(), base.copy()
+        with_i[i], without_i[i] = True, False
+        both = contributions(np.stack([with_i, without_i]))
+        diff = _flat64(jax.tree_util.tree_map(lambda x: x[0], both)) - _flat64(
+            jax.tree_util.tree_map(lambda x: x[1], both))
+        assert np.linalg.norm(diff) <= clip * (1 + 1e-5), (i, np.linalg.norm(diff) / clip)
+
+
+class MaskedNormNet(nn.Module):
+    """LayerNorm whose statistics use only the entries marked by a (per-row) mask."""
+
+    @nn.compact
+    def __call__(self, x, entries):
+        h = nn.LayerNorm()(nn.Dense(6)(x), mask=entries)
+        return nn.Dense(1)(jnp.tanh(h))[..., 0]
+
+
+def _masked_norm_case():
+    net, r = MaskedNormNet(), _rng(23)
+    batch = {"x": _normal(r, B, 5), "entries": r.uniform(size=(B, 6)) < 0.6, "y": _normal(r, B)}
+    batch["entries"][:, 0] = True
+    params = _random_params(net, batch["x"][:1], 23, entries=batch["entries"][:1])
+    return lambda p, b: (net.apply(p, b["x"], b["entries"]) - b["y"]) ** 2, params, batch
+
+
+def test_layernorm_called_with_a_mask_is_not_tapped():
+    loss, params, batch = _masked_norm_case()
+    fn = dpsgd.clipped_grad_sum(loss, 1.0, method="ghost", fallback="error")
+    with pytest.raises(dpsgd.UnsupportedLayerError, match="LayerNorm_0"):
+        jax.eval_shape(fn, params, batch, None)
+    # The vmap fallback computes the right thing (the masked statistics) for every parameter.
+    grads, norms = _per_example_loop(loss, params, batch)
+    c = float(np.median(norms))
+    fb = jax.jit(dpsgd.clipped_grad_sum(loss, c, method="ghost", fallback="vmap"),
+                 compiler_options=FAST_COMPILE)
+    with pytest.warns(UserWarning, match="LayerNorm_0"):
+        got, _ = fb(params, batch, jnp.asarray(MASK))
+    _close(_flat64(got), _loop_clipped_sum(grads, norms, c, MASK), c)

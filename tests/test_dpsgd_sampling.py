@@ -275,3 +275,145 @@ def test_bad_sample_rate_raises(bad):
 def test_bad_num_records_raises(bad):
     with pytest.raises(ValueError, match="num_records"):
         dpsgd.default_capacity(bad, 0.1)
+
+
+# --------------------------------------------------------------------------------------------
+# The gaps: every value reachable, no overflow, large datasets
+# --------------------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def _gap_fn(m: int, q: float):
+    from dpgen_jax.dpsgd import _sampling
+
+    rate = -math.log1p(-q)
+
+    def gaps(hi, lo, extra):
+        with jax.enable_x64(True):
+            return _sampling.gaps_from_words(hi, lo, extra, rate, m)
+
+    return jax.jit(gaps)
+
+
+def _gap_of(m, q, k: np.ndarray, w) -> np.ndarray:
+    """The gap the sampler draws from the 96 random bits ``(k, w)`` (uint64, uint32 arrays)."""
+    hi = (k >> np.uint64(32)).astype(np.uint32)
+    lo = (k & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    w = np.broadcast_to(np.asarray(w, np.uint32), hi.shape)
+    return np.asarray(_gap_fn(m, q)(hi, lo, w)).astype(np.int64)
+
+
+def _bisect(lo, hi, above):
+    """Smallest x in (lo, hi] with not above(x), given above(lo) and not above(hi) (uint64)."""
+    for _ in range(64):
+        mid = lo + (hi - lo) // np.uint64(2)
+        up = above(mid)
+        lo, hi = np.where(up, mid, lo), np.where(up, hi, mid)
+    return hi
+
+
+@pytest.mark.parametrize("q", [1e-3, 0.05])
+def test_every_gap_up_to_forty_over_q_is_reachable(q):
+    # The inversion is monotone (non-increasing) in the 96-bit word (K, w), so the gap value k is
+    # reachable iff the smallest (K, w) whose gap is <= k has gap exactly k. Find it for every k
+    # up to 40/q by vectorised bisection: first over K (with w at its largest), then over w.
+    m = 2**31 - 1
+    top = int(math.ceil(40 / q))
+    targets = np.arange(1, top + 1, dtype=np.int64)
+    n, w_max, k_max = targets.size, np.uint64(2**32 - 1), np.uint64(2**64 - 1)
+    assert _gap_of(m, q, np.array([0], np.uint64), w_max)[0] > top  # above every target at 0
+    assert np.all(_gap_of(m, q, np.full(n, k_max), w_max) == 1)
+    k = _bisect(np.zeros(n, np.uint64), np.full(n, k_max),
+                lambda x: _gap_of(m, q, x, w_max) > targets)
+    at_zero = _gap_of(m, q, k, 0) <= targets
+    w = _bisect(np.zeros(n, np.uint64), np.full(n, w_max),
+                lambda x: _gap_of(m, q, k, x.astype(np.uint32)) > targets)
+    w = np.where(at_zero, np.uint64(0), w).astype(np.uint32)
+    gaps = _gap_of(m, q, k, w)
+    missing = targets[gaps != targets]
+    assert missing.size == 0, f"{missing.size} unreachable gap values, first {missing[:5]}"
+
+
+def test_gap_is_capped_at_m_plus_one_only():
+    m, q = 1000, 1e-6
+    g = _gap_of(m, q, np.array([0, 1, 2**40, 2**63, 2**64 - 1], np.uint64), 0)
+    assert g[0] == m + 1 and g[-1] == 1 and np.all(np.diff(g) <= 0)
+    assert _gap_of(1000, 0.5, np.array([0], np.uint64), 0)[0] > 66 / -math.log1p(-0.5) - 2
+
+
+@functools.partial(jax.jit, static_argnums=(2, 3, 4), compiler_options=FAST_COMPILE)
+def _chunk_structure(keys, position, m, q, capacity):
+    c = jax.vmap(lambda k: dpsgd.poisson_chunk(k, position, m, q, capacity))(keys)
+    return c.indices, c.mask, c.next_position
+
+
+def test_no_overflow_near_the_largest_dataset():
+    # m = 2^31 - 1 with gaps near 1e9: the cumulative positions pass 2^31 within a chunk.
+    m, q, cap = 2**31 - 1, 1e-9, 16
+    idx, mask, nxt = map(np.asarray, _chunk_structure(_keys(60), jnp.int32(0), m, q, cap))
+    assert np.all((idx >= 0) & (idx < m))
+    both = mask[:, 1:] & mask[:, :-1]
+    assert np.all(np.diff(idx.astype(np.int64), axis=1)[both] > 0)
+    assert np.all(nxt == m)  # the scan ended (saturated at m, never wrapped)
+    sizes = mask.sum(1)
+    # Binomial(2^31 - 1, 1e-9) is Poisson(2.147) to within 1e-9: chi-square on bins 0..6, 7+.
+    lam = q * m
+    probs = np.append(stats.poisson.pmf(np.arange(7), lam), stats.poisson.sf(6, lam))
+    observed = np.append(np.bincount(np.minimum(sizes, 7), minlength=8)[:7], np.sum(sizes >= 7))
+    assert stats.chisquare(observed, probs * sizes.size).pvalue > P_ACCEPT
+    assert abs(sizes.mean() - lam) < 5 * math.sqrt(lam / N_DRAWS)
+    # From a start position near the end: only [position, m) is scanned.
+    idx, mask, nxt = map(np.asarray, _chunk_structure(_keys(61), jnp.int32(m - 5), m, 0.5, cap))
+    assert np.all(idx[mask] >= m - 5) and np.all(nxt == m)
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2, 3), compiler_options=FAST_COMPILE)
+def _sizes_and_counts(keys, m, q, capacity):
+    c = jax.vmap(lambda k: dpsgd.poisson_chunk(k, jnp.int32(0), m, q, capacity))(keys)
+    counts = jnp.zeros((m,), jnp.int32).at[c.indices.ravel()].add(c.mask.ravel().astype(jnp.int32))
+    pairs = jnp.sum(c.mask[:, 1:] & c.mask[:, :-1] & (jnp.diff(c.indices, axis=1) == 1))
+    return jnp.sum(c.mask, axis=1), counts, pairs, jnp.all(c.next_position >= m)
+
+
+def test_million_records_binomial_size_and_uniform_inclusion():
+    m, q, n = 1_000_000, 2e-3, 5000
+    sizes, counts, adjacent, done = _sizes_and_counts(_keys(62)[:n], m, q, dpsgd.default_capacity(m, q))
+    sizes, counts = np.asarray(sizes), np.asarray(counts)
+    assert bool(done)
+    assert _binomial_chi2(sizes, m, q) > P_ACCEPT
+    assert _binomial_chi2(sizes, m, q * 1.04) < P_REJECT
+    assert _inclusion_chi2(counts, n, q) > P_ACCEPT
+    assert abs(counts[0] / n - q) < 5 * math.sqrt(q / n) and abs(counts[-1] / n - q) < 5 * math.sqrt(q / n)
+    # Adjacent records are both selected with probability q^2.
+    expected = n * (m - 1) * q * q
+    assert abs(int(adjacent) - expected) < 5 * math.sqrt(expected)
+
+
+# --------------------------------------------------------------------------------------------
+# Traced dataset size and rate (one compiled chunk, vmapped over groups)
+# --------------------------------------------------------------------------------------------
+
+
+def test_traced_size_and_rate_under_vmap_equal_per_group_calls():
+    groups = [(37, 0.3), (1000, 0.02), (5, 1.0), (20_000, 1e-3)]
+    ms = jnp.asarray([g[0] for g in groups], jnp.int32)
+    qs = jnp.asarray([g[1] for g in groups], jnp.float32)
+    keys = jax.random.split(jax.random.key(70), len(groups))
+    pos = jnp.asarray([0, 100, 2, 0], jnp.int32)
+    cap = 48
+    traced = jax.jit(jax.vmap(lambda k, p, m, q: dpsgd.poisson_chunk(k, p, m, q, cap)))(keys, pos, ms, qs)
+    for i, (m, q) in enumerate(groups):
+        # Per-group static call with the same (float32-rounded) rate.
+        ref = dpsgd.poisson_chunk(keys[i], pos[i], m, float(np.float32(q)), cap)
+        for got, want in zip(traced, ref):
+            np.testing.assert_array_equal(np.asarray(got)[i], np.asarray(want))
+    # A traced call also runs under jit without vmap, with the rate as an array.
+    one = jax.jit(lambda k: dpsgd.poisson_chunk(k, jnp.int32(0), jnp.int32(1000), jnp.float32(0.02), cap))
+    single = dpsgd.poisson_chunk(keys[1], jnp.int32(0), 1000, float(np.float32(0.02)), cap)
+    np.testing.assert_array_equal(np.asarray(one(keys[1]).indices), np.asarray(single.indices))
+
+
+@pytest.mark.parametrize("bad", [0, -4, 2.5, True])
+def test_bad_capacity_raises(bad):
+    with pytest.raises(ValueError, match="capacity"):
+        dpsgd.poisson_chunk(jax.random.key(0), jnp.int32(0), 100, 0.1, bad)

@@ -175,6 +175,66 @@ def test_step_noise_is_gaussian_with_std_sigma_c(method):
     assert stats.kstest(noise, stats.norm(0, std * 3 / 2).cdf).pvalue < P_REJECT
 
 
+@functools.lru_cache(maxsize=None)
+def _revealed_multichunk():
+    """(q m) * gradient without and with noise for N_KEYS keys, capacity 4 (3-4 chunks a step)."""
+    quiet, noisy = _step("ghost", 4), _step("ghost", 4, SIGMA)
+    state = dpsgd.init_state(_zero_params(), optax.sgd(1.0))
+
+    @functools.partial(jax.jit, compiler_options=FAST_COMPILE)
+    def run(keys):
+        def one(key):
+            g0 = -quiet(state, DATA, key)[0].params["params"]["kernel"][:, 0]
+            s1, m1 = noisy(state, DATA, key)
+            return g0, -s1.params["params"]["kernel"][:, 0], m1["chunks"]
+        return jax.vmap(one)(keys)
+
+    g0, g1, chunks = run(_keys(12))
+    return np.asarray(g0, np.float64) * Q * M, np.asarray(g1, np.float64) * Q * M, np.asarray(chunks)
+
+
+def test_multi_chunk_step_adds_noise_exactly_once():
+    g0, g1, chunks = _revealed_multichunk()
+    assert chunks.mean() > 3 and np.mean(chunks >= 2) > 0.95  # overflowing 4-slot chunks
+    noise = (g1 - g0).ravel()
+    std = SIGMA * C
+    # Once per step: N(0, (sigma C)^2) per coordinate, not sqrt(chunks) times that (noise per
+    # chunk), and not zero; independent coordinates.
+    assert abs(noise.std() / std - 1) < 5 / math.sqrt(2 * noise.size)
+    assert stats.kstest(noise, stats.norm(0, std).cdf).pvalue > P_ACCEPT
+    assert stats.kstest(noise, stats.norm(0, std * math.sqrt(2)).cdf).pvalue < P_REJECT
+    per_coordinate = (g1 - g0)
+    assert abs(np.corrcoef(per_coordinate[:, 0], per_coordinate[:, 1])[0, 1]) < 5 / math.sqrt(N_KEYS)
+    # The noise does not depend on how many chunks the sample took.
+    few, many = chunks <= np.median(chunks), chunks > np.median(chunks)
+    assert stats.ks_2samp((g1 - g0)[few].ravel(), (g1 - g0)[many].ravel()).pvalue > P_ACCEPT
+
+
+def test_expected_batch_size_replaces_q_times_m_as_normaliser():
+    # A public dataset size N: q = B / N, the noised sum is divided by q N, while the sampler
+    # scans the M real rows.
+    public_n = 150
+    public = dpsgd.expected_batch_size(public_n, Q)
+    assert public == pytest.approx(Q * public_n)
+    step = _step("ghost", None, expected_batch_size=public)
+    state = dpsgd.init_state(_zero_params(), optax.sgd(1.0))
+    run = jax.jit(jax.vmap(lambda k: step(state, DATA, k)), compiler_options=FAST_COMPILE)
+    new_state, metrics = run(_keys(1, 200))
+    g = -np.asarray(new_state.params["params"]["kernel"][..., 0], np.float64) * public
+    selected = g != 0.0
+    np.testing.assert_allclose(g[selected], np.broadcast_to(CLIPPED, g.shape)[selected], rtol=1e-5)
+    np.testing.assert_array_equal(selected.sum(1), np.asarray(metrics["batch_size"]))
+    # The same keys give the same samples as the default normaliser, scaled by q m / (q N).
+    g_default, _, _ = _revealed("ghost", None)
+    np.testing.assert_array_equal(selected, g_default[:200] != 0.0)
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, float("nan"), float("inf"), "12", True])
+def test_expected_batch_size_must_be_positive_and_finite(bad):
+    with pytest.raises(ValueError, match="expected_batch_size"):
+        _step("ghost", None, expected_batch_size=bad)
+
+
 # --------------------------------------------------------------------------------------------
 # Non-private equivalence and post_update
 # --------------------------------------------------------------------------------------------
@@ -351,6 +411,27 @@ def test_make_key_from_os_entropy_is_unseeded_and_fresh():
     assert a.seeded is False and b.seeded is False
     assert not np.array_equal(np.asarray(jax.random.key_data(a.key)),
                               np.asarray(jax.random.key_data(b.key)))
+
+
+def test_make_key_from_os_entropy_fills_every_key_word():
+    # A Threefry key is two 32-bit words; an integer seed without 64-bit mode fills only one.
+    # Over 64 entropy keys each word takes (almost surely) 64 distinct values, and its bits are
+    # balanced: each of the 64 key bits is set in 32 +- 5 sd of the keys.
+    keys = np.stack([np.asarray(jax.random.key_data(dpsgd.make_key().key)) for _ in range(64)])
+    assert keys.shape == (64, 2) and keys.dtype == np.uint32
+    for word in range(2):
+        assert len(set(keys[:, word].tolist())) == 64, word
+    bits = (keys[:, :, None] >> np.arange(32, dtype=np.uint32)) & 1
+    ones = bits.sum(axis=0).ravel().astype(np.int64)
+    assert np.all(np.abs(ones - 32) <= 5 * 4), ones
+    # The keys are ordinary JAX keys of the default implementation.
+    assert jax.random.key_impl(dpsgd.make_key().key) == jax.random.key_impl(jax.random.key(0))
+
+
+def test_make_key_from_seed_is_jax_random_key_of_the_seed():
+    for seed in (0, 3, 2**31 - 1):
+        np.testing.assert_array_equal(np.asarray(jax.random.key_data(dpsgd.make_key(seed).key)),
+                                      np.asarray(jax.random.key_data(jax.random.key(seed))))
 
 
 def test_make_key_from_seed_is_reproducible():

@@ -1,11 +1,14 @@
 """The DP-SGD engine: Poisson sampling with static shapes, per-example clipping, noise, steps.
 
-- :func:`poisson_chunk` / :func:`default_capacity`: exact Poisson sampling inside jit.
+- :func:`poisson_chunk` / :func:`default_capacity`: Poisson sampling inside jit (exact to float64
+  rounding of the geometric gaps; static or traced dataset size and rate).
 - :func:`clipped_grad_sum`: per-example clipped gradient sums, ``method="ghost"`` (ghost norms and
   book-keeping for Dense and LayerNorm) or ``"vmap"``.
 - :func:`make_dp_step`: one DP-SGD step over any optax optimizer; :func:`run_phase` fuses many
   steps per compiled call.
-- :func:`make_key`: OS-entropy keys unless a seed is given.
+- :func:`add_gaussian_noise` / :func:`gaussian_noise`: float32 noise with tails beyond 9 sigma from
+  Threefry-2x32-20, fused with its addition.
+- :func:`make_key`: 64-bit OS-entropy keys unless a seed is given.
 """
 
 from dpgen_jax.dpsgd._clipping import (
@@ -18,6 +21,7 @@ from dpgen_jax.dpsgd._clipping import (
     per_example_grads,
 )
 from dpgen_jax.dpsgd._keys import RunKey, make_key
+from dpgen_jax.dpsgd._noise import add_gaussian_noise, gaussian_noise
 from dpgen_jax.dpsgd._sampling import (
     PoissonChunk,
     default_capacity,
@@ -26,7 +30,6 @@ from dpgen_jax.dpsgd._sampling import (
 )
 from dpgen_jax.dpsgd._step import (
     TrainState,
-    add_gaussian_noise,
     expected_batch_size,
     gather_rows,
     init_state,
@@ -48,6 +51,7 @@ __all__ = [
     "default_capacity",
     "expected_batch_size",
     "gather_rows",
+    "gaussian_noise",
     "grad_sum",
     "init_state",
     "make_dp_step",

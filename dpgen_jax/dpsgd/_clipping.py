@@ -18,8 +18,23 @@ the loss is a sum of per-example terms), and then
 The clipped sum then comes from the stored activations ("book-keeping"): sum_i c_i grad W_i =
 A^T (c * G), one matmul per layer, the same cost as an ordinary weight gradient.
 
+The bound holds in floating point. The clip factor uses an upper bound of the norm of what is
+actually added: ``c_i = C / max(N_i, C)`` with ``N_i = sqrt(sq_i^+) (1 + 8u) + sum_l k_l S_il``,
+where u = 2^-24. Sums of squares (which cannot cancel) run in float32 and each is inflated by its
+rounding bound ((k + 1) u for k terms) in ``sq_i^+``. For every Dense called T > 1 times per
+example, the Gram form (which can cancel) is computed in float64 (a scoped ``jax.enable_x64``),
+``S_il = sum_t ||a_t|| ||g_t||`` and ``k_l`` covers the float64 error of the Gram form and the
+float32 rounding of the book-keeping matmul. So every example's contribution to
+the computed sum has norm at most C (1 + 1e-6), even when a layer's calls nearly cancel (e.g. a
+critic on a real and a fake row that are nearly equal); the price is a slightly stronger clip
+for such an example, by a relative ``k_l S_il / sqrt(sq_i)`` (about 1e-6 S / norm), and by at most
+(k + 1) u / 2 otherwise.
+
 A parameter is *supported* when the interceptor saw it used, unchanged, as the kernel/bias of a
-``Dense`` or the scale/bias of a default ``LayerNorm``. If any parameter is not (another layer
+plain ``Dense`` (no custom ``dot_general``) or the scale/bias of a ``LayerNorm`` normalising the
+last axis of a float32 input, called with the input alone (a ``LayerNorm`` with ``mask=``, an
+``axis_name``, ``axis_index_groups`` or a low-precision ``dtype`` computes other statistics and is
+not tapped). If any parameter is not (another layer
 type, a parameter transformed before use, a Dense whose output feeds nothing), ``fallback="vmap"``
 uses the vmap method for the whole computation (with a warning) and ``fallback="error"`` raises.
 
@@ -29,7 +44,11 @@ would have its other use missed; the clipped norm bound C still holds, but the g
 and the loss does not permute rows between layers. Use ``method="vmap"`` for such losses.
 
 ``method="vmap"`` materialises per-example gradients with ``jax.vmap(jax.grad(...))``; it is the
-general fallback and the reference the ghost path is tested against.
+general fallback and the reference the ghost path is tested against. Its squared norms are summed
+in float32 along each array's last axis and in float64 across the rest, with the float32 error
+covered in the bound; padded rows are zeroed by a select (not by a zero clip factor, so a NaN row
+adds exactly 0) and the scaled rows summed by an elementwise reduction (small arrays) or a dot
+(large arrays), whichever XLA runs faster on CPU.
 """
 
 from __future__ import annotations
@@ -41,6 +60,7 @@ from typing import Any, Callable
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from dpgen_jax.dpsgd._validate import check_choice, check_clip_norm
 
@@ -60,6 +80,11 @@ class _Tap:
     kind: str                 # "dense" | "layernorm"
     leaves: tuple             # (kernel_or_scale_leaf_index, bias_leaf_index or None)
     epsilon: float = 0.0
+    fast_variance: bool = True
+
+
+_U32 = 2.0**-24   # unit roundoff of float32
+_U64 = 2.0**-53   # unit roundoff of float64
 
 
 def clip_factors(sq_norms: jax.Array, clip_norm: float, mask: jax.Array | None) -> jax.Array:
@@ -71,9 +96,18 @@ def clip_factors(sq_norms: jax.Array, clip_norm: float, mask: jax.Array | None) 
     return c
 
 
-def _layernorm_xhat(x: jax.Array, epsilon: float) -> jax.Array:
+def _clip_from_bound(norm_bound: jax.Array, clip_norm: float, mask: jax.Array | None) -> jax.Array:
+    """c_i = C / max(N_i, C) from an upper bound N_i of the norm; zero for masked-out rows."""
+    c = clip_norm / jnp.maximum(norm_bound, clip_norm)
+    return c if mask is None else jnp.where(mask, c, 0.0)
+
+
+def _layernorm_xhat(x: jax.Array, epsilon: float, fast_variance: bool = True) -> jax.Array:
     mean = jnp.mean(x, axis=-1, keepdims=True)
-    var = jnp.maximum(jnp.mean(jnp.square(x), axis=-1, keepdims=True) - jnp.square(mean), 0.0)
+    if fast_variance:
+        var = jnp.maximum(jnp.mean(jnp.square(x), axis=-1, keepdims=True) - jnp.square(mean), 0.0)
+    else:
+        var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
     return (x - mean) * jax.lax.rsqrt(var + epsilon)
 
 
@@ -102,19 +136,21 @@ class _Interceptor:
         module = context.module
         if context.method_name != "__call__" or not args:
             return next_fun(*args, **kwargs)
+        plain_call = len(args) == 1 and not kwargs
         if type(module) is nn.Dense:
             k, ok_k = self._leaf(module, "kernel")
             b, ok_b = self._leaf(module, "bias")
-            if k is None or not (ok_k and ok_b):
+            custom = module.dot_general is not None or module.dot_general_cls is not None
+            if k is None or not (ok_k and ok_b) or custom or not plain_call:
                 return next_fun(*args, **kwargs)
             tap = _Tap("dense", (k, b))
         elif type(module) is nn.LayerNorm:
-            default_axes = module.reduction_axes == -1 and module.feature_axes == -1
             s, ok_s = self._leaf(module, "scale")
             b, ok_b = self._leaf(module, "bias")
-            if not default_axes or (s is None and b is None) or not (ok_s and ok_b):
+            if (s is None and b is None) or not (ok_s and ok_b) or not _plain_layernorm(
+                    module, args, kwargs):
                 return next_fun(*args, **kwargs)
-            tap = _Tap("layernorm", (s, b), float(module.epsilon))
+            tap = _Tap("layernorm", (s, b), float(module.epsilon), bool(module.use_fast_variance))
         else:
             return next_fun(*args, **kwargs)
         out = next_fun(*args, **kwargs)
@@ -125,6 +161,17 @@ class _Interceptor:
         if self.perturbations is not None:
             out = out + self.perturbations[i]
         return out
+
+
+def _plain_layernorm(module: nn.LayerNorm, args, kwargs) -> bool:
+    """Whether the call normalises the last axis of one float32 input with its own statistics."""
+    return (
+        len(args) == 1 and not kwargs  # e.g. mask= changes which entries the statistics use
+        and module.reduction_axes == -1 and module.feature_axes == -1
+        and module.axis_name is None and module.axis_index_groups is None
+        and module.dtype in (None, jnp.float32)
+        and getattr(args[0], "dtype", None) == jnp.float32
+    )
 
 
 def _unsupported_leaves(taps: list[_Tap], n_leaves: int) -> set[int]:
@@ -185,53 +232,77 @@ def _ghost_clipped_sum(loss_fn, params, batch, mask, clip_norm, fallback):
     # Group the calls by parameter leaf (a layer may be called several times per example).
     groups: dict[tuple, list[int]] = {}
     for call, tap in enumerate(taps):
-        groups.setdefault((tap.kind, tap.leaves, tap.epsilon), []).append(call)
+        groups.setdefault((tap.kind, tap.leaves, tap.epsilon, tap.fast_variance), []).append(call)
 
-    sq = jnp.zeros((bsz,), jnp.float32)
-    book = []  # (kind, leaves, A (B,T,d) or xhat, G (B,T,p))
-    for (kind, leaf_idx, eps), calls in groups.items():
+    book = []  # (kind, leaves, A (B,T,d) or per-example scale grad, G (B,T,p) or bias grad)
+    pieces = []  # (float32 (B,) sum of squares, its relative error bound), all terms >= 0
+    grams = []   # float64 (B,) Gram-form squared norms of multi-call Dense kernels (may cancel)
+    slack = []   # float64 (B,) absolute norm slack for those kernels (see module docstring)
+
+    def sq32(x):  # positive float32 sum over the last axis: relative error <= (k + 1) u
+        return jnp.sum(jnp.square(x), axis=-1), (x.shape[-1] + 1) * _U32
+
+    for (kind, leaf_idx, eps, fast), calls in groups.items():
         g = jnp.concatenate([_as_tokens(grads[c], bsz) for c in calls], axis=1)
         g = jnp.where(keep[:, None, None], g, 0.0)
         a = jnp.concatenate([_as_tokens(inputs[c], bsz) for c in calls], axis=1)
         a = jnp.where(keep[:, None, None], a, 0.0)  # a masked row adds exactly 0, even if NaN
+        tokens = g.shape[1]
         if kind == "dense":
             k_idx, b_idx = leaf_idx
-            if g.shape[1] == 1:
-                sq = sq + jnp.sum(a[:, 0] ** 2, -1) * jnp.sum(g[:, 0] ** 2, -1)
+            if tokens == 1:
+                (sa, ra), (sg, rg) = sq32(a[:, 0]), sq32(g[:, 0])
+                pieces.append((sa * sg, ra + rg + 2 * _U32))
             else:
-                gram_a = jnp.einsum("btd,bsd->bts", a, a)
-                gram_g = jnp.einsum("btp,bsp->bts", g, g)
-                sq = sq + jnp.sum(gram_a * gram_g, axis=(1, 2))
+                with jax.enable_x64(True):
+                    a64, g64 = a.astype(jnp.float64), g.astype(jnp.float64)
+                    gram = jnp.einsum("btd,bsd->bts", a64, a64) * jnp.einsum("btp,bsp->bts", g64, g64)
+                    grams.append(jnp.sum(gram, axis=(1, 2)))
+                    size = (tokens + 2) * _U32 + ((a.shape[-1] + g.shape[-1] + tokens**2 + 8) * _U64) ** 0.5
+                    norms_a = jnp.sqrt(jnp.sum(a64 * a64, -1))
+                    norms_g = jnp.sqrt(jnp.sum(g64 * g64, -1))
+                    slack.append(2.0 * size * jnp.sum(norms_a * norms_g, axis=1))
+            gb = jnp.sum(g, axis=1)  # (B, p) per-example bias gradient, summed once
             if b_idx is not None:
-                sq = sq + jnp.sum(jnp.sum(g, 1) ** 2, -1)
-            book.append((kind, leaf_idx, a, g))
+                pieces.append(sq32(gb))
+            book.append((kind, leaf_idx, a, (g, gb)))
         else:
             s_idx, b_idx = leaf_idx
-            xhat = _layernorm_xhat(a, eps)
+            xhat = _layernorm_xhat(a, eps, fast)
             gs = jnp.sum(g * xhat, axis=1)  # (B, d) per-example scale gradient
             gb = jnp.sum(g, axis=1)         # (B, d) per-example bias gradient
             if s_idx is not None:
-                sq = sq + jnp.sum(gs**2, -1)
+                pieces.append(sq32(gs))
             if b_idx is not None:
-                sq = sq + jnp.sum(gb**2, -1)
+                pieces.append(sq32(gb))
             book.append((kind, leaf_idx, gs, gb))
 
-    c = clip_factors(sq, clip_norm, mask)
+    with jax.enable_x64(True):
+        # Positive pieces are inflated by their float32 error bound; the sums run in float64.
+        upper = sum((x.astype(jnp.float64) * (1.0 + 1.01 * rel) for x, rel in pieces),
+                    jnp.zeros((bsz,), jnp.float64))
+        exact = sum((x.astype(jnp.float64) for x, _ in pieces), jnp.zeros((bsz,), jnp.float64))
+        for gram in grams:
+            upper, exact = upper + gram, exact + gram
+        bound = jnp.sqrt(jnp.maximum(upper, 0.0)) * (1.0 + 8 * _U32)
+        for extra in slack:
+            bound = bound + extra
+        bound = bound.astype(jnp.float32) * np.float32(1.0 + 2 * _U32)  # float32 rounding, upward
+        sq = exact.astype(jnp.float32)
+
+    c = _clip_from_bound(bound, clip_norm, mask)
     out = [jnp.zeros_like(x) for x in leaves]
     for kind, leaf_idx, first, second in book:
         if kind == "dense":
             k_idx, b_idx = leaf_idx
-            a, g = first, second
+            a, (g, gb) = first, second
             if g.shape[1] == 1:  # one token per example: plain matmuls
-                a, g = a[:, 0], g[:, 0]
-                kernel = a.T @ (g * c[:, None])
-                bias = c @ g
+                kernel = a[:, 0].T @ (g[:, 0] * c[:, None])
             else:
                 kernel = jnp.einsum("btd,btp->dp", a, g * c[:, None, None])
-                bias = jnp.einsum("b,btp->p", c, g)
             out[k_idx] = out[k_idx] + kernel.reshape(leaves[k_idx].shape)
             if b_idx is not None:
-                out[b_idx] = out[b_idx] + bias.reshape(leaves[b_idx].shape)
+                out[b_idx] = out[b_idx] + (c @ gb).reshape(leaves[b_idx].shape)
         else:
             s_idx, b_idx = leaf_idx
             if s_idx is not None:
@@ -259,19 +330,53 @@ def per_example_grads(loss_fn: LossFn, params: PyTree, batch: PyTree) -> PyTree:
     return jax.vmap(jax.value_and_grad(one), in_axes=(None, 0))(params, batch)
 
 
+# Per-example size of a parameter array above which the vmap path sums the masked, scaled rows
+# with a dot (XLA's column reductions over the batch axis are slow for large arrays on CPU) and
+# below which it uses an elementwise reduction (faster for small arrays). Same result either way.
+_DOT_MIN_SIZE = 16384
+
+
+def _per_example_sq64(leaves) -> tuple[jax.Array, int]:
+    """Squared norms of per-example gradients (leading axis B) and the float32 summation length.
+
+    Squares are summed in float32 along each array's last axis (fused with the squaring, one
+    pass over the B x P block), then in float64 across the rest; the float32 partial sums carry a
+    relative error of at most (k + 1) u for a last axis of length k, which the caller covers.
+    """
+    total, inner = 0.0, 1
+    with jax.enable_x64(True):
+        for g in leaves:
+            if g.ndim > 2:
+                partial, k = jnp.sum(jnp.square(g), axis=-1), g.shape[-1]
+            else:
+                partial, k = jnp.square(g), 1
+            inner = max(inner, k)
+            total = total + jnp.sum(partial.reshape(g.shape[0], -1).astype(jnp.float64), axis=1)
+    return total, inner
+
+
 def _vmap_clipped_sum(loss_fn, params, batch, mask, clip_norm):
     losses, grads = per_example_grads(loss_fn, params, batch)
     leaves = jax.tree_util.tree_leaves(grads)
-    sq = sum(jnp.sum(g.reshape(g.shape[0], -1) ** 2, axis=1) for g in leaves)
-    c = clip_factors(sq, clip_norm, mask)
-    keep = jnp.ones_like(c, bool) if mask is None else mask  # masked rows add exactly 0, even NaN
+    sq64, inner = _per_example_sq64(leaves)
+    with jax.enable_x64(True):
+        upper = sq64 * (1.0 + 1.01 * (inner + 1) * _U32)
+        bound = (jnp.sqrt(upper) * (1.0 + 8 * _U32)).astype(jnp.float32) * np.float32(1.0 + 2 * _U32)
+        sq = sq64.astype(jnp.float32)
+    c = _clip_from_bound(bound, clip_norm, None)
+    keep = jnp.ones_like(c, bool) if mask is None else mask
+    c_kept = jnp.where(keep, c, 0.0)
 
     def masked_sum(g):
-        g = jnp.where(keep.reshape((-1,) + (1,) * (g.ndim - 1)), g, 0.0)
-        return jnp.tensordot(c, g, axes=1)
+        # Padded rows are zeroed with a select (exactly 0, even if they hold NaN), never by a
+        # multiplication with a zero clip factor.
+        shape = (-1,) + (1,) * (g.ndim - 1)
+        if g[0].size >= _DOT_MIN_SIZE:
+            return jnp.tensordot(c_kept.astype(g.dtype), jnp.where(keep.reshape(shape), g, 0.0), axes=1)
+        return jnp.sum(jnp.where(keep.reshape(shape), g * c.reshape(shape).astype(g.dtype), 0.0), axis=0)
 
     summed = jax.tree_util.tree_map(masked_sum, grads)
-    return summed, _aux(losses, sq, c, mask)
+    return summed, _aux(losses, sq, c_kept, mask)
 
 
 def clipped_grad_sum(

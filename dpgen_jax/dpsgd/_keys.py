@@ -11,6 +11,7 @@ import secrets
 from typing import NamedTuple
 
 import jax
+import numpy as np
 
 
 class RunKey(NamedTuple):
@@ -21,12 +22,16 @@ class RunKey(NamedTuple):
 
 
 def make_key(seed: int | None = None) -> RunKey:
-    """Root key for a run: from ``seed`` when given, otherwise 63 bits of OS entropy.
+    """Root key for a run: ``jax.random.key(seed)`` when given, otherwise OS entropy.
 
-    The entropy-derived seed is never returned or logged.
+    Without a seed every word of the key is drawn from OS entropy (``secrets``) and wrapped with
+    ``jax.random.wrap_key_data``: 64 bits for the default Threefry key (an integer seed would keep
+    only 32 of them unless 64-bit mode is on). The entropy is never returned or logged.
     """
     if seed is None:
-        return RunKey(jax.random.key(secrets.randbits(63)), False)
+        template = jax.random.key_data(jax.random.key(0))
+        words = np.frombuffer(secrets.token_bytes(4 * template.size), dtype=np.uint32)
+        return RunKey(jax.random.wrap_key_data(words.reshape(template.shape).copy()), False)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise TypeError(f"Expected seed={seed!r} to be an int or None.")
     return RunKey(jax.random.key(seed), True)

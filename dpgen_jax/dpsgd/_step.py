@@ -2,8 +2,9 @@
 
 A step samples a Poisson batch inside the compiled graph (:mod:`._sampling`), computes the clipped
 per-example gradient sum (:mod:`._clipping`), adds Gaussian noise with standard deviation
-``noise_multiplier * clip_norm`` per coordinate (one draw per parameter array), divides by the
-*expected* batch size ``q * m`` and applies the optimizer. A draw that exceeds the padded
+``noise_multiplier * clip_norm`` per coordinate (:mod:`._noise`: one keyed draw per step, tails
+beyond 9 sigma), divides by the *expected* batch size (``q * m``, or a public ``q * N``) and
+applies the optimizer. A draw that exceeds the padded
 capacity is processed in further chunks inside the same step (``lax.while_loop``), so the sample
 is exactly Poisson. :func:`run_phase` executes many steps per compiled call and counts the steps
 actually executed in the state; that count is what the accountant must be given.
@@ -11,13 +12,16 @@ actually executed in the state; that count is what the accountant must be given.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from dpgen_jax.dpsgd._clipping import METHODS, clipped_grad_sum, grad_sum
+from dpgen_jax.dpsgd._noise import add_gaussian_noise
 from dpgen_jax.dpsgd._sampling import default_capacity, poisson_chunk
 from dpgen_jax.dpsgd._validate import (
     check_choice,
@@ -49,26 +53,6 @@ def gather_rows(data: PyTree, indices: jax.Array, key: jax.Array, extra: PyTree)
     return jax.tree_util.tree_map(lambda x: jnp.take(x, indices, axis=0), data)
 
 
-def add_gaussian_noise(tree: PyTree, key: jax.Array, std: float) -> PyTree:
-    """Adds independent N(0, std^2) noise to every coordinate of every array in ``tree``.
-
-    All coordinates come from one threefry draw of even length, sliced back into the arrays:
-    threefry is 2-4x slower on odd-length draws (fast-dp-sgd spec §6) and one draw avoids a
-    dispatch per array. float32, full precision (no reduced-precision noise).
-    """
-    if std == 0.0:
-        return tree
-    leaves, treedef = jax.tree_util.tree_flatten(tree)
-    sizes = [x.size for x in leaves]
-    total = sum(sizes)
-    flat = jax.random.normal(key, (total + (total % 2),), jnp.float32)
-    out, start = [], 0
-    for x, n in zip(leaves, sizes):
-        out.append(x + (std * flat[start:start + n]).reshape(x.shape).astype(x.dtype))
-        start += n
-    return jax.tree_util.tree_unflatten(treedef, out)
-
-
 def make_dp_step(
     loss_fn: Callable[[PyTree, PyTree], jax.Array],
     optimizer: optax.GradientTransformation,
@@ -90,8 +74,9 @@ def make_dp_step(
     Args:
         loss_fn: per-example loss ``(params, batch) -> (B,)``.
         optimizer: any optax transformation; it sees only the privatised gradient.
-        num_records: dataset size m (the leading axis of ``data``).
-        sample_rate: Poisson inclusion probability q; the expected batch size is q * m.
+        num_records: number of rows m of ``data`` (its leading axis), which the sampler scans.
+        sample_rate: Poisson inclusion probability q; the expected batch size is q * m unless
+            ``expected_batch_size`` is given.
         clip_norm: per-example L2 clip C; ``None`` for the non-private step (plain gradient).
         noise_multiplier: sigma; noise std is sigma * C per coordinate. Must be 0 when
             ``clip_norm`` is None.
@@ -110,10 +95,10 @@ def make_dp_step(
             same scale as the clipped sum. It is added to the noised sum, unclipped, before the
             division by the expected batch size, once per step. Its size must not depend on the
             private data (use a fixed number of generated rows).
-        expected_batch_size: the public normaliser of the noised sum; default ``sample_rate *
-            num_records``. With a public dataset size N, pass q * N (the batch size B, with
-            q = B / N) and let ``num_records`` be the real row count, used only as the sampler's
-            scan length.
+        expected_batch_size: the normaliser of the noised sum; default ``sample_rate *
+            num_records``. Pass ``q * N`` for a public dataset size N (with ``q = B / N``) so
+            that the real row count m enters only the sampler's scan and nothing released
+            depends on it (see ``docs/engine.md``).
 
     Returns:
         ``step(state, data, key, extra=None)``; ``metrics`` has ``batch_size`` (realised size)
@@ -150,9 +135,7 @@ def make_dp_step(
     if expected_batch_size is None:
         expected_batch = q * m
     else:
-        expected_batch = float(expected_batch_size)
-        if not (expected_batch > 0 and expected_batch < float("inf")):
-            raise ValueError(f"Expected expected_batch_size={expected_batch_size!r} to be a finite number > 0.")
+        expected_batch = _check_positive_finite(expected_batch_size, "expected_batch_size")
     noise_std = 0.0 if clip_norm is None else sigma * clip_norm
 
     def step(state: TrainState, data: PyTree, key: jax.Array, extra: PyTree = None):
@@ -253,13 +236,26 @@ def run_phase(
 
 
 def expected_batch_size(num_records: int, sample_rate: float) -> float:
-    """q * m, the normaliser of every DP-SGD step."""
+    """q * N, the normaliser of a DP-SGD step.
+
+    ``num_records`` is the dataset size the normaliser is based on: the real row count m (the
+    default of :func:`make_dp_step`) or a public size N, whose result is what to pass as
+    ``make_dp_step(..., expected_batch_size=...)``.
+    """
     return check_sample_rate(sample_rate) * check_num_records(num_records)
+
+
+def _check_positive_finite(value, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(f"Expected {name}={value!r} to be a finite number > 0.")
+    v = float(value)
+    if not (v > 0.0) or math.isinf(v):
+        raise ValueError(f"Expected {name}={value!r} to be a finite number > 0.")
+    return v
 
 
 __all__ = [
     "TrainState",
-    "add_gaussian_noise",
     "expected_batch_size",
     "gather_rows",
     "init_state",
