@@ -206,7 +206,7 @@ def _jax_runner(model_name, method, batch_size, params, data):
         loss, opt, num_records=m, sample_rate=batch_size / m,
         clip_norm=CLIP_NORM if private else None,
         noise_multiplier=NOISE_MULTIPLIER if private else 0.0,
-        method=method, fallback="error",
+        method=method if private else "ghost", fallback="error",
     )
     runner = dpsgd.make_phase_runner(step, donate=False)
     state = dpsgd.init_state(params, opt)

@@ -2,8 +2,9 @@
 
 Everything here is a slow, separate implementation of what the library computes: per-example
 gradients one row at a time, clipping by min(1, C / ||g||), optimizers written out in float64
-NumPy, epsilons from ``dp_accounting`` called directly, and checks of sampled frames against the
-schema.
+NumPy, the engine's Poisson sampler and Gaussian noise re-implemented in NumPy/SciPy from the same
+random words, epsilons from ``dp_accounting`` called directly, and checks of sampled frames against
+the schema.
 """
 
 from __future__ import annotations
@@ -90,26 +91,81 @@ def rmsprop(p, g, v, lr, alpha=0.99, eps=1e-8):
     return p - lr * g / (np.sqrt(v) + eps), v
 
 
-_chunk = jax.jit(dpsgd.poisson_chunk, static_argnums=(2, 3, 4))
-_unit_noise = jax.jit(lambda zeros, key: dpsgd.add_gaussian_noise(zeros, key, 1.0))
+# ---------------------------------------------------------------------------------- sampler and noise
+# Independent re-implementations in NumPy/SciPy (float64) of the documented algorithms, from the
+# same random words: the engine's Poisson gaps (docs/engine.md: Geometric(q) gaps by inversion of a
+# 96-bit uniform) and its Gaussian noise (Threefry-2x32-20 blocks, sign bit + 63-bit uniform through
+# the normal quantile, here scipy's ``ndtri``). Only ``jax.random.bits`` / ``key_data`` are shared
+# with the engine: they are JAX's own primitives, the source of the randomness.
+
+_MASK32 = 0xFFFFFFFF
 
 
-def poisson_chunks(k_sample, m: int, q: float):
-    """[(chunk index, selected record indices, their slots)] as ``make_dp_step`` draws them."""
-    cap = dpsgd.default_capacity(m, q)
-    out, pos, i = [], jnp.int32(0), 0
-    while int(pos) < m:
-        c = _chunk(jax.random.fold_in(k_sample, i), pos, m, q, cap)
-        mask = np.asarray(c.mask)
-        out.append((i, np.asarray(c.indices)[mask], np.flatnonzero(mask)))
-        pos, i = c.next_position, i + 1
-    return out, cap
+def _rotl(x: np.ndarray, r: int) -> np.ndarray:
+    return ((x << np.uint64(r)) | (x >> np.uint64(32 - r))) & np.uint64(_MASK32)
+
+
+def threefry2x32(k0: int, k1: int, x0: np.ndarray, x1: np.ndarray):
+    """Threefry-2x32 with 20 rounds (Salmon et al. 2011), uint32 arithmetic in uint64 NumPy."""
+    m = np.uint64(_MASK32)
+    ks = [np.uint64(k0), np.uint64(k1), np.uint64(k0 ^ k1 ^ 0x1BD11BDA)]
+    x0 = (np.asarray(x0, np.uint64) + ks[0]) & m
+    x1 = (np.asarray(x1, np.uint64) + ks[1]) & m
+    rotations = ((13, 15, 26, 6), (17, 29, 16, 24))
+    for i in range(5):
+        for r in rotations[i % 2]:
+            x0 = (x0 + x1) & m
+            x1 = _rotl(x1, r) ^ x0
+        x0 = (x0 + ks[(i + 1) % 3]) & m
+        x1 = (x1 + ks[(i + 2) % 3] + np.uint64(i + 1)) & m
+    return x0, x1
+
+
+def reference_normals(key, n: int) -> np.ndarray:
+    """The engine's n standard normal values for ``key``, computed independently (float64)."""
+    from scipy.special import ndtri
+
+    data = np.asarray(jax.random.key_data(key)).astype(np.uint64)
+    d0, d1 = threefry2x32(int(data[0]), int(data[1]), np.array([0x6E6F6973]), np.array([0x65000000]))
+    j = np.arange(n, dtype=np.uint64)
+    hi, lo = threefry2x32(int(d0[0]), int(d1[0]), j >> np.uint64(32), j & np.uint64(_MASK32))
+    k = ((hi & np.uint64(0x7FFFFFFF)) << np.uint64(32)) | lo  # 63 bits
+    p = (k.astype(np.float64) + 0.5) * 2.0**-64                # in (0, 1/2)
+    z = -ndtri(p)                                              # >= 0
+    return np.where((hi >> np.uint64(31)) == 1, -z, z)
 
 
 def noisy(total: np.ndarray, like, key, std: float) -> np.ndarray:
-    """total + the N(0, std^2) draw of the step's noise key (one per coordinate of ``like``)."""
-    zeros = jax.tree_util.tree_map(jnp.zeros_like, like)
-    return total + std * flat(_unit_noise(zeros, key))
+    """total + the N(0, std^2) noise the engine draws with the step's noise key."""
+    n = sum(x.size for x in jax.tree_util.tree_leaves(like))
+    return total + std * reference_normals(key, n)
+
+
+def poisson_chunks(k_sample, m: int, q: float):
+    """[(chunk index, selected record indices, their slots)] of one step's Poisson sample.
+
+    Chunk i uses the 3 x capacity words of ``fold_in(k_sample, i)``; gap = floor(E / lambda) + 1
+    (capped at m + 1) with lambda = -log(1 - q) and E = -log(U) for the 96-bit uniform U, which is
+    the inverse CDF of Geometric(q).
+    """
+    cap = dpsgd.default_capacity(m, q)
+    lam = -np.log1p(-q)
+    out, pos, i = [], 0, 0
+    while pos < m:
+        w = np.asarray(jax.random.bits(jax.random.fold_in(k_sample, i), (3, cap), jnp.uint32))
+        w = w.astype(np.uint64)
+        k = (w[0] << np.uint64(32)) | w[1]
+        lower = w[0] < 2**31
+        u = (k.astype(np.float64) + (w[2].astype(np.float64) + 0.5) * 2.0**-32) * 2.0**-64
+        v = ((~k).astype(np.float64) + ((w[2] ^ np.uint64(_MASK32)).astype(np.float64) + 0.5)
+             * 2.0**-32) * 2.0**-64
+        e = np.where(lower, -np.log(u), -np.log1p(-v))
+        gaps = np.floor(np.minimum(e / lam, m)).astype(np.int64) + 1
+        idx = np.minimum(pos - 1 + np.cumsum(gaps), m)
+        mask = idx < m
+        out.append((i, idx[mask], np.flatnonzero(mask)))
+        pos, i = int(min(idx[-1] + 1, m)), i + 1
+    return out, cap
 
 
 def reference_epsilons(phases: list[tuple[float, float, int]], delta: float, pld_interval: float):

@@ -271,9 +271,12 @@ def test_bad_sample_rate_raises(bad):
         dpsgd.poisson_sample_indices(jax.random.key(0), 100, bad)
 
 
-@pytest.mark.parametrize("bad", [0, -3, 2.5, True])
-def test_bad_num_records_raises(bad):
-    with pytest.raises(ValueError, match="num_records"):
+@pytest.mark.parametrize("bad, error", [(0, ValueError), (-3, ValueError), (2.5, TypeError),
+                                        (True, TypeError)])
+def test_bad_num_records_raises(bad, error):
+    # One convention for every argument check in the library: TypeError for a wrong type,
+    # ValueError for a value out of range, both naming the argument.
+    with pytest.raises(error, match="num_records"):
         dpsgd.default_capacity(bad, 0.1)
 
 

@@ -62,7 +62,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpgen_jax.dpsgd._validate import check_choice, check_clip_norm
+from dpgen_jax._validate import check_choice, check_clip_norm
 
 PyTree = Any
 LossFn = Callable[[PyTree, PyTree], jax.Array]

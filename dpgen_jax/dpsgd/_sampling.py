@@ -44,7 +44,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpgen_jax.dpsgd._validate import check_num_records, check_sample_rate
+from dpgen_jax._validate import check_num_records, check_sample_rate
 
 
 def default_capacity(num_records: int, sample_rate: float) -> int:

@@ -23,13 +23,14 @@ import optax
 from dpgen_jax.dpsgd._clipping import METHODS, clipped_grad_sum, grad_sum
 from dpgen_jax.dpsgd._noise import add_gaussian_noise
 from dpgen_jax.dpsgd._sampling import default_capacity, poisson_chunk
-from dpgen_jax.dpsgd._validate import (
+from dpgen_jax._validate import (
     check_choice,
     check_clip_norm,
     check_noise_multiplier,
     check_num_records,
     check_sample_rate,
     check_steps,
+    positive_finite,
 )
 
 PyTree = Any
@@ -80,8 +81,8 @@ def make_dp_step(
         clip_norm: per-example L2 clip C; ``None`` for the non-private step (plain gradient).
         noise_multiplier: sigma; noise std is sigma * C per coordinate. Must be 0 when
             ``clip_norm`` is None.
-        method: "ghost" or "vmap" (see :func:`clipped_grad_sum`), or "nonprivate" (same as
-            ``clip_norm=None``).
+        method: "ghost" or "vmap" (see :func:`clipped_grad_sum`); ignored when ``clip_norm`` is
+            None.
         fallback: see :func:`clipped_grad_sum`.
         capacity: padded batch size per chunk (default qm + 6 sqrt(qm)).
         batch_fn: ``(data, indices, key, extra) -> batch`` builds the padded batch from the
@@ -113,9 +114,7 @@ def make_dp_step(
     m = check_num_records(num_records)
     q = check_sample_rate(sample_rate)
     sigma = check_noise_multiplier(noise_multiplier)
-    if method == "nonprivate":
-        clip_norm = None
-    check_choice(method, METHODS + ("nonprivate",), "method")
+    check_choice(method, METHODS, "method")
     if clip_norm is None:
         if sigma != 0.0:
             raise ValueError(
@@ -135,7 +134,7 @@ def make_dp_step(
     if expected_batch_size is None:
         expected_batch = q * m
     else:
-        expected_batch = _check_positive_finite(expected_batch_size, "expected_batch_size")
+        expected_batch = positive_finite(expected_batch_size, "expected_batch_size")
     noise_std = 0.0 if clip_norm is None else sigma * clip_norm
 
     def step(state: TrainState, data: PyTree, key: jax.Array, extra: PyTree = None):
@@ -243,15 +242,6 @@ def expected_batch_size(num_records: int, sample_rate: float) -> float:
     ``make_dp_step(..., expected_batch_size=...)``.
     """
     return check_sample_rate(sample_rate) * check_num_records(num_records)
-
-
-def _check_positive_finite(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ValueError(f"Expected {name}={value!r} to be a finite number > 0.")
-    v = float(value)
-    if not (v > 0.0) or math.isinf(v):
-        raise ValueError(f"Expected {name}={value!r} to be a finite number > 0.")
-    return v
 
 
 __all__ = [

@@ -17,7 +17,7 @@ from threadpoolctl import threadpool_limits
 
 from dpgen_jax.data import Schema, TableEncoder
 from dpgen_jax.metrics._models import fit_recording_convergence, forest_predict, source_flag
-from dpgen_jax.metrics._validate import Table, check_features, check_schema, prepare
+from dpgen_jax.metrics._tables import Table, check_features, check_schema, prepare
 
 Metric = Literal["auroc", "f1_binary", "f1_micro", "r2"]
 

@@ -18,7 +18,7 @@ from threadpoolctl import threadpool_limits
 
 from dpgen_jax.data import Schema, TableEncoder
 from dpgen_jax.metrics._models import Score, fit_recording_convergence, forest_predict, source_flag
-from dpgen_jax.metrics._validate import (
+from dpgen_jax.metrics._tables import (
     Table,
     check_int,
     check_label,

@@ -44,7 +44,7 @@ from dpgen_jax.metrics._marginals import (
     three_way_marginal_from_tables,
 )
 from dpgen_jax.metrics._models import Score, note_from_flag, source_flag
-from dpgen_jax.metrics._validate import (
+from dpgen_jax.metrics._tables import (
     Table,
     check_int,
     check_label,

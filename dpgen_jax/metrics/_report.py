@@ -19,7 +19,7 @@ from dpgen_jax.metrics._plots import (
     plot_pca,
 )
 from dpgen_jax.metrics._published import PublishedResults
-from dpgen_jax.metrics._validate import check_same_columns, check_schema, prepare
+from dpgen_jax.metrics._tables import check_same_columns, check_schema, prepare
 
 
 def _num(v: Any, digits: int = 4) -> str:

@@ -25,7 +25,7 @@ from dp_accounting import privacy_accountant as _pa
 from dp_accounting.pld import PLDAccountant
 from dp_accounting.rdp import RdpAccountant, compute_epsilon
 
-from dpgen_jax.privacy import _validate as _v
+from dpgen_jax import _validate as _v
 from dpgen_jax.privacy._phases import (
     PHASE_TYPES,
     NeighboringRelation,

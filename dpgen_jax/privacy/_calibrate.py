@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import dp_accounting as dpa
 from dp_accounting import privacy_accountant as _pa
 
-from dpgen_jax.privacy import _validate as _v
+from dpgen_jax import _validate as _v
 from dpgen_jax.privacy._accounting import (
     Accountant,
     Conversion,

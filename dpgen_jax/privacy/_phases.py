@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import dp_accounting as dpa
 
-from dpgen_jax.privacy import _validate as _v
+from dpgen_jax import _validate as _v
 
 NeighboringRelation = dpa.NeighboringRelation
 

@@ -12,7 +12,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from dpgen_jax.privacy import _validate as _v
+from dpgen_jax import _validate as _v
 from dpgen_jax.privacy._accounting import (
     RDP_ORDERS,
     Accountant,

@@ -1,4 +1,4 @@
-"""Argument checks shared by the privacy module.
+"""Argument checks shared by every layer (a leaf module: it imports nothing of ours).
 
 Every check raises an error that names the argument, the value received and what was expected.
 Numbers are returned as builtin ``float``/``int`` so that phases hash, compare and
@@ -83,3 +83,40 @@ def name(value: Any, context: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{_where(context)}expected name to be a non-empty string, got {value!r}.")
     return value
+
+
+def non_negative_finite(value: Any, name: str, context: str = "") -> float:
+    """A real number in [0, inf)."""
+    x = real(value, name, context)
+    if not (math.isfinite(x) and x >= 0.0):
+        raise ValueError(
+            f"{_where(context)}expected {name} to be a finite number >= 0, got {value!r}."
+        )
+    return x
+
+
+# -- the engine's names for the same checks ------------------------------------------------------
+
+
+def check_sample_rate(value: Any, name: str = "sample_rate") -> float:
+    return sample_rate(value, name)
+
+
+def check_num_records(value: Any, name: str = "num_records") -> int:
+    return count(value, name, 1)
+
+
+def check_clip_norm(value: Any, name: str = "clip_norm") -> float:
+    return positive_finite(value, name)
+
+
+def check_noise_multiplier(value: Any, name: str = "noise_multiplier") -> float:
+    return non_negative_finite(value, name)
+
+
+def check_steps(value: Any, name: str = "steps") -> int:
+    return count(value, name, 0)
+
+
+def check_choice(value: Any, options: tuple[str, ...], name: str) -> str:
+    return choice(value, name, tuple(options))
