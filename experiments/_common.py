@@ -14,7 +14,6 @@ per-seed values and their medians. Every run writes ``report.json`` with the key
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 import pathlib
@@ -22,6 +21,8 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from dpgen_jax.cli import config_overrides  # the one parser of --set FIELD=VALUE (CLI too)
 
 REPORT_KEYS = (
     "method", "dataset", "seed", "target_epsilon", "epsilon", "epsilon_paper_accounting",
@@ -64,41 +65,6 @@ def parser(prog: str, doc: str, method: str, presets: Sequence[str] | None = Non
     p.add_argument("--out", type=pathlib.Path, required=True, help="output folder")
     p.set_defaults(method=method)
     return p
-
-
-def config_overrides(method: str, pairs: Sequence[str]) -> dict[str, Any]:
-    """``["field=value", ...]`` as typed configuration overrides of ``method``.
-
-    Values are read as JSON where they parse (``5000``, ``0.5``, ``null``, ``[64, 64]``) and as
-    strings otherwise; an integer given for a float field becomes a float.
-
-    Raises:
-        ValueError: a pair without ``=`` or a field the method's configuration does not have.
-    """
-    from dpgen_jax import synthesizers
-
-    cfg = synthesizers.get(method).CONFIG
-    fields = {f.name: f for f in dataclasses.fields(cfg)}
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        name, sep, raw = pair.partition("=")
-        name = name.strip().replace("-", "_")
-        if not sep:
-            raise ValueError(f"--set {pair!r}: expected FIELD=VALUE.")
-        if name not in fields:
-            raise ValueError(f"--set {pair!r}: {cfg.__name__} has no field {name!r}; expected one "
-                             f"of {sorted(fields)}.")
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError:
-            value = raw
-        if isinstance(value, list):
-            value = tuple(value)
-        default = fields[name].default
-        if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        out[name] = value
-    return out
 
 
 def enable_compilation_cache() -> None:

@@ -425,7 +425,8 @@ class Synthesizer(abc.ABC):
     def fit(self, df: pd.DataFrame, schema: data_lib.Schema, *, epsilon: float | None = None,
             delta: float = 1e-5, preset: str | None = None, num_records: int | None = None,
             seed: int | None = None, progress: bool = False,
-            max_seconds: float | None = None) -> Synthesizer:
+            max_seconds: float | None = None,
+            allow_data_derived_schema: bool = False) -> Synthesizer:
         """Trains on the private table ``df`` under (epsilon, delta)-DP.
 
         Args:
@@ -446,17 +447,27 @@ class Synthesizer(abc.ABC):
             max_seconds: a time budget for training. Once it is spent, every remaining phase stops
                 after its current compiled chunk (each phase runs at least one chunk); the report
                 accounts for the steps actually executed, and a warning says the schedule was cut.
+            allow_data_derived_schema: the explicit opt-out for a schema read from the data
+                (``schema.source == "data-derived"``, e.g. ``data.infer_schema``). Without it such a
+                schema is refused; with it the fit runs and its report says the result is not
+                end-to-end differentially private.
 
         Returns:
             ``self``, fitted.
 
         Raises:
-            ValueError: bad arguments, a frame that does not match the schema, or an unreachable
-                epsilon.
+            ValueError: bad arguments, a frame that does not match the schema, an unreachable
+                epsilon, or a data-derived schema without ``allow_data_derived_schema=True``.
         """
         _check_target(epsilon, delta, preset)
         if not isinstance(schema, data_lib.Schema):
             raise TypeError(f"Expected schema to be a dpgen_jax.data.Schema, got {type(schema).__name__}.")
+        if schema.source == "data-derived" and allow_data_derived_schema is not True:
+            raise ValueError(
+                "The schema is data-derived (its kinds, categories and bounds were read from the "
+                "data), so the result would not be end-to-end differentially private; declare a "
+                "public schema (docs/data.md) or pass allow_data_derived_schema=True to accept "
+                "that (the privacy report then says so).")
         self._check_schema(schema)
         public_n = num_records is not None
         if public_n:

@@ -1,0 +1,438 @@
+"""The ``dpgen-jax`` command line, driven in subprocesses on small generated tables.
+
+The round trip of the README (schema draft -> edit -> fit -> sample -> evaluate) runs once on
+``data.adult_like`` rows with a tiny schedule; every error a user can cause must exit with
+status 2 and one line on stderr, without a traceback. The fits share JAX's persistent
+compilation cache in a temporary folder (the same schedule compiles once).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tomllib
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpgen_jax import cli, data, privacy, synthesizers
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+N_TRAIN, N_TEST = 400, 200
+# A tiny schedule (the defaults are the paper's 10,000 + 15,000 steps) and a fixed clip norm.
+TINY = ["--set", "ae_steps=8", "--set", "critic_steps=10", "--set", "ae_clip_norm=0.05"]
+FIT = ["fit", "--method", "dp-auto-gan", "--epsilon", "1", "--num-records", str(N_TRAIN),
+       "--no-progress", *TINY]
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory) -> dict[str, str]:
+    cache = tmp_path_factory.mktemp("xla")
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    out = dict(os.environ, PYTHONPATH=path, JAX_PLATFORMS="cpu", MPLBACKEND="Agg",
+               JAX_COMPILATION_CACHE_DIR=str(cache), JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
+    out.pop("DPGEN_TRACEBACK", None)
+    return out
+
+
+def run(env, cwd, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dpgen_jax.cli", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=900)
+
+
+def assert_user_error(proc: subprocess.CompletedProcess, *needles: str) -> str:
+    """Exit status 2, exactly one line on stderr starting with 'dpgen-jax: error:', no traceback."""
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dpgen-jax: error: "), proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    return lines[0]
+
+
+def mixed_frame(n: int = 60, seed: int = 0) -> pd.DataFrame:
+    """Every dtype a CSV can lose: str codes with leading zeros and digit strings, int and bool
+    categories, a missing-value category whose text is 'NA', integer and float numbers."""
+    r = np.random.default_rng(seed)
+    return pd.DataFrame({
+        "zip": r.choice(["01", "10", "2"], n).astype(object),
+        "code": r.choice([10, 20, 30], n),
+        "flag": r.choice([False, True], n),
+        "note": r.choice(["a", "NA", " b"], n).astype(object),
+        "age": r.integers(0, 100, n),
+        "score": r.uniform(-1, 1, n),
+        "y": r.choice(["no", "yes"], n).astype(object),
+    })
+
+
+MIXED_SCHEMA = data.Schema.from_dict({"columns": [
+    {"name": "zip", "kind": "categorical", "categories": ["01", "10", "2"]},
+    {"name": "code", "kind": "categorical", "categories": [10, 20, 30]},
+    {"name": "flag", "kind": "binary", "categories": [False, True]},
+    {"name": "note", "kind": "categorical", "categories": [" b", "NA", "a"], "missing": "NA"},
+    {"name": "age", "kind": "continuous", "lower": 0, "upper": 99, "integer": True},
+    {"name": "score", "kind": "continuous", "lower": -1, "upper": 1},
+    {"name": "y", "kind": "binary", "categories": ["no", "yes"], "label": True}]})
+
+
+# ----------------------------------------------------------------------------- the round trip
+
+
+def edit_to_public(draft: dict) -> dict:
+    """What the user does to a draft: replace each data-derived fact by public knowledge (here
+    Adult's codebook lists and documented bounds), then mark the schema public."""
+    public = data.adult_schema()
+    edited = dict(draft, source="public", notes=["Categories from adult.names; bounds documented."])
+    for col in edited["columns"]:
+        ref = public[col["name"]]
+        if col["kind"] == "continuous" and ref.kind == "continuous":
+            col["lower"], col["upper"] = ref.lower, ref.upper
+        elif col["kind"] != "continuous":
+            col["categories"] = list(ref.categories)
+            col["missing"] = ref.missing
+    return edited
+
+
+@pytest.fixture(scope="module")
+def trip(env, tmp_path_factory):
+    """schema draft -> edit -> fit -> sample, as the README documents it."""
+    d = tmp_path_factory.mktemp("trip")
+    data.adult_like(N_TRAIN, seed=0).to_csv(d / "train.csv", index=False)
+    data.adult_like(N_TEST, seed=1).to_csv(d / "test.csv", index=False)
+    procs = {"draft": run(env, d, "schema", "draft", "train.csv", "--label", "salary", "-o", "draft.json")}
+    draft = json.loads((d / "draft.json").read_text())
+    (d / "schema.json").write_text(json.dumps(edit_to_public(draft), indent=2))
+    procs["fit"] = run(env, d, *FIT, "--data", "train.csv", "--schema", "schema.json", "--seed", "0",
+                       "--report", "report.json", "--out", "model.npz")
+    procs["sample"] = run(env, d, "sample", "model.npz", "-n", "150", "-o", "synthetic.csv", "--seed", "1")
+    return d, procs, draft
+
+
+def test_schema_draft_is_marked_data_derived_with_a_loud_warning(trip):
+    d, procs, draft = trip
+    assert procs["draft"].returncode == 0, procs["draft"].stderr
+    assert "DATA-DERIVED" in procs["draft"].stderr and "--allow-data-derived-schema" in procs["draft"].stderr
+    assert draft["source"] == "data-derived"
+    assert draft["notes"][0].startswith(cli.DRAFT_NOTE_PREFIX) and "train.csv" in draft["notes"][0]
+    schema = data.Schema.from_dict(draft)
+    assert schema.names == data.adult_schema().names and schema.label == "salary"
+    assert "NOT end-to-end" in " ".join(schema.assumptions())
+
+
+def test_fit_prints_the_privacy_report_and_writes_a_release_file(trip):
+    d, procs, _ = trip
+    fit = procs["fit"]
+    assert fit.returncode == 0, fit.stderr
+    report = json.loads((d / "report.json").read_text())
+    model = synthesizers.load(d / "model.npz")
+    assert model.privacy_report() == report
+    assert 0.99 <= report["epsilon"] <= 1.0
+    assert [(p["name"], p["steps"]) for p in report["phases"]] == [("autoencoder", 8), ("critic", 10)]
+    # The printed table holds the report's numbers: every phase, the headline and the paper's.
+    for p in report["phases"]:
+        assert p["name"] in fit.stdout and str(p["steps"]) in fit.stdout
+    assert f"epsilon: {report['epsilon']:.4g} (PLD, headline)" in fit.stdout
+    assert f"paper's accounting: {report['paper_accounting']['epsilon']:.4g}" in fit.stdout
+    assert all(a in fit.stdout for a in report["assumptions"])
+    assert any(f"public number of records N={N_TRAIN}" in a for a in report["assumptions"])
+    assert model.schema == cli.load_schema(d / "schema.json")
+
+
+def test_sample_writes_rows_that_read_back_under_the_schema(trip):
+    d, procs, _ = trip
+    assert procs["sample"].returncode == 0, procs["sample"].stderr
+    schema = cli.load_schema(d / "schema.json")
+    rows = cli.read_csv(d / "synthetic.csv", schema)
+    assert list(rows.columns) == schema.names and len(rows) == 150
+    assert rows["age"].dtype == np.int64 and rows["education-num"].dtype == np.int64  # drafted integer
+    assert data.TableEncoder(schema).encode(rows).shape == (150, data.TableEncoder(schema).width)
+    # seeded sampling is post-processing of the saved model: the same rows again
+    again = synthesizers.load(d / "model.npz").sample(150, seed=1)
+    pd.testing.assert_frame_equal(rows.astype(object), again.astype(object))
+
+
+def test_evaluate_writes_metrics_plots_and_summary(trip, env):
+    d, _, _ = trip
+    proc = run(env, d, "evaluate", "--real", "train.csv", "--test", "test.csv", "--synthetic",
+               "synthetic.csv", "--schema", "schema.json", "--model", "model.npz", "--out", "eval")
+    assert proc.returncode == 0, proc.stderr
+    metrics = json.loads((d / "eval" / "metrics.json").read_text())
+    assert metrics["label_accuracy"]["label"] == "salary"
+    assert 0 <= metrics["label_accuracy"]["synthetic"] <= 1
+    assert {"summary.md", "marginals.png", "pca.png"} <= {p.name for p in (d / "eval").iterdir()}
+    assert "not private" in proc.stdout
+
+
+def test_fit_refuses_a_data_derived_schema_unless_the_user_opts_out(trip, env):
+    d, _, draft = trip
+    refused = run(env, d, *FIT, "--data", "train.csv", "--schema", "draft.json", "--out", "derived.npz")
+    assert_user_error(refused, "draft.json is data-derived", "--allow-data-derived-schema")
+    assert not (d / "derived.npz").exists()
+    # The edited schema with its source put back to data-derived: same shapes, so the compiled
+    # programs of the round trip are reused.
+    derived = dict(json.loads((d / "schema.json").read_text()), source="data-derived")
+    (d / "derived.json").write_text(json.dumps(derived))
+    ok = run(env, d, *FIT, "--data", "train.csv", "--schema", "derived.json", "--seed", "0",
+             "--allow-data-derived-schema", "--out", "derived.npz")
+    assert ok.returncode == 0, ok.stderr
+    assert "NOT end-to-end differentially private" in ok.stderr  # the warning
+    report = synthesizers.load(d / "derived.npz").privacy_report()
+    assert any("NOT end-to-end differentially private" in a for a in report["assumptions"])
+
+
+def test_the_library_refuses_a_data_derived_schema_without_the_opt_out():
+    df = mixed_frame()
+    derived = data.Schema.from_dict({**MIXED_SCHEMA.to_dict(), "source": "data-derived"})
+    model = synthesizers.create("dp-auto-gan", ae_steps=1, critic_steps=1)
+    with pytest.raises(ValueError, match="allow_data_derived_schema=True"):
+        model.fit(df, derived, epsilon=1.0)
+    with pytest.raises(ValueError, match="allow_data_derived_schema=True"):
+        model.fit(df, derived, epsilon=1.0, allow_data_derived_schema="yes")  # only True opts out
+
+
+# ----------------------------------------------------------------------------- user errors
+
+
+def test_each_user_error_is_one_line_and_exit_status_2(trip, env):
+    """The four errors of the issue, in subprocesses: missing file, schema mismatch, unreachable
+    epsilon, unknown method. (More cases run in-process below, through the same ``main``.)"""
+    d, _, _ = trip
+    base = ["--schema", "schema.json", "--out", "never.npz"]
+    assert_user_error(run(env, d, *FIT, "--data", "missing.csv", *base),
+                      "data file 'missing.csv' not found")
+    frame = pd.read_csv(d / "train.csv", dtype=str, keep_default_na=False)
+    frame.assign(ssn="123").to_csv(d / "extra.csv", index=False)
+    assert_user_error(run(env, d, *FIT, "--data", "extra.csv", *base),
+                      "extra.csv has column(s) not declared in the schema: 'ssn'")
+    unreachable = [a if a != "1" else "1e-7" for a in FIT]  # refused before any training
+    assert_user_error(run(env, d, *unreachable, "--data", "train.csv", *base), "unreachable")
+    assert_user_error(run(env, d, "fit", "--method", "dp-magic", "--epsilon", "1", "--data",
+                          "train.csv", *base), "Unknown method 'dp-magic'", "dp-auto-gan")
+    assert not (d / "never.npz").exists()
+
+
+def test_argument_errors_are_one_line_too(tmp_path, capsys):
+    """In-process (the same ``main``): flags argparse refuses, --set, presets, existing outputs."""
+    schema_file = tmp_path / "s.json"
+    schema_file.write_text(MIXED_SCHEMA.to_json())
+    csv, alien, derived = tmp_path / "d.csv", tmp_path / "alien.csv", tmp_path / "derived.json"
+    mixed_frame().to_csv(csv, index=False)
+    mixed_frame().assign(code=40).to_csv(alien, index=False)
+    derived.write_text(json.dumps({**MIXED_SCHEMA.to_dict(), "source": "data-derived"}))
+    cases = [
+        (["fit", "--method", "dp-auto-gan"], "the following arguments are required"),
+        (["fit", "--method", "dp-auto-gan", "--epsilon", "1", "--preset", "paper-1.01", "--data",
+          str(csv), "--schema", str(schema_file), "--out", "m.npz"], "not allowed with argument"),
+        (["fit", "--method", "dp-auto-gan", "--epsilon", "0", "--data", str(csv), "--schema",
+          str(schema_file), "--out", str(tmp_path / "m.npz")], "must be > 0"),
+        (["fit", "--method", "dp-auto-gan", "--epsilon", "1", "--set", "critic_stepz=3", "--data",
+          str(csv), "--schema", str(schema_file), "--out", str(tmp_path / "m.npz")],
+         "has no field 'critic_stepz'"),
+        (["privacy", "--method", "dp-auto-gan", "--num-records", "100", "--preset", "paper-9"],
+         "Unknown preset='paper-9'"),
+        (["privacy", "--method", "dp-auto-gan", "--num-records", "46520", "--preset", "paper-0.81"],
+         "pass --schema"),
+        (["schema", "draft", str(csv), "-o", str(schema_file)], "exists; pass --force"),
+        (["schema", "draft", "-o", str(tmp_path / "x.json")], "needs a data file, --from-yaml"),
+        (["evaluate", "--real", str(csv), "--test", str(csv), "--synthetic", str(csv), "--schema",
+          str(tmp_path / "nope.json"), "--out", str(tmp_path)], "schema file"),
+        (["sample", str(csv), "-n", "3", "-o", str(tmp_path / "o.csv")], "not a readable dpgen_jax model"),
+        (["frobnicate"], "invalid choice: 'frobnicate'"),
+        (["sample", str(tmp_path / "missing.npz"), "-n", "5", "-o", str(tmp_path / "o.csv")],
+         "model file"),
+        (["privacy", "--method", "dp-magic", "--num-records", "100", "--epsilon", "1"],
+         "Unknown method 'dp-magic'"),
+        (["fit", "--method", "dp-auto-gan", "--epsilon", "1", "--data", str(alien), "--schema",
+          str(schema_file), "--out", str(tmp_path / "m.npz")], "alien.csv: column 'code'"),
+        (["fit", "--method", "dp-auto-gan", "--epsilon", "1", "--data", str(csv), "--schema",
+          str(derived), "--out", str(tmp_path / "m.npz")], "--allow-data-derived-schema"),
+        # with the opt-out, the data-derived schema passes and the next problem is reported
+        (["fit", "--method", "dp-auto-gan", "--epsilon", "1", "--data", str(alien), "--schema",
+          str(derived), "--allow-data-derived-schema", "--out", str(tmp_path / "m.npz")],
+         "alien.csv: column 'code'"),
+    ]
+    for argv, needle in cases:
+        assert cli.main(argv) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("dpgen-jax: error: ") and needle in err[0], (argv, err)
+    assert not (tmp_path / "m.npz").exists() and not (tmp_path / "o.csv").exists()
+
+
+def test_help_on_every_subcommand(env, tmp_path):
+    for sub in ([], ["schema"], ["schema", "draft"], ["fit"], ["sample"], ["evaluate"], ["privacy"],
+                ["methods"]):
+        proc = run(env, tmp_path, *sub, "--help")
+        assert proc.returncode == 0 and proc.stdout.startswith(f"usage: dpgen-jax {' '.join(sub)}".strip())
+        assert not proc.stderr
+
+
+def test_the_console_script_is_declared():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["scripts"]["dpgen-jax"] == "dpgen_jax.cli:main"
+    extras = project["optional-dependencies"]
+    assert any(d.startswith("pyyaml") for d in extras["yaml"])
+    assert {d.split(">")[0] for d in extras["notebooks"]} == {"nbclient", "nbformat", "ipykernel"}
+
+
+# ----------------------------------------------------------------------------- methods, privacy
+
+
+def test_methods_lists_every_registered_method_on_one_line(env, tmp_path):
+    proc = run(env, tmp_path, "methods")
+    assert proc.returncode == 0
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == len(synthesizers.available())
+    for line, (name, description) in zip(lines, synthesizers.available().items()):
+        assert line.startswith(name) and description in line
+
+
+def test_privacy_accounts_a_preset_without_data(env, tmp_path):
+    proc = run(env, tmp_path, "privacy", "--method", "dp-auto-gan", "--num-records", "32561",
+               "--preset", "paper-0.51", "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    # Independent reference: the published schedule through privacy.epsilon directly, and the
+    # paper's own number (Tantipongpipat et al. 2021: epsilon 0.51 at delta 1e-5).
+    phases = [privacy.DPSGDPhase.from_batch_size("autoencoder", 64, 32561, 2.5, 10_000),
+              privacy.DPSGDPhase.from_batch_size("critic", 128, 32561, 7.5, 15_000)]
+    assert report["epsilon"] == pytest.approx(privacy.epsilon(phases, 1e-5), rel=1e-9)
+    classic = report["epsilon_by_accountant"]["rdp_classic"]
+    assert classic == pytest.approx(0.5084, abs=1e-3) and round(classic, 2) == 0.51
+    assert report["paper_accounting"]["epsilon"] == classic
+    assert report["noise"] == {"ae_noise_multiplier": 2.5, "critic_noise_multiplier": 7.5}
+
+
+def test_privacy_calibrates_the_noise_to_a_target(env, tmp_path):
+    proc = run(env, tmp_path, "privacy", "--method", "dp-auto-gan", "--num-records", "32561",
+               "--epsilon", "1", "--set", "critic_steps=5000")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "no data read" in out and "calibrated to the target" in out
+    noise = dict(kv.split("=") for kv in out.split("calibrated to the target before training): ")[1].split(", "))
+    sigma_ae, sigma_critic = float(noise["ae_noise_multiplier"]), float(noise["critic_noise_multiplier"])
+    assert sigma_critic / sigma_ae == pytest.approx(3.5 / 1.5, rel=1e-5)  # one common factor
+    phases = [privacy.DPSGDPhase.from_batch_size("autoencoder", 64, 32561, sigma_ae, 10_000),
+              privacy.DPSGDPhase.from_batch_size("critic", 128, 32561, sigma_critic, 5_000)]
+    assert 0.99 <= privacy.epsilon(phases, 1e-5) <= 1.0 + 1e-5  # the printed noise meets the target
+    assert "5000" in out and "10000" in out
+
+
+# ----------------------------------------------------------------------------- CSVs and schemas
+
+
+def test_csv_round_trip_keeps_every_dtype(tmp_path):
+    schema = MIXED_SCHEMA
+    df = mixed_frame()
+    enc = data.TableEncoder(schema)
+    decoded = enc.decode(enc.encode(df))
+    path = tmp_path / "rows.csv"
+    cli.write_csv(decoded, path)
+    back = cli.read_csv(path, schema)
+    assert back["zip"].tolist() == decoded["zip"].tolist()  # "01" stays "01", "10" stays a string
+    assert back["code"].dtype == np.int64 and back["age"].dtype == np.int64
+    assert back["flag"].map(type).eq(bool).all()
+    assert back["note"].isin(["a", " b", "NA"]).all()  # "NA" and a leading space survive
+    assert back["score"].tolist() == decoded["score"].tolist()  # floats at full precision
+    np.testing.assert_array_equal(enc.encode(back), enc.encode(decoded))
+    # an empty cell of a column with a missing category encodes as that category
+    text = path.read_text().splitlines()
+    header = text[0].split(",")
+    cells = text[1].split(",")
+    cells[header.index("note")] = ""
+    path.write_text("\n".join([text[0], ",".join(cells)]) + "\n")
+    one = cli.read_csv(path, schema)
+    assert pd.isna(one["note"][0])
+    assert enc.decode(enc.encode(one))["note"][0] == "NA"
+
+
+def test_read_csv_names_the_file_and_column_it_cannot_parse(tmp_path):
+    path = tmp_path / "bad.csv"
+    mixed_frame(5).assign(age="old").to_csv(path, index=False)
+    with pytest.raises(cli.UsageError, match=r"bad.csv: column 'age' holds 'old'; expected integers"):
+        cli.read_csv(path, MIXED_SCHEMA)
+    mixed_frame(5).assign(flag="maybe").to_csv(path, index=False)
+    with pytest.raises(cli.UsageError, match=r"column 'flag' holds 'maybe'; expected True or False"):
+        cli.read_csv(path, MIXED_SCHEMA)
+
+
+def test_draft_types_columns_without_losing_codes(tmp_path):
+    path = tmp_path / "mixed.csv"
+    mixed_frame().to_csv(path, index=False)
+    draft = cli.draft_schema(path, label="y")
+    s = draft.schema
+    assert s.source == "data-derived" and draft.drafted == s.names and draft.rows is None
+    assert s["zip"].categories == ("01", "10", "2")  # codes with leading zeros stay strings
+    assert s["code"].kind == "continuous" and s["code"].integer  # a draft: the user reviews it
+    assert s["flag"].categories == (False, True)
+    assert s["note"].categories == (" b", "NA", "a")
+    assert s["score"].kind == "continuous" and not s["score"].integer
+    assert s.label == "y"
+
+
+# ----------------------------------------------------------------------------- metadata files
+
+needs_yaml = pytest.mark.skipif(importlib.util.find_spec("yaml") is None,
+                                reason="the --from-yaml tests need PyYAML (the 'yaml' extra)")
+
+
+@needs_yaml
+def test_adult_metadata_file_declares_the_public_adult_schema():
+    draft = cli.draft_schema(None, yaml_path=ROOT / "docs" / "adult-metadata.yaml")
+    adult = data.adult_schema()
+    assert draft.schema.columns == adult.columns and draft.drafted == [] and draft.rows == 32561
+    assert draft.schema.source == "public" and draft.schema.notes[1:] == adult.notes
+
+
+@needs_yaml
+def test_from_yaml_with_data_drafts_only_the_undeclared_facts(tmp_path, env):
+    (tmp_path / "meta.yaml").write_text(
+        '"":\n  s:\n    t:\n      max_ids: 3\n'
+        "      zip: {type: string, categories: ['01', '10', '2', '99']}\n"
+        "      age: {type: int, lower: 0, upper: 120}\n"
+        "      flag: {type: boolean}\n"
+        "      note: {type: string}\n"
+        "      code: {type: int, categories: [10, 20, 30]}\n")
+    mixed_frame().to_csv(tmp_path / "d.csv", index=False)
+    proc = run(env, tmp_path, "schema", "draft", "d.csv", "--from-yaml", "meta.yaml", "--label", "y",
+               "-o", "s.json")
+    assert proc.returncode == 0, proc.stderr
+    assert "DATA-DERIVED" in proc.stderr
+    s = cli.load_schema(tmp_path / "s.json")
+    assert s.source == "data-derived" and s.names == list(mixed_frame().columns)
+    assert s["zip"].categories == ("01", "10", "2", "99") and s["age"].upper == 120 and s["age"].integer
+    assert s["code"].categories == (10, 20, 30) and s["flag"].kind == "binary"
+    assert s["note"].categories == (" b", "NA", "a")  # drafted: no public list in the file
+    drafted = ["note", "score", "y"]
+    assert str(drafted) in s.notes[0] and "declared in the public metadata file" in s.notes[1]
+    assert any("max_ids" in n for n in s.notes)
+
+
+@needs_yaml
+@pytest.mark.parametrize("column, message", [
+    ("id: {type: int, private_id: true}", "private identifier"),
+    ("when: {type: datetime}", "type 'datetime' is not supported"),
+    ("x: {type: int, lower: 0, uper: 3}", "unknown key(s) ['uper']"),
+    ("x: {type: int, lower: 0}", "give both lower and upper"),
+    ("x: {type: string}", "lack public facts"),
+    ("x: {type: float, lower: 0, upper: 1, missing_value: 0}", "missing_value is supported for discrete"),
+])
+def test_metadata_errors_name_the_column(tmp_path, column, message):
+    (tmp_path / "m.yaml").write_text(f'"":\n  s:\n    t:\n      {column}\n')
+    with pytest.raises(cli.UsageError) as info:
+        cli.draft_schema(None, yaml_path=tmp_path / "m.yaml")
+    assert message in str(info.value)
+
+
+@needs_yaml
+def test_metadata_file_with_several_tables_needs_table(tmp_path):
+    (tmp_path / "m.yaml").write_text(
+        'C:\n  s:\n    a:\n      x: {type: boolean}\n    b:\n      y: {type: boolean}\n')
+    with pytest.raises(cli.UsageError, match="describes 2 tables"):
+        cli.draft_schema(None, yaml_path=tmp_path / "m.yaml")
+    assert cli.draft_schema(None, yaml_path=tmp_path / "m.yaml", table="s.b").schema.names == ["y"]
