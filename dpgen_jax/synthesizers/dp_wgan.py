@@ -80,8 +80,8 @@ class DPWGANConfig(SynthesizerConfig):
     weight_clamp: float | None = 0.01
     critic_steps_per_generator_step: int = 5
     generator_batch_size: int | None = None       # None: batch_size
-    critic_learning_rate: float = 0.005
-    generator_learning_rate: float = 0.005
+    critic_learning_rate: float = 0.001
+    generator_learning_rate: float = 0.001
     method: str = "ghost"
     chunk_size: int = 200
 
