@@ -129,7 +129,7 @@ def test_one_dp_step_matches_a_per_example_reference():
     """train_vae for one step (ghost clipping, no fallback) = Poisson batch of the step key, one
     row at a time with the noise the batch builder drew for its slot, clipping, the step's noise,
     division by B, Adam."""
-    schema = data.adult_schema()
+    schema = _tables.MIXED_SCHEMA  # a categorical block, a binary and two continuous columns
     enc = data.TableEncoder(schema)
     x = np.asarray(data.uniform_rows(schema, 600, jax.random.key(3)))
     cfg = DPVAEConfig(batch_size=24, clip_norm=3.0, noise_multiplier=0.7)

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from dpgen_jax import dpsgd
+from dpgen_jax import dpsgd, privacy
 
 PyTree = Any
 
@@ -96,6 +96,21 @@ def run_private_phase(
                            chunk_size=chunk_size, progress=progress, should_stop=should_stop)
 
 
+def dpsgd_phase(name: str, *, batch_size: int, num_records: int, noise_multiplier: float, steps: int,
+                clip_norm: float | str | None, private: bool = True):
+    """The accounted phase of a DP-SGD schedule with expected batch B over N records.
+
+    ``privacy.DPSGDPhase.from_batch_size`` (q = B / N), or ``privacy.NonPrivatePhase`` when not
+    ``private``. A ``clip_norm`` that is still a rule's name (a string, resolved during training)
+    is reported as unknown (None).
+    """
+    if not private:
+        return privacy.NonPrivatePhase(name, steps)
+    clip = None if clip_norm is None or isinstance(clip_norm, str) else float(clip_norm)
+    return privacy.DPSGDPhase.from_batch_size(name, batch_size, num_records, noise_multiplier, steps,
+                                              clip_norm=clip)
+
+
 def median_grad_norm(loss_fn: Callable[[PyTree, PyTree], jax.Array], params: PyTree,
                      batch: PyTree) -> float:
     """The median per-example gradient norm of ``loss_fn`` at ``params`` over ``batch``.
@@ -109,6 +124,7 @@ def median_grad_norm(loss_fn: Callable[[PyTree, PyTree], jax.Array], params: PyT
 
 
 __all__ = [
+    "dpsgd_phase",
     "make_private_step",
     "median_grad_norm",
     "run_private_phase",

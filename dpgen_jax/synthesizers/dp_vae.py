@@ -29,14 +29,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpgen_jax import data as data_lib
-from dpgen_jax import dpsgd, models, privacy
+from dpgen_jax import dpsgd, models
 from dpgen_jax.dpsgd._validate import check_choice, check_steps
 from dpgen_jax.synthesizers import _losses, _training
 from dpgen_jax.synthesizers._base import Synthesizer, SynthesizerConfig, TrainResult, register
 
 PyTree = Any
-PAPER_ACCOUNTING = ("RDP with the classic conversion eps = min_a r(a) + log(1/delta)/(a - 1), the "
-                    "accounting of Tantipongpipat et al. (2021)")
 # The paper's noise multipliers for epsilon 0.36 / 0.51 / 1.01 (Tantipongpipat et al. 2021, App. E.3)
 # at the default batch size; each step count is the largest whose epsilon under the paper's
 # accounting (RDP, classic conversion, delta 1e-5) stays at or below the paper's epsilon for
@@ -184,12 +182,10 @@ def sample_encoded(config: DPVAEConfig, schema: data_lib.Schema, dec_params, n: 
 def privacy_phases(config: DPVAEConfig, num_records: int, *, steps: Mapping[str, int] | None = None,
                    private: bool = True) -> list:
     """One phase: the joint encoder-decoder Poisson-subsampled Gaussian DP-SGD (or non-private)."""
-    n_steps = dict(steps or {}).get("vae", config.steps)
-    if not private:
-        return [privacy.NonPrivatePhase("vae", n_steps)]
-    clip = None if isinstance(config.clip_norm, str) else float(config.clip_norm)
-    return [privacy.DPSGDPhase.from_batch_size("vae", config.batch_size, num_records,
-                                               config.noise_multiplier, n_steps, clip_norm=clip)]
+    return [_training.dpsgd_phase(
+        "vae", batch_size=config.batch_size, num_records=num_records,
+        noise_multiplier=config.noise_multiplier, steps=dict(steps or {}).get("vae", config.steps),
+        clip_norm=config.clip_norm, private=private)]
 
 
 @register
@@ -214,9 +210,6 @@ class DPVAE(Synthesizer):
 
     def _phases(self, config, num_records, steps, private):
         return privacy_phases(config, num_records, steps=steps, private=private)
-
-    def _paper_accounting(self, phases, delta, report):
-        return {"label": PAPER_ACCOUNTING, "epsilon": report["epsilon_by_accountant"].get("rdp_classic")}
 
     def _train(self, config, x, key, ctx) -> TrainResult:
         blocks = tuple(data_lib.TableEncoder(ctx.schema).blocks)

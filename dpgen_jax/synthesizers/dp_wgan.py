@@ -34,19 +34,17 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpgen_jax import data as data_lib
-from dpgen_jax import dpsgd, models, privacy
+from dpgen_jax import dpsgd, models
 from dpgen_jax.dpsgd._validate import check_choice, check_steps
 from dpgen_jax.synthesizers import _gan, _losses, _training
 from dpgen_jax.synthesizers._base import Synthesizer, SynthesizerConfig, TrainResult, register
 
 PyTree = Any
 PREPROCESSINGS = ("mixed", "paper")
-PAPER_ACCOUNTING = ("RDP with the classic conversion eps = min_a r(a) + log(1/delta)/(a - 1), the "
-                    "accounting of Tantipongpipat et al. (2021)")
 # The paper's noise multipliers for epsilon 0.36 / 0.51 / 1.01 (Tantipongpipat et al. 2021, App. E.2)
 # at the default batch size; each step count is the largest whose epsilon under the paper's
 # accounting (RDP, classic conversion, delta 1e-5) stays at or below the paper's epsilon for
-# Adult's 32,561 training rows (tests/test_dp_wgan_privacy.py recomputes them).
+# Adult's 32,561 training rows (tests/test_dp_wgan.py recomputes them).
 PAPER_BATCH_SIZE = 2048
 PAPER_PRESETS: dict[str, dict[str, Any]] = {
     "paper-0.36": {"batch_size": PAPER_BATCH_SIZE, "noise_multiplier": 27.5, "critic_steps": 1053},
@@ -252,12 +250,10 @@ def sample_encoded(config: DPWGANConfig, schema: data_lib.Schema, gen_params, n:
 def privacy_phases(config: DPWGANConfig, num_records: int, *, steps: Mapping[str, int] | None = None,
                    private: bool = True) -> list:
     """One phase: the critic's Poisson-subsampled Gaussian DP-SGD (or non-private)."""
-    critic = dict(steps or {}).get("critic", config.critic_steps)
-    if not private:
-        return [privacy.NonPrivatePhase("critic", critic)]
-    clip = None if isinstance(config.clip_norm, str) else float(config.clip_norm)
-    return [privacy.DPSGDPhase.from_batch_size("critic", config.batch_size, num_records,
-                                               config.noise_multiplier, critic, clip_norm=clip)]
+    return [_training.dpsgd_phase(
+        "critic", batch_size=config.batch_size, num_records=num_records,
+        noise_multiplier=config.noise_multiplier, steps=dict(steps or {}).get("critic", config.critic_steps),
+        clip_norm=config.clip_norm, private=private)]
 
 
 @register
@@ -296,9 +292,6 @@ class DPWGAN(Synthesizer):
 
     def _phases(self, config, num_records, steps, private):
         return privacy_phases(config, num_records, steps=steps, private=private)
-
-    def _paper_accounting(self, phases, delta, report):
-        return {"label": PAPER_ACCOUNTING, "epsilon": report["epsilon_by_accountant"].get("rdp_classic")}
 
     def _train(self, config, x, key, ctx) -> TrainResult:
         blocks = tuple(data_lib.TableEncoder(ctx.schema).blocks)
