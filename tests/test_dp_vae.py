@@ -165,8 +165,8 @@ def test_public_clip_norm_reads_no_private_row():
     """The same seed gives the same clip norm whatever the private rows are (it is computed on
     rows drawn from the public schema), and the report says how it was chosen."""
     over = dict(steps=0, batch_size=16)
-    fits = [synthesizers.create("dp-vae", **over).fit(_tables.mixed_frame(200, s), _tables.MIXED_SCHEMA,
-                                                      epsilon=2.0, seed=0) for s in (1, 2)]
+    fits = [synthesizers.create("dp-vae", **over).fit(frame, _tables.MIXED_SCHEMA, epsilon=2.0, seed=0)
+            for frame in _unlike_frames()]
     clips = [m.fitted_config.clip_norm for m in fits]
     assert clips[0] == clips[1] and clips[0] > 0
     cfg = DPVAEConfig(**over)
@@ -199,6 +199,13 @@ def test_release_holds_only_the_decoder(tmp_path):
     with np.load(tmp_path / "m.npz", allow_pickle=False) as npz:
         groups = {k.split("/")[0] for k in npz.files if k != "__meta__"}
     assert groups == {"decoder"}
+
+
+def _unlike_frames():
+    """Two private tables with nothing in common but the schema."""
+    a = _tables.mixed_frame(200, 1)
+    b = a.assign(a="z", b="q", c=99, d=-1.0).iloc[:50]
+    return a, b
 
 
 # ----------------------------------------------------------------------------- presets

@@ -123,13 +123,20 @@ def test_generated_rows_are_probabilities_per_block():
 
 def test_public_clip_norm_reads_no_private_row():
     over = dict(critic_steps=0, batch_size=16, hidden=(8,), chunk_size=5)
-    fits = [synthesizers.create("dp-wgan", **over).fit(_tables.mixed_frame(200, s), _tables.MIXED_SCHEMA,
-                                                       epsilon=2.0, seed=0) for s in (1, 2)]
+    fits = [synthesizers.create("dp-wgan", **over).fit(frame, _tables.MIXED_SCHEMA, epsilon=2.0, seed=0)
+            for frame in _unlike_frames()]
     clips = [m.fitted_config.clip_norm for m in fits]
     assert clips[0] == clips[1] and clips[0] > 0
     rep = fits[0].privacy_report()
     assert rep["phases"][0]["clip_norm"] == clips[0]
     assert any("rows drawn uniformly from the public schema" in a for a in rep["assumptions"])
+
+
+def _unlike_frames():
+    """Two private tables with nothing in common but the schema."""
+    a = _tables.mixed_frame(200, 1)
+    b = a.assign(a="z", b="q", c=99, d=-1.0).iloc[:50]
+    return a, b
 
 
 # ----------------------------------------------------------------------------- presets, configuration

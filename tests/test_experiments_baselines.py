@@ -60,6 +60,7 @@ def _check_run(folder, method):
         assert rep["method"] == method and rep["seed"] == seed
         assert rep["dataset"] == f"adult_like(n_rows={ROWS}, seed=7)"
         assert rep["privacy"]["preset"] == folder.name and rep["target_epsilon"] is None
+        assert any("preset's noise multiplier is the paper's" in a for a in rep["privacy"]["assumptions"])
         model = synthesizers.load(d / "model.npz")
         assert model.privacy_report() == rep["privacy"]
         assert rep["columns"] == model.schema.names

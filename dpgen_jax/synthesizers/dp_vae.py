@@ -221,9 +221,10 @@ class DPVAE(Synthesizer):
             clip, note = resolve_clip_norm(config, ctx.schema, params, k_clip)
             config = config.replace(clip_norm=clip)
             notes += [note, "Encoder and decoder are clipped together (one per-example gradient over "
-                      "both) and both get noise; only the decoder is released.",
-                      "The noise multipliers of the presets are the paper's, which its authors chose "
-                      "by validation accuracy on the real data; that search is not accounted."]
+                      "both) and both get noise; only the decoder is released."]
+            if ctx.plan.preset is not None:
+                notes.append("The preset's noise multiplier is the paper's, which its authors chose "
+                             "by validation accuracy on the real data; that search is not accounted.")
         t1 = time.perf_counter()
         state = train_vae(config, blocks, params, x, k_train, clip_norm=clip,
                           noise_multiplier=config.noise_multiplier, steps=config.steps,

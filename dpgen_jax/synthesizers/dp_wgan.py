@@ -306,9 +306,11 @@ class DPWGAN(Synthesizer):
                 "each real row paired with one fresh generated row and clipped together."
                 if config.critic_clipping == "paired" else
                 "only the real-data term is clipped and noised; the generated rows' term depends "
-                "on no private row (the generator is a DP output, z is fresh noise)."),
-                "The noise multipliers of the presets are the paper's, which its authors chose by "
-                "evaluating synthetic data against the real data; that search is not accounted."]
+                "on no private row (the generator is a DP output, z is fresh noise).")]
+            if ctx.plan.preset is not None:
+                notes.append("The preset's noise multiplier is the paper's, which its authors chose "
+                             "by evaluating synthetic data against the real data; that search is not "
+                             "accounted.")
         t1 = time.perf_counter()
         state = train_gan(config, blocks, params, x, k_gan, clip_norm=clip,
                           noise_multiplier=config.noise_multiplier, critic_steps=config.critic_steps,
