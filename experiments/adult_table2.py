@@ -36,6 +36,8 @@ METHODS = {
                 ("--method", "dp-wgan", "--set", "preprocessing=paper")),
     "dp-vae": ("DP-VAE", "experiments.adult_baselines", ("paper-0.36", "paper-0.51", "paper-1.01"),
                ("--method", "dp-vae")),
+    # DP-SYN's issue has not landed: the module and preset names are the expected ones; the column
+    # appears once "dp-syn" is registered and the module imports.
     "dp-syn": ("DP-SYN", "experiments.adult_dpsyn", ("paper-0.5", "paper-0.8", "paper-1.4"), ()),
 }
 FEATURES = adult_baselines.EIGHT
@@ -204,7 +206,10 @@ def main(argv=None):
             "(the paper prints the salary rows x100), RF salary accuracy on the real test rows, "
             "epsilon = PLD headline, epsilon_paper_accounting = RDP with the classic conversion, "
             "train_seconds = training wall time. DP-WGAN: nine discrete columns (the paper's "
-            "preprocessing). Published RF accuracy exists for DP-auto-GAN only.\n\n" + table + "\n")
+            "preprocessing). DP-auto-GAN decodes each categorical block by argmax; DP-WGAN and "
+            "DP-VAE draw each value from their output probabilities, and their "
+            "argmax_decoding rows score as many rows decoded by argmax instead. Published RF "
+            "accuracy exists for DP-auto-GAN only.\n\n" + table + "\n")
     (args.out / "table2.md").write_text(text)
     _common.write_json(args.out / "table2.json", {"seeds": args.seeds, "results": results})
     print(text)
