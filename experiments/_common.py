@@ -150,6 +150,9 @@ def fit_sample_evaluate(args, seed, out: pathlib.Path, *, train, test, schema, n
                         label: str | None = None, published=None, config=None):
     """Fits ``args.method``, samples, saves the model and rows, evaluates and writes plots.
 
+    When the fitted model covers only some of the schema's columns (``model.schema``, e.g.
+    DP-WGAN's ``preprocessing="paper"``), the real rows are evaluated on those columns too.
+
     Returns ``(model, synthetic, metrics_result, privacy_report)``.
     """
     from dpgen_jax import metrics, synthesizers
@@ -158,6 +161,9 @@ def fit_sample_evaluate(args, seed, out: pathlib.Path, *, train, test, schema, n
     model = synthesizers.create(args.method, config, **getattr(args, "config_overrides", {}))
     model.fit(train, schema, epsilon=args.epsilon, delta=args.delta, preset=args.preset,
               num_records=args.num_records, seed=seed, progress=not args.no_progress)
+    if model.schema != schema:  # the method models a subset of the columns (e.g. DP-WGAN's "paper")
+        schema = model.schema
+        train, test = train[schema.names], test[schema.names]
     synthetic = model.sample(n_samples, seed=None if seed is None else seed + 10_000)
     synthetic.to_csv(out / "synthetic.csv", index=False)
     model.save(out / "model.npz")

@@ -3,6 +3,7 @@
 All modules are per-example (no BatchNorm), initialised like their PyTorch originals.
 """
 
+from dpgen_jax.models._baselines import VAE, DPWGANNetworks, dp_wgan_networks, gaussian_kl, vae_decoder
 from dpgen_jax.models._layers import ACTIVATIONS, TorchDense, get_activation, leaky_relu, torch_bias_init
 from dpgen_jax.models._networks import (
     MLP,
@@ -26,17 +27,22 @@ __all__ = [
     "Autoencoder",
     "Critic",
     "DPAutoGANNetworks",
+    "DPWGANNetworks",
     "ResidualGenerator",
     "TorchDense",
+    "VAE",
     "adult_autoencoder",
     "adult_critic",
     "adult_generator",
     "bce_with_logits",
     "dp_auto_gan_networks",
+    "dp_wgan_networks",
+    "gaussian_kl",
     "get_activation",
     "leaky_relu",
     "mimic_autoencoder",
     "mimic_critic",
     "mimic_generator",
     "torch_bias_init",
+    "vae_decoder",
 ]

@@ -5,6 +5,8 @@ a thin class).
 - :class:`Synthesizer`, :class:`SynthesizerConfig`, :class:`Plan`: the shared skeleton
   (``fit``, ``plan``, ``sample``, ``privacy_report``, ``save``, ``load``).
 - :mod:`~dpgen_jax.synthesizers.dp_auto_gan`: :class:`DPAutoGAN` and its functional API.
+- :mod:`~dpgen_jax.synthesizers.dp_wgan`, :mod:`~dpgen_jax.synthesizers.dp_vae`: DP-auto-GAN's
+  baselines :class:`DPWGAN` and :class:`DPVAE`.
 """
 
 from dpgen_jax.synthesizers._base import (
@@ -20,10 +22,16 @@ from dpgen_jax.synthesizers._base import (
     register,
 )
 from dpgen_jax.synthesizers.dp_auto_gan import PAPER_PRESETS, DPAutoGAN, DPAutoGANConfig
+from dpgen_jax.synthesizers.dp_vae import DPVAE, DPVAEConfig
+from dpgen_jax.synthesizers.dp_wgan import DPWGAN, DPWGANConfig
 
 __all__ = [
     "DPAutoGAN",
     "DPAutoGANConfig",
+    "DPVAE",
+    "DPVAEConfig",
+    "DPWGAN",
+    "DPWGANConfig",
     "FitContext",
     "PAPER_PRESETS",
     "Plan",

@@ -269,7 +269,10 @@ class Synthesizer(abc.ABC):
 
     Subclasses set ``METHOD`` (registry name), ``DESCRIPTION`` (one line), ``CONFIG`` (their
     configuration class) and ``PRESETS`` (name -> configuration overrides, optionally with a
-    ``"family"`` the configuration must have), and implement the abstract hooks.
+    ``"family"`` the configuration must have), optionally ``DECODE_MODE`` (how ``sample``
+    decodes discrete columns by default: ``"argmax"``, or ``"sample"`` for a method whose
+    generative model draws each category from its output probabilities), and implement the
+    abstract hooks.
 
     Attributes:
         config: the user's configuration (None: the method's default for the schema).
@@ -283,6 +286,7 @@ class Synthesizer(abc.ABC):
     DESCRIPTION: ClassVar[str] = ""
     CONFIG: ClassVar[type[SynthesizerConfig]]
     PRESETS: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
+    DECODE_MODE: ClassVar[str] = "argmax"
 
     def __init__(self, config: SynthesizerConfig | None = None, **overrides):
         if config is not None and not isinstance(config, self.CONFIG):
@@ -535,19 +539,19 @@ class Synthesizer(abc.ABC):
         self._require_fitted()
         return self._released
 
-    def sample(self, n: int, seed: int | None = None, mode: str = "argmax") -> pd.DataFrame:
+    def sample(self, n: int, seed: int | None = None, mode: str | None = None) -> pd.DataFrame:
         """``n`` synthetic rows decoded to the schema (post-processing of the released model).
 
         Args:
             n: number of rows, a positive integer.
             seed: reproducible sampling; None draws the key from OS entropy.
             mode: how discrete columns are decoded (``"argmax"`` or ``"sample"``, see
-                ``data.TableEncoder.decode``).
+                ``data.TableEncoder.decode``); None: the method's ``DECODE_MODE``.
         """
         self._require_fitted()
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0:
             raise ValueError(f"Expected n={n!r} to be a positive integer.")
-        return self._sample_frame(int(n), dpsgd.make_key(seed).key, mode)
+        return self._sample_frame(int(n), dpsgd.make_key(seed).key, mode or self.DECODE_MODE)
 
     def privacy_report(self) -> dict:
         """The privacy report of the last fit (or of the loaded file)."""

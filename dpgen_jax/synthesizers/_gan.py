@@ -40,6 +40,18 @@ class GANState(NamedTuple):
     generator: dpsgd.TrainState
 
 
+def paired_critic_loss(critic_fn: Callable[[PyTree, jax.Array], jax.Array]):
+    """The per-example critic term of ``clipping="paired"``: ``D(fake_i) - D(real_i)``.
+
+    ``loss(params, batch) -> (B,)`` over a batch ``{"real": (B, width), "fake": (B, width)}``.
+    """
+
+    def loss(params, batch):
+        return -critic_fn(params, batch["real"]) + critic_fn(params, batch["fake"])
+
+    return loss
+
+
 def make_gan_runner(
     critic_fn: Callable[[PyTree, jax.Array], jax.Array],
     fake_fn: Callable[[PyTree, PyTree, jax.Array, int], jax.Array],
@@ -92,9 +104,7 @@ def make_gan_runner(
             fake = jax.lax.stop_gradient(fake_fn(gen_params, frozen, key, idx.shape[0]))
             return {"real": jnp.take(data, idx, axis=0), "fake": fake}
 
-        def loss(params, batch):
-            return -critic_fn(params, batch["real"]) + critic_fn(params, batch["fake"])
-
+        loss = paired_critic_loss(critic_fn)
         public_grad_fn = None
     else:
         def batch_fn(data, idx, key, extra):
@@ -178,4 +188,4 @@ def run_gan(runner, state: GANState, data, frozen, key, *, critic_steps: int,
     return state
 
 
-__all__ = ["CRITIC_CLIPPINGS", "GANState", "make_gan_runner", "run_gan"]
+__all__ = ["CRITIC_CLIPPINGS", "GANState", "make_gan_runner", "paired_critic_loss", "run_gan"]

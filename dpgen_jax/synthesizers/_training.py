@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from dpgen_jax import dpsgd
+from dpgen_jax import dpsgd, privacy
 
 PyTree = Any
 
@@ -76,22 +76,57 @@ def run_private_phase(
     chunk_size: int = 1000,
     progress: Callable[[int, int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    batch_fn: Callable[[PyTree, jax.Array, jax.Array, PyTree], PyTree] | None = None,
 ) -> dpsgd.TrainState:
     """``steps`` DP-SGD steps of ``loss_fn`` from ``params`` (see :func:`make_private_step`).
+
+    ``batch_fn`` (default: gather the sampled rows) builds each padded batch from the sampled
+    indices and a fresh key per sampler chunk, e.g. to add per-example reparameterisation noise
+    (see :func:`dpgen_jax.dpsgd.make_dp_step`).
 
     Returns the final state; ``int(state.steps)`` is the number of steps executed, which the
     caller gives to the accountant.
     """
     m = jax.tree_util.tree_leaves(data)[0].shape[0]
+    extra = {} if batch_fn is None else {"batch_fn": batch_fn}
     step = make_private_step(loss_fn, optimizer, num_rows=m, batch_size=batch_size,
                              num_records=num_records, clip_norm=clip_norm,
-                             noise_multiplier=noise_multiplier, method=method)
+                             noise_multiplier=noise_multiplier, method=method, **extra)
     return dpsgd.run_phase(step, dpsgd.init_state(params, optimizer), data, key, steps,
                            chunk_size=chunk_size, progress=progress, should_stop=should_stop)
 
 
+def dpsgd_phase(name: str, *, batch_size: int, num_records: int, noise_multiplier: float, steps: int,
+                clip_norm: float | str | None, private: bool = True):
+    """The accounted phase of a DP-SGD schedule with expected batch B over N records.
+
+    ``privacy.DPSGDPhase.from_batch_size`` (q = B / N), or ``privacy.NonPrivatePhase`` when not
+    ``private``. A ``clip_norm`` that is still a rule's name (a string, resolved during training)
+    is reported as unknown (None).
+    """
+    if not private:
+        return privacy.NonPrivatePhase(name, steps)
+    clip = None if clip_norm is None or isinstance(clip_norm, str) else float(clip_norm)
+    return privacy.DPSGDPhase.from_batch_size(name, batch_size, num_records, noise_multiplier, steps,
+                                              clip_norm=clip)
+
+
+def median_grad_norm(loss_fn: Callable[[PyTree, PyTree], jax.Array], params: PyTree,
+                     batch: PyTree) -> float:
+    """The median per-example gradient norm of ``loss_fn`` at ``params`` over ``batch``.
+
+    A clip-norm rule ("the median norm in a non-private run", Tantipongpipat et al. 2021) that
+    is private only when ``batch`` and ``params`` depend on no private row: call it on public
+    rows (``data.uniform_rows``) and parameters trained on them.
+    """
+    _, aux = jax.jit(dpsgd.clipped_grad_sum(loss_fn, 1e30, method="vmap"))(params, batch)
+    return float(jnp.median(aux["norms"]))
+
+
 __all__ = [
+    "dpsgd_phase",
     "make_private_step",
+    "median_grad_norm",
     "run_private_phase",
     "torch_adam",
     "torch_rmsprop",

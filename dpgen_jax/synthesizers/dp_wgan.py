@@ -1,0 +1,330 @@
+"""DP-WGAN, the GAN baseline of DP-auto-GAN (Frigerio, Santana de Oliveira, Gomez and Duverger
+2019, "Differentially Private Generative Adversarial Networks for Time Series, Continuous, and
+Discrete Open Data", IFIP SEC; as run by Tantipongpipat et al. 2021). See ``docs/dp-wgan.md``.
+
+A generator maps N(0, I) noise straight to encoded rows (a softmax per categorical block, a
+sigmoid per binary or continuous column) and a critic compares them with real rows. Only the
+critic touches the private rows: one DP-SGD phase with exact Poisson sampling, each real row
+paired with one fresh generated row and the pair's critic term clipped as a whole (or only the
+real term, ``critic_clipping="real_only"``), Gaussian noise, and the WGAN weight clamp. The
+generator steps every ``critic_steps_per_generator_step`` critic steps and sees no real row
+(post-processing). Only the generator is released.
+
+Preprocessing: ``"mixed"`` (default) models every column of the schema; ``"paper"`` deletes the
+continuous columns first and models only the discrete ones, as the reference implementation
+does (it handles categorical data only). The fitted model's schema, its samples and its release
+file then have only those columns, and the privacy report says which columns were deleted.
+
+Functional API: :func:`working_schema`, :func:`init`, :func:`fake_rows`,
+:func:`resolve_clip_norm`, :func:`make_gan_runner`, :func:`train_gan`, :func:`sample_encoded`,
+:func:`privacy_phases`. Class API: :class:`DPWGAN` (``synthesizers.create("dp-wgan")``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import time
+from collections.abc import Mapping
+from typing import Any, ClassVar, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dpgen_jax import data as data_lib
+from dpgen_jax import dpsgd, models
+from dpgen_jax.dpsgd._validate import check_choice, check_steps
+from dpgen_jax.synthesizers import _gan, _losses, _training
+from dpgen_jax.synthesizers._base import Synthesizer, SynthesizerConfig, TrainResult, register
+
+PyTree = Any
+PREPROCESSINGS = ("mixed", "paper")
+# The paper's noise multipliers for epsilon 0.36 / 0.51 / 1.01 (Tantipongpipat et al. 2021, App. E.2)
+# at the default batch size; each step count is the largest whose epsilon under the paper's
+# accounting (RDP, classic conversion, delta 1e-5) stays at or below the paper's epsilon for
+# Adult's 32,561 training rows (tests/test_dp_wgan.py recomputes them).
+PAPER_BATCH_SIZE = 2048
+PAPER_PRESETS: dict[str, dict[str, Any]] = {
+    "paper-0.36": {"batch_size": PAPER_BATCH_SIZE, "noise_multiplier": 27.5, "critic_steps": 1053},
+    "paper-0.51": {"batch_size": PAPER_BATCH_SIZE, "noise_multiplier": 19.0, "critic_steps": 999},
+    "paper-1.01": {"batch_size": PAPER_BATCH_SIZE, "noise_multiplier": 9.0, "critic_steps": 849},
+}
+CLIP_NORM_RULES = ("public-median",)
+
+
+@dataclasses.dataclass(frozen=True)
+class DPWGANConfig(SynthesizerConfig):
+    """Hyperparameters of DP-WGAN. All fields are public and go into the privacy report.
+
+    The defaults are the ``"paper-1.01"`` schedule; ``fit(epsilon=...)`` calibrates the noise
+    multiplier for the configured steps, ``fit(preset=...)`` uses a published noise multiplier.
+    ``docs/dp-wgan.md`` says where every value comes from. ``clip_norm="public-median"``: see
+    :func:`resolve_clip_norm` (no private row is read).
+    """
+
+    NOISE_FIELDS: ClassVar[Mapping[str, str]] = {"critic": "noise_multiplier"}
+
+    preprocessing: str = "mixed"
+    noise_dim: int | None = None                  # None: the encoded width (the reference's choice)
+    hidden: tuple[int, ...] = (64, 64, 64)        # generator hidden widths
+    critic_hidden: tuple[int, ...] | None = None  # None: the generator's
+    batch_size: int = PAPER_BATCH_SIZE
+    critic_steps: int = PAPER_PRESETS["paper-1.01"]["critic_steps"]
+    noise_multiplier: float = PAPER_PRESETS["paper-1.01"]["noise_multiplier"]
+    clip_norm: float | str = "public-median"
+    critic_clipping: str = "paired"
+    weight_clamp: float | None = 0.01
+    critic_steps_per_generator_step: int = 5
+    generator_batch_size: int | None = None       # None: batch_size
+    critic_learning_rate: float = 0.001
+    generator_learning_rate: float = 0.001
+    method: str = "ghost"
+    chunk_size: int = 200
+
+    def validate(self) -> DPWGANConfig:
+        check_choice(self.preprocessing, PREPROCESSINGS, "preprocessing")
+        check_choice(self.critic_clipping, _gan.CRITIC_CLIPPINGS, "critic_clipping")
+        check_choice(self.method, dpsgd.METHODS, "method")
+        for name in ("batch_size", "critic_steps_per_generator_step", "chunk_size"):
+            if check_steps(getattr(self, name), name) < 1:
+                raise ValueError(f"Expected {name}={getattr(self, name)!r} to be >= 1.")
+        for name in ("noise_dim", "generator_batch_size"):
+            v = getattr(self, name)
+            if v is not None and check_steps(v, name) < 1:
+                raise ValueError(f"Expected {name}={v!r} to be >= 1 or None.")
+        check_steps(self.critic_steps, "critic_steps")
+        for name, widths in (("hidden", self.hidden), ("critic_hidden", self.critic_hidden or (1,))):
+            if not widths or any(isinstance(w, bool) or int(w) != w or w < 1 for w in widths):
+                raise ValueError(f"Expected {name}={widths!r} to be a non-empty tuple of widths >= 1.")
+        if isinstance(self.clip_norm, str):
+            check_choice(self.clip_norm, CLIP_NORM_RULES, "clip_norm")
+        elif not (float(self.clip_norm) > 0 and math.isfinite(self.clip_norm)):
+            raise ValueError(f"Expected clip_norm={self.clip_norm!r} > 0 or one of {CLIP_NORM_RULES}.")
+        for name in ("noise_multiplier", "critic_learning_rate", "generator_learning_rate"):
+            v = getattr(self, name)
+            if not (v > 0 and math.isfinite(v)):
+                raise ValueError(f"Expected {name}={v!r} to be finite and > 0.")
+        if self.weight_clamp is not None and not self.weight_clamp > 0:
+            raise ValueError(f"Expected weight_clamp={self.weight_clamp!r} > 0 or None.")
+        return self
+
+
+# ----------------------------------------------------------------------------- structure
+
+
+def working_schema(preprocessing: str, schema: data_lib.Schema) -> data_lib.Schema:
+    """The schema the model is trained on: ``schema`` itself, or (``"paper"``) its discrete
+    columns, with a note (copied into the privacy report) naming the deleted columns.
+
+    Raises:
+        ValueError: ``"paper"`` preprocessing of a schema without discrete columns.
+    """
+    dropped = [c.name for c in schema.columns if c.kind == "continuous"]
+    check_choice(preprocessing, PREPROCESSINGS, "preprocessing")
+    if preprocessing == "mixed" or not dropped:
+        return schema
+    kept = tuple(c for c in schema.columns if c.kind != "continuous")
+    if not kept:
+        raise ValueError("preprocessing='paper' keeps only the discrete columns, and the schema "
+                         f"has none (all of {schema.names} are continuous).")
+    note = (f"Preprocessing 'paper' (DP-WGAN as run by Tantipongpipat et al. 2021): the continuous "
+            f"column(s) {dropped} were deleted before training; the model, its samples and its "
+            "release cover only the discrete columns.")
+    return data_lib.Schema(kept, source=schema.source, notes=schema.notes + (note,))
+
+
+def networks(config: DPWGANConfig, width: int) -> models.DPWGANNetworks:
+    return models.dp_wgan_networks(width, hidden=config.hidden, critic_hidden=config.critic_hidden)
+
+
+class Params(NamedTuple):
+    generator: PyTree
+    critic: PyTree
+
+
+def noise_dim(config: DPWGANConfig, width: int) -> int:
+    return config.noise_dim or width
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def init(config: DPWGANConfig, width: int, key: jax.Array) -> Params:
+    """Initial parameters (PyTorch-style initialisation) of the generator and the critic."""
+    nets = networks(config, width)
+    k1, k2 = jax.random.split(key)
+    return Params(nets.generator.init(k1, jnp.zeros((1, noise_dim(config, width))))["params"],
+                  nets.critic.init(k2, jnp.zeros((1, width)))["params"])
+
+
+def fake_rows(config: DPWGANConfig, blocks: tuple, gen_params, key: jax.Array, n: int) -> jax.Array:
+    """``n`` generated rows in the encoded layout: softmax per categorical block, sigmoid elsewhere."""
+    width = max(b.stop for b in blocks)
+    z = jax.random.normal(key, (n, noise_dim(config, width)))
+    logits = networks(config, width).generator.apply({"params": gen_params}, z)
+    return _losses.output_activation(blocks)(logits)
+
+
+_sample_jit = functools.partial(jax.jit, static_argnums=(0, 1, 4))(fake_rows)
+
+
+# ----------------------------------------------------------------------------- training
+
+
+def make_gan_runner(config: DPWGANConfig, blocks: tuple, num_rows: int, *, clip_norm: float | None,
+                    noise_multiplier: float, num_records: int | None = None):
+    """Compiles the GAN phase ``run(state, data, None, key, n_iterations, total) -> state``.
+
+    ``clip_norm=None``: a non-private critic. Returns ``(run, critic_optimizer,
+    generator_optimizer)``; see ``_gan.make_gan_runner``.
+    """
+    width = max(b.stop for b in blocks)
+    critic = networks(config, width).critic
+    critic_opt = _training.torch_rmsprop(config.critic_learning_rate)
+    gen_opt = _training.torch_rmsprop(config.generator_learning_rate)
+    run = _gan.make_gan_runner(
+        lambda p, x: critic.apply({"params": p}, x),
+        lambda gp, _frozen, k, n: fake_rows(config, blocks, gp, k, n),
+        critic_opt, gen_opt, num_rows=num_rows, batch_size=config.batch_size,
+        num_records=num_records or num_rows, clip_norm=clip_norm, noise_multiplier=noise_multiplier,
+        clipping=config.critic_clipping,
+        critic_steps_per_generator_step=config.critic_steps_per_generator_step,
+        generator_batch_size=config.generator_batch_size or config.batch_size,
+        post_update=_training.weight_clamp(config.weight_clamp), method=config.method)
+    return run, critic_opt, gen_opt
+
+
+def train_gan(config: DPWGANConfig, blocks: tuple, params: Params, data: jax.Array, key: jax.Array, *,
+              clip_norm: float | None, noise_multiplier: float, critic_steps: int,
+              num_records: int | None = None, progress=None, should_stop=None) -> _gan.GANState:
+    """``critic_steps`` DP-SGD critic steps (``clip_norm=None``: non-private) with interleaved
+    generator steps, from ``params``."""
+    run, critic_opt, gen_opt = make_gan_runner(config, blocks, data.shape[0], clip_norm=clip_norm,
+                                               noise_multiplier=noise_multiplier,
+                                               num_records=num_records)
+    state = _gan.GANState(dpsgd.init_state(params.critic, critic_opt),
+                          dpsgd.init_state(params.generator, gen_opt))
+    return _gan.run_gan(run, state, data, None, key, critic_steps=critic_steps,
+                        critic_steps_per_generator_step=config.critic_steps_per_generator_step,
+                        chunk_size=config.chunk_size, progress=progress, should_stop=should_stop)
+
+
+def resolve_clip_norm(config: DPWGANConfig, schema: data_lib.Schema, params: Params,
+                      key: jax.Array) -> tuple[float, str]:
+    """The critic clip norm and the report sentence saying how it was chosen (no private row).
+
+    ``"public-median"``: the median per-example gradient norm of the critic term at the start of
+    training (initial critic after the weight clamp, initial generator) over rows drawn uniformly
+    from the public schema, each paired with one generated row. The critic's gradients grow as it
+    trains, so nearly every private example is clipped: DP-SGD then follows the normalised
+    per-example gradients, whose scale RMSProp ignores (``docs/dp-wgan.md``).
+    """
+    if not isinstance(config.clip_norm, str):
+        value = float(config.clip_norm)
+        return value, f"The critic clip norm C={value} is a fixed configuration value."
+    blocks = tuple(data_lib.TableEncoder(schema).blocks)
+    width = max(b.stop for b in blocks)
+    critic = networks(config, width).critic
+    clamp = _training.weight_clamp(config.weight_clamp) or (lambda p: p)
+    k_rows, k_fake = jax.random.split(key)
+    batch = {"real": data_lib.uniform_rows(schema, 1024, k_rows),
+             "fake": _sample_jit(config, blocks, params.generator, k_fake, 1024)}
+    value = _training.median_grad_norm(
+        _gan.paired_critic_loss(lambda p, x: critic.apply({"params": p}, x)), clamp(params.critic), batch)
+    return value, (
+        f"The critic clip norm C={value:.6g} was chosen without the private rows: the median "
+        "per-example critic-term gradient norm of the initial networks on rows drawn uniformly "
+        "from the public schema.")
+
+
+# ----------------------------------------------------------------------------- sampling, privacy
+
+
+def sample_encoded(config: DPWGANConfig, schema: data_lib.Schema, gen_params, n: int,
+                   key: jax.Array) -> np.ndarray:
+    """``n`` generated rows of the (working) ``schema`` in the encoded layout, values in [0, 1]."""
+    blocks = tuple(data_lib.TableEncoder(schema).blocks)
+    return np.asarray(_sample_jit(config, blocks, gen_params, key, int(n)))
+
+
+def privacy_phases(config: DPWGANConfig, num_records: int, *, steps: Mapping[str, int] | None = None,
+                   private: bool = True) -> list:
+    """One phase: the critic's Poisson-subsampled Gaussian DP-SGD (or non-private)."""
+    return [_training.dpsgd_phase(
+        "critic", batch_size=config.batch_size, num_records=num_records,
+        noise_multiplier=config.noise_multiplier, steps=dict(steps or {}).get("critic", config.critic_steps),
+        clip_norm=config.clip_norm, private=private)]
+
+
+@register
+class DPWGAN(Synthesizer):
+    """DP-WGAN with a scikit-learn-like interface.
+
+    ``sample`` draws each discrete column from the generator's output probabilities by default
+    (``mode="sample"``, as the reference implementation decodes); ``mode="argmax"`` takes the most
+    likely category. With ``preprocessing="paper"`` the samples have only the discrete columns.
+
+    Example:
+        >>> model = DPWGAN(preprocessing="paper").fit(train_df, data.adult_schema(),
+        ...                                           preset="paper-0.51")        # doctest: +SKIP
+        >>> model.sample(1000).columns                                          # doctest: +SKIP
+    """
+
+    METHOD = "dp-wgan"
+    DESCRIPTION = ("WGAN in data space with a DP-SGD critic (Frigerio et al. 2019), the baseline of "
+                   "Tantipongpipat et al. 2021")
+    CONFIG = DPWGANConfig
+    PRESETS = PAPER_PRESETS
+    DECODE_MODE = "sample"
+
+    def _preprocessing(self) -> str:
+        base = self.config if self.config is not None else DPWGANConfig()
+        return self.overrides.get("preprocessing", base.preprocessing)
+
+    def fit(self, df, schema, **kwargs) -> DPWGAN:
+        """As :meth:`Synthesizer.fit`; with ``preprocessing="paper"`` the frame must still have
+        every column of ``schema``, and the continuous ones are deleted before training."""
+        if self._preprocessing() == "paper" and isinstance(schema, data_lib.Schema):
+            data_lib.check_frame(df, schema)
+            schema = working_schema("paper", schema)
+            df = df[schema.names]
+        return super().fit(df, schema, **kwargs)
+
+    def _phases(self, config, num_records, steps, private):
+        return privacy_phases(config, num_records, steps=steps, private=private)
+
+    def _train(self, config, x, key, ctx) -> TrainResult:
+        blocks = tuple(data_lib.TableEncoder(ctx.schema).blocks)
+        k_init, k_clip, k_gan = jax.random.split(key, 3)
+        params = init(config, x.shape[1], k_init)
+        t0 = time.perf_counter()
+        notes, clip = [], None
+        if ctx.private:
+            clip, note = resolve_clip_norm(config, ctx.schema, params, k_clip)
+            config = config.replace(clip_norm=clip)
+            notes += [note, "Critic per-example term: " + (
+                "each real row paired with one fresh generated row and clipped together."
+                if config.critic_clipping == "paired" else
+                "only the real-data term is clipped and noised; the generated rows' term depends "
+                "on no private row (the generator is a DP output, z is fresh noise).")]
+            if ctx.plan.preset is not None:
+                notes.append("The preset's noise multiplier is the paper's, which its authors chose "
+                             "by evaluating synthetic data against the real data; that search is not "
+                             "accounted.")
+        t1 = time.perf_counter()
+        state = train_gan(config, blocks, params, x, k_gan, clip_norm=clip,
+                          noise_multiplier=config.noise_multiplier, critic_steps=config.critic_steps,
+                          num_records=ctx.num_records, progress=ctx.progress("critic"),
+                          should_stop=ctx.should_stop)
+        jax.block_until_ready(state.generator.params)
+        t2 = time.perf_counter()
+        return TrainResult(config=config, released={"generator": state.generator.params},
+                           steps={"critic": int(state.critic.steps)},
+                           seconds={"clip_norm": t1 - t0, "gan": t2 - t1}, assumptions=notes)
+
+    def _sample_encoded(self, n, key):
+        return sample_encoded(self.fitted_config, self.schema, self.released["generator"], n, key)
+
+    def _release_shapes(self, config, schema):
+        width = data_lib.TableEncoder(schema).width
+        return {"generator": jax.eval_shape(lambda k: init(config, width, k), jax.random.key(0)).generator}
