@@ -8,9 +8,9 @@ torch implementations users know. This module builds those torch rows, written f
   106 coordinates), ``adult_critic`` 106-70-35-1 (LeakyReLU 0.2, per-example loss ``-critic(x)``,
   the real-data term of the WGAN critic loss) and ``mimic_autoencoder`` 1071-128-1071 (tanh
   encoder, summed BCE over the 1071 coordinates). Autoencoders use the input as the target; the
-  decoder's sigmoid is folded into BCE-with-logits (dp-auto-gan spec §3).
+  decoder's sigmoid is folded into BCE-with-logits (docs/dp-auto-gan.md).
 * methods (``METHODS``): ``nonprivate`` (one batched backward pass), ``loop`` (the DP-auto-GAN
-  authors' per-example loop, dp-auto-gan spec §1.1), ``opacus_hooks`` (``GradSampleModule`` +
+  authors' per-example loop, docs/dp-auto-gan.md), ``opacus_hooks`` (``GradSampleModule`` +
   ``DPOptimizer``) and ``opacus_ghost`` (``GradSampleModuleFastGradientClipping`` +
   ``DPOptimizerFastGradientClipping`` + ``DPLossFastGradientClipping``).
 

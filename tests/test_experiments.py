@@ -190,7 +190,7 @@ def test_adult_experiment_end_to_end(adult_dir, tmp_path, xla_cache_home):
             privacy.epsilon(phases, 1e-5, accountant="rdp", conversion="classic"), rel=1e-9)
         assert 0 < report["rf_salary_accuracy"] < 1
         for key in ("jsd", "kl_mu"):
-            # Per feature, and "total" = the sum over the paper's eight (spec §7.1, Table 6).
+            # Per feature, and "total" = the sum over the paper's eight (Tantipongpipat et al. 2021, Tables 2 and 6).
             eight = metrics.PAPER_DIVERSITY_FEATURES
             assert len(eight) == 8 and set(eight) <= set(report[key])
             assert report[key]["total"] == pytest.approx(sum(report[key][f] for f in eight), rel=1e-9)

@@ -142,7 +142,7 @@ def test_divergence_extremes():
     assert metrics.kl_mu([1.0, 0.0], [0.0, 1.0]) == math.inf
 
 
-def test_mu_of_the_spec_table():
+def test_mu_of_the_published_table():
     # dp-auto-gan §6.5: race p1 = 0.855043 = 41762/48842 -> mu = 0.00100921; native-country
     # p1 = 0.897424 = 43832/48842 -> 5.83587e-05 (the table's p1 is rounded; mu is sensitive to it)
     n = 48842

@@ -1,8 +1,8 @@
-"""The networks against the papers' specification (dp-auto-gan spec §3) and numpy forward passes.
+"""The networks against the papers' specification (Tantipongpipat et al. 2021 and the authors' code; docs/dp-auto-gan.md) and numpy forward passes.
 
-Parameter counts are the spec's verified numbers; initialisation is PyTorch's nn.Linear default
+Parameter counts are those of the authors' released networks; initialisation is PyTorch's nn.Linear default
 U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weights and biases; forward passes are re-implemented in
-float64 numpy from the spec's description (LayerNorm eps 1e-5, skips on the first two generator
+float64 numpy from the architecture's description (LayerNorm eps 1e-5, skips on the first two generator
 blocks only, LeakyReLU(0.2)), with random parameters so that every weight matters.
 """
 
@@ -62,11 +62,11 @@ def _layernorm(p, x, eps):
 @pytest.mark.parametrize(
     "make, width, expected",
     [
-        (models.adult_autoencoder, 106, 14_761),  # dp-auto-gan spec §3.1 [verified]
+        (models.adult_autoencoder, 106, 14_761),  # the authors' released Adult autoencoder
         (models.adult_generator, 64, 9_438),
         (models.adult_critic, 106, 10_011),
-        (models.mimic_critic, 1071, 1_021_021),  # spec §3.2: the code's 1071-714-357-1 critic
-        # 1071-128 tanh encoder and 128-1071 decoder, by the spec's architecture.
+        (models.mimic_critic, 1071, 1_021_021),  # the authors' code's 1071-714-357-1 critic
+        # 1071-128 tanh encoder and 128-1071 decoder, as in the authors' code.
         (models.mimic_autoencoder, 1071, 1071 * 128 + 128 + 128 * 1071 + 1071),
         # 64 -> 64 -> 64 -> 128 blocks, Dense without bias + LayerNorm(scale, bias).
         (models.mimic_generator, 64, 2 * (64 * 64 + 2 * 64) + 64 * 128 + 2 * 128),

@@ -1,6 +1,7 @@
 """dpgen_jax.privacy accounting against the papers' numbers and dp_accounting called directly.
 
-References: specs/dp-auto-gan.md §2.2-§2.4, specs/gs-wgan-tabular.md §2.4, §2.7, §2.8.
+References: Tantipongpipat et al. (2021) (DP-auto-GAN's published epsilons); Chen, Orekondy and
+Fritz (2020) and the GS-WGAN-for-tables thesis (the paper accounting); docs/privacy.md.
 """
 
 from __future__ import annotations
@@ -166,7 +167,7 @@ def test_gs_wgan_paper_golden_value_k1500():
     # the same event through dp_accounting's improved conversion (gs-wgan §2.4, second table)
     assert privacy.epsilon(phase, DELTA, "rdp", "improved") == pytest.approx(5.843, abs=1e-3)
     strict = [ShardedSanitizerPhase("generator", 1500, 21000, 32, 1.07, 70000)]
-    assert privacy.epsilon(strict, DELTA, "rdp", "classic") > 17 * 6.469  # spec §2.5/§2.7
+    assert privacy.epsilon(strict, DELTA, "rdp", "classic") > 17 * 6.469  # the paper accounting understates epsilon many times over
 
 
 @pytest.mark.slow
@@ -193,7 +194,7 @@ def test_calibrate_rdp_classic_round_trip_keeps_ratios_and_is_tight():
     assert phases[0].noise_multiplier == 2.5  # inputs untouched (frozen, replaced)
 
 
-def test_calibrate_pld_strict_gs_wgan_matches_spec_sigma():
+def test_calibrate_pld_strict_gs_wgan_matches_the_reference_sigma():
     phase = [ShardedSanitizerPhase("generator", 1500, 21000, 32, 1.07, 70000)]
     (out,) = privacy.calibrate(phase, 6.45, DELTA)
     assert out.noise_multiplier == pytest.approx(2.666, abs=0.03)  # gs-wgan §2.8 (PLD)

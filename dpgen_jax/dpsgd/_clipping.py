@@ -2,7 +2,7 @@
 
 A *per-example loss* is a function ``loss_fn(params, batch) -> (B,)`` whose i-th output depends
 only on row i of every array in ``batch`` (leading axis B). No batch statistics, no cross-row
-terms: that is what makes per-example clipping meaningful (DESIGN privacy rule 6).
+terms: that is what makes per-example clipping meaningful (docs/privacy.md).
 
 ``method="ghost"`` (the fast path) never materialises per-example gradients. It runs the loss
 once under a Flax method interceptor that taps every ``flax.linen.Dense`` and ``LayerNorm`` call:

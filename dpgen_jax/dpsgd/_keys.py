@@ -1,6 +1,6 @@
 """Randomness: OS entropy unless the user asks for a reproducible, seeded run.
 
-DESIGN privacy rule 5: with no seed, every key (initialisation, sampling, noise) is derived from
+With no seed, every key (initialisation, sampling, noise) is derived from
 OS entropy; a user seed makes the run reproducible for research, and the privacy report then says
 the noise was seeded and the run is not fit for release. There is never a fixed default key.
 """

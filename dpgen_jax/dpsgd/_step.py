@@ -92,7 +92,7 @@ def make_dp_step(
             post-processing, so it needs no accounting.
         public_grad_fn: ``(params, key, extra) -> grads``, the gradient of a loss term that
             depends on no private record (e.g. the fake-data term of a critic loss: generator and
-            decoder are DP outputs and z is fresh noise; DESIGN privacy rule 7), summed on the
+            decoder are DP outputs and z is fresh noise; docs/privacy.md), summed on the
             same scale as the clipped sum. It is added to the noised sum, unclipped, before the
             division by the expected batch size, once per step. Its size must not depend on the
             private data (use a fixed number of generated rows).

@@ -35,7 +35,7 @@ import numpy as np
 
 from dpgen_jax import data as data_lib
 from dpgen_jax import dpsgd, models
-from dpgen_jax.dpsgd._validate import check_choice, check_steps
+from dpgen_jax._validate import check_choice, check_steps
 from dpgen_jax.synthesizers import _gan, _losses, _training
 from dpgen_jax.synthesizers._base import Synthesizer, SynthesizerConfig, TrainResult, register
 
