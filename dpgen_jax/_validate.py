@@ -21,7 +21,7 @@ def real(value: Any, name: str, context: str = "") -> float:
     """Returns ``value`` as a float; raises TypeError for anything that is not a real number."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(
-            f"{_where(context)}expected {name} to be a real number, got {value!r} "
+            f"{_where(context)}expected {name} to be a real number, got {name}={value!r} "
             f"({type(value).__name__})."
         )
     return float(value)
@@ -31,7 +31,7 @@ def integer(value: Any, name: str, context: str = "") -> int:
     """Returns ``value`` as an int; raises TypeError for floats, bools and non-numbers."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(
-            f"{_where(context)}expected {name} to be an integer, got {value!r} "
+            f"{_where(context)}expected {name} to be an integer, got {name}={value!r} "
             f"({type(value).__name__})."
         )
     return int(value)
@@ -41,7 +41,7 @@ def sample_rate(value: Any, name: str = "sample_rate", context: str = "") -> flo
     """A sampling probability in (0, 1]."""
     q = real(value, name, context)
     if not (0.0 < q <= 1.0):
-        raise ValueError(f"{_where(context)}expected {name} in (0, 1], got {value!r}.")
+        raise ValueError(f"{_where(context)}expected {name} in (0, 1], got {name}={value!r}.")
     return q
 
 
@@ -50,7 +50,7 @@ def positive_finite(value: Any, name: str, context: str = "") -> float:
     x = real(value, name, context)
     if not (math.isfinite(x) and x > 0.0):
         raise ValueError(
-            f"{_where(context)}expected {name} to be a finite number > 0, got {value!r}."
+            f"{_where(context)}expected {name} to be a finite number > 0, got {name}={value!r}."
         )
     return x
 
@@ -59,7 +59,7 @@ def count(value: Any, name: str, minimum: int, context: str = "") -> int:
     """An integer >= ``minimum``."""
     n = integer(value, name, context)
     if n < minimum:
-        raise ValueError(f"{_where(context)}expected {name} to be an integer >= {minimum}, got {n}.")
+        raise ValueError(f"{_where(context)}expected {name} to be an integer >= {minimum}, got {name}={n}.")
     return n
 
 
@@ -67,14 +67,14 @@ def delta(value: Any, name: str = "delta") -> float:
     """A target delta in (0, 1)."""
     d = real(value, name)
     if not (0.0 < d < 1.0):
-        raise ValueError(f"expected {name} in (0, 1), got {value!r}.")
+        raise ValueError(f"expected {name} in (0, 1), got {name}={value!r}.")
     return d
 
 
 def choice(value: Any, name: str, options: tuple[str, ...]) -> str:
     """One of a closed set of strings."""
     if not isinstance(value, str) or value not in options:
-        raise ValueError(f"expected {name} to be one of {list(options)}, got {value!r}.")
+        raise ValueError(f"expected {name} to be one of {list(options)}, got {name}={value!r}.")
     return value
 
 
@@ -90,7 +90,7 @@ def non_negative_finite(value: Any, name: str, context: str = "") -> float:
     x = real(value, name, context)
     if not (math.isfinite(x) and x >= 0.0):
         raise ValueError(
-            f"{_where(context)}expected {name} to be a finite number >= 0, got {value!r}."
+            f"{_where(context)}expected {name} to be a finite number >= 0, got {name}={value!r}."
         )
     return x
 

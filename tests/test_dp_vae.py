@@ -224,10 +224,14 @@ def test_paper_presets_are_the_longest_schedules_within_the_papers_epsilons():
     (dict(noise_multiplier=0.0), "noise_multiplier=0.0"),
     (dict(continuous_loss="l1"), "continuous_loss='l1'"),
     (dict(encoder_activation="swish"), "swish"),
-    (dict(steps=1.5), "steps=1.5"),
 ])
 def test_bad_configuration_is_refused(bad, match):
     import re
 
     with pytest.raises(ValueError, match=re.escape(match)):
         synthesizers.create("dp-vae", **bad)
+
+
+def test_a_non_integer_step_count_is_a_type_error():
+    with pytest.raises(TypeError, match=r"steps=1\.5 \(float\)"):
+        synthesizers.create("dp-vae", steps=1.5)
