@@ -5,6 +5,10 @@ a thin class).
 - :class:`Synthesizer`, :class:`SynthesizerConfig`, :class:`Plan`: the shared skeleton
   (``fit``, ``plan``, ``sample``, ``privacy_report``, ``save``, ``load``).
 - :mod:`~dpgen_jax.synthesizers.dp_auto_gan`: :class:`DPAutoGAN` and its functional API.
+- :mod:`~dpgen_jax.synthesizers.independent`: :class:`Independent`, noisy one-way marginals
+  sampled independently (the benchmark's reference floor).
+- :mod:`~dpgen_jax.synthesizers.mst`: :class:`MST` (McKenna et al. 2021) on public bins, with the
+  optional ``mbi`` package.
 """
 
 from dpgen_jax.synthesizers._base import (
@@ -20,11 +24,17 @@ from dpgen_jax.synthesizers._base import (
     register,
 )
 from dpgen_jax.synthesizers.dp_auto_gan import PAPER_PRESETS, DPAutoGAN, DPAutoGANConfig
+from dpgen_jax.synthesizers.independent import Independent, IndependentConfig
+from dpgen_jax.synthesizers.mst import MST, MSTConfig
 
 __all__ = [
     "DPAutoGAN",
     "DPAutoGANConfig",
     "FitContext",
+    "Independent",
+    "IndependentConfig",
+    "MST",
+    "MSTConfig",
     "PAPER_PRESETS",
     "Plan",
     "Synthesizer",
