@@ -105,6 +105,19 @@ def test_selection_follows_the_exponential_mechanism():
     assert stats.chisquare(counts, n * w2 / w2.sum()).pvalue < 1e-6
 
 
+def test_measurement_noise_has_the_given_standard_deviation():
+    """KS over 4 x 2500 cells: accepts the std, rejects 0.85 and 1.15 times it."""
+    codes = np.zeros((5, 2), np.int64)
+    sizes = (100, 100)
+    cliques = [(0, 1), (1, 0), (0, 1), (1, 0)]
+    noisy = mst.measure(codes, sizes, cliques, 3.0, jax.random.key(1))
+    exact = mst.measure(codes, sizes, cliques, None, jax.random.key(1))
+    z = np.concatenate([a - b for a, b in zip(noisy, exact)])
+    assert stats.kstest(z / 3.0, "norm").pvalue > 1e-3
+    assert stats.kstest(z / 2.55, "norm").pvalue < 1e-6 and stats.kstest(z / 3.45, "norm").pvalue < 1e-6
+    assert exact[0].sum() == 5 and exact[0][0] == 5
+
+
 def test_compression_merges_rare_values_only():
     maps = mst.compress([np.array([10.0, 1.0, 50.0, 2.0]), np.array([10.0, 1.0, 50.0])], 5.0)
     np.testing.assert_array_equal(maps[0], [0, 2, 1, 2])

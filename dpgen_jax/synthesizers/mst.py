@@ -295,7 +295,9 @@ def fit_released(config: MSTConfig, codes: np.ndarray, sizes: Sequence[int], key
     spanning tree."""
     d = len(sizes)
     k1, k_sel, k2 = jax.random.split(key, 3)
-    std1 = config.one_way_noise_multiplier * math.sqrt(d) if private else None
+    # The noise scales come from the accounted phases themselves (noise multiplier x sensitivity).
+    phases = {p.name: p for p in privacy_phases(config)}
+    std1 = phases["one_way"].noise_multiplier * phases["one_way"].sensitivity if private else None
     one = measure(codes, sizes, [(j,) for j in range(d)], std1, k1)
     maps = compress(one, 3.0 * std1 if private and config.compress else None)
     small = [int(m.max()) + 1 for m in maps]
@@ -307,8 +309,8 @@ def fit_released(config: MSTConfig, codes: np.ndarray, sizes: Sequence[int], key
         model1 = estimate(sizes, maps, log1, [], config.selection_iters)
         ones = [np.asarray(model1.project((str(j),)).datavector()) for j in range(d)]
         scores = pair_scores(ccodes, small, ones, float(model1.total))
-        edges = select_tree(scores, 2.0 / config.selection_noise_multiplier if private else None, k_sel)
-        std2 = config.two_way_noise_multiplier * math.sqrt(d - 1) if private else None
+        edges = select_tree(scores, phases["selection"].epsilon if private else None, k_sel)
+        std2 = phases["two_way"].noise_multiplier * phases["two_way"].sensitivity if private else None
         log2 = [(e, y, std2 or 1.0) for e, y in zip(edges, measure(ccodes, small, edges, std2, k2))]
     model = estimate(sizes, maps, log1, log2, config.estimation_iters)
     big = max(sizes)
