@@ -133,6 +133,28 @@ def machine() -> dict[str, Any]:
             "processor": platform.processor() or platform.machine()}
 
 
+SUMMARY = (("rf_accuracy", "RF salary acc."), ("jsd_total", "JSD total"), ("tv_continuous", "TV cont."),
+           ("l1_3way", "3-way L1"), ("tstr_auroc", "TSTR AUROC"), ("fit_seconds", "fit s"))
+
+
+def summary_table(board: dict, dataset: str) -> list[str]:
+    """A compact table of one dataset (median over seeds; published values in parentheses), the
+    form the README's reproduction table takes."""
+    rows = [r for r in board["rows"] if r["dataset"] == dataset]
+    pubs = {(r["method"], r["target_epsilon"]): r for r in board["published"] if r["dataset"] == dataset}
+    lines = ["| method | target eps. | epsilon (acct.) | seeds | " + " | ".join(h for _, h in SUMMARY) + " |",
+             "|" + "---|" * (4 + len(SUMMARY))]
+    for r in sorted(rows, key=lambda r: (r["target_epsilon"], r["method"])):
+        pub = pubs.get((r["method"], r["target_epsilon"]), {})
+        cells = [r["method"], _fmt(r["target_epsilon"], 2), f"{_fmt(r['epsilon'], 3)} ({r['accountant']})",
+                 str(len(r["seeds"]))]
+        for key, _ in SUMMARY:
+            v = _fmt(r[key], 1 if key == "fit_seconds" else 3)
+            cells.append(v + (f" ({_fmt(pub[key])})" if pub.get(key) is not None else ""))
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
 def markdown(board: dict) -> str:
     lines = ["# Benchmark leaderboard", "",
              f"Generated {board['generated']} by `{board['command']}` from {len(board['cells'])} "
@@ -154,8 +176,11 @@ def markdown(board: dict) -> str:
         from experiments.benchmark import DATASETS
 
         desc = DATASETS[ds].description if ds in DATASETS else ""
-        lines += [f"## {ds}", "", desc, "", "| " + " | ".join(heads) + " |",
-                  "|" + "---|" * len(heads)]
+        lines += [f"## {ds}", "", desc, ""]
+        if any(r["dataset"] == ds for r in board["rows"]):
+            lines += ["Summary (median over seeds; the paper's published value in parentheses):", ""]
+            lines += summary_table(board, ds) + ["", "All metrics:", ""]
+        lines += ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
         rows = [r for r in board["rows"] if r["dataset"] == ds]
         pubs = [r for r in board["published"] if r["dataset"] == ds]
         for eps in sorted({r["target_epsilon"] for r in rows + pubs}):

@@ -13,7 +13,7 @@ import pytest
 from dp_accounting.pld import PLDAccountant
 from scipy import stats
 
-from dpgen_jax import data, privacy, synthesizers
+from dpgen_jax import data, synthesizers
 from dpgen_jax.synthesizers import IndependentConfig
 from dpgen_jax.synthesizers import independent as ind
 from tests import _tables
