@@ -15,9 +15,9 @@ with the files of the experiment contract (``report.json`` ...). A cell is done 
 ``report.json`` exists: a rerun skips it, so the grid can be built over several sessions and a
 method that lands later is added by running the suite again. A cell that fails writes
 ``error.json`` (retried by the next run). After every cell ``OUT/leaderboard.json`` and
-``OUT/leaderboard.md`` are rebuilt from every finished cell, and the plots in ``OUT/plots/``
-(``experiments/_leaderboard.py``; the plots once the run ends). Datasets are a small registry (:data:`DATASETS`,
-:func:`register_dataset`); ``docs/benchmark.md`` shows how to add one.
+``OUT/leaderboard.md`` are rebuilt from every finished cell, and at the end of the run the plots in
+``OUT/plots/`` (``experiments/_leaderboard.py``). Datasets are a small registry
+(:data:`DATASETS`, :func:`register_dataset`); ``docs/benchmark.md`` shows how to add one.
 """
 
 from __future__ import annotations
