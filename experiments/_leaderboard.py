@@ -50,7 +50,8 @@ def cell_row(rep: dict) -> dict[str, Any]:
            "accountant": rep.get("accountant") or rep["privacy"].get("accountant"),
            "epsilon_paper_accounting": rep["epsilon_paper_accounting"],
            "paper_accounting": rep["paper_accounting"], "wall_seconds": rep["wall_seconds"],
-           "quick": (rep.get("benchmark") or {}).get("quick")}
+           "quick": (rep.get("benchmark") or {}).get("quick"),
+           "load_at_start": _load_average(((rep.get("benchmark") or {}).get("machine_at_start") or {}).get("uptime"))}
     for key, path, _, _ in METRICS:
         if path is not None:
             row[key] = _get(rep, path)
@@ -62,6 +63,16 @@ def cell_row(rep: dict) -> dict[str, Any]:
     else:
         row["tv_max"], row["tv_max_column"] = None, None
     return row
+
+
+def _load_average(uptime: str | None) -> float | None:
+    """The 1-minute load average in an ``uptime`` line, or None."""
+    if not uptime or "load average:" not in uptime:
+        return None
+    try:
+        return float(uptime.split("load average:")[1].split(",")[0])
+    except ValueError:
+        return None
 
 
 def _median(values):
@@ -155,12 +166,21 @@ def summary_table(board: dict, dataset: str) -> list[str]:
     return lines
 
 
+def _load_sentence(board: dict) -> str:
+    loads = [c["load_at_start"] for c in board["cells"] if c.get("load_at_start") is not None]
+    if not loads:
+        return ""
+    return (f" The 1-minute load average when the cells started ranged from {min(loads):.1f} to "
+            f"{max(loads):.1f} (median {statistics.median(loads):.1f}) on {board['machine']['cpu_count']} "
+            "cores: timings are inflated by other jobs and compare only within a row's seeds.")
+
+
 def markdown(board: dict) -> str:
     lines = ["# Benchmark leaderboard", "",
              f"Generated {board['generated']} by `{board['command']}` from {len(board['cells'])} "
              f"finished cells ({len(board['failed'])} failed).", "",
              f"Machine: {board['machine']['cpu_count']} CPU cores ({board['machine']['platform']}); "
-             f"`uptime` at generation: `{board['machine']['uptime']}`.", "",
+             f"`uptime` at generation: `{board['machine']['uptime']}`." + _load_sentence(board), "",
              "Each row is the median over the seeds listed (a seeded fit at the method's default "
              "schedule, calibrated to the target epsilon; synthetic rows as many as the training "
              "split; one evaluation seed for every cell). *epsilon* is the headline of the privacy "
