@@ -147,28 +147,48 @@ def print_privacy(report: dict) -> None:
 
 
 def fit_sample_evaluate(args, seed, out: pathlib.Path, *, train, test, schema, n_samples: int,
-                        label: str | None = None, published=None, config=None):
+                        label: str | None = None, published=None, config=None,
+                        max_seconds: float | None = None, eval_seed: int | None = None,
+                        reuse_real: dict | None = None, evaluate_options: dict | None = None,
+                        timings: dict | None = None):
     """Fits ``args.method``, samples, saves the model and rows, evaluates and writes plots.
 
     When the fitted model covers only some of the schema's columns (``model.schema``, e.g.
     DP-WGAN's ``preprocessing="paper"``), the real rows are evaluated on those columns too.
+
+    The keyword arguments after ``config`` are optional (the benchmark suite uses them):
+    ``max_seconds`` is the fit's time budget; ``eval_seed`` the seed of ``metrics.evaluate``
+    (default: the run's seed, 0 for an unseeded run); ``reuse_real`` a previous ``evaluate``
+    result on the same real rows whose real-data scores are reused; ``evaluate_options`` more
+    keyword arguments of ``metrics.evaluate``; ``timings``, a dict that receives the wall seconds
+    of ``fit``, ``sample`` and ``evaluate``.
 
     Returns ``(model, synthetic, metrics_result, privacy_report)``.
     """
     from dpgen_jax import metrics, synthesizers
 
     out.mkdir(parents=True, exist_ok=True)
+    timings = {} if timings is None else timings
     model = synthesizers.create(args.method, config, **getattr(args, "config_overrides", {}))
+    t = time.perf_counter()
     model.fit(train, schema, epsilon=args.epsilon, delta=args.delta, preset=args.preset,
-              num_records=args.num_records, seed=seed, progress=not args.no_progress)
+              num_records=args.num_records, seed=seed, progress=not args.no_progress,
+              max_seconds=max_seconds)
+    timings["fit"] = time.perf_counter() - t
     if model.schema != schema:  # the method models a subset of the columns (e.g. DP-WGAN's "paper")
         schema = model.schema
         train, test = train[schema.names], test[schema.names]
+        reuse_real = None  # real-data scores on the full schema do not apply to the subset
+    t = time.perf_counter()
     synthetic = model.sample(n_samples, seed=None if seed is None else seed + 10_000)
+    timings["sample"] = time.perf_counter() - t
     synthetic.to_csv(out / "synthetic.csv", index=False)
     model.save(out / "model.npz")
+    t = time.perf_counter()
     result = metrics.evaluate(train, test, synthetic, schema, label=label,
-                              seed=0 if seed is None else seed)
+                              seed=(0 if seed is None else seed) if eval_seed is None else eval_seed,
+                              reuse_real=reuse_real, **(evaluate_options or {}))
+    timings["evaluate"] = time.perf_counter() - t
     privacy = model.privacy_report()
     metrics.write_report(result, out, real=[train, test], synthetic=synthetic, schema=schema,
                          epsilon=privacy["epsilon"], published=published)

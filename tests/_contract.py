@@ -2,7 +2,8 @@
 
 A subclass sets ``METHOD``, ``OVERRIDES`` (a tiny schedule), ``EPSILON`` and implements
 :meth:`SynthesizerContract.functional_released` (the released parameters of ``fit(seed=0)``
-recomputed with the method's public functional API). Everything runs on a small generated table
+recomputed with the method's public functional API). A method whose mechanisms run once (no
+schedule of steps a time budget could cut, e.g. noisy histograms) sets ``HAS_SCHEDULE = False``. Everything runs on a small generated table
 (``tests/_tables.py``) unless the subclass overrides the ``table`` fixture.
 
 Oracles: the privacy report against ``privacy.epsilon`` of the phases rebuilt from the executed
@@ -31,6 +32,7 @@ class SynthesizerContract:
     EPSILON: float = 3.0
     SEED = 0
     N_SAMPLE = 64
+    HAS_SCHEDULE = True
 
     # -- fixtures ------------------------------------------------------------------------------
     @pytest.fixture(scope="class")
@@ -75,11 +77,13 @@ class SynthesizerContract:
         steps = {p["name"]: p["steps"] for p in rep["phases"]}
         phases = fitted._phases(fitted.fitted_config, len(table[0]), steps, True)
         assert [p.name for p in phases] == [p["name"] for p in rep["phases"]]
-        assert rep["epsilon"] == pytest.approx(privacy.epsilon(phases, DELTA), rel=1e-9)
+        assert rep["accountant"] == type(fitted).ACCOUNTANT
+        assert rep["epsilon"] == pytest.approx(privacy.epsilon(phases, DELTA, rep["accountant"]), rel=1e-9)
         assert rep["epsilon"] <= self.EPSILON
         for entry, phase in zip(rep["phases"], phases):
             assert entry["noise_multiplier"] == phase.noise_multiplier
-            assert entry.get("clip_norm") is not None, f"{phase.name}: clip norm not reported"
+            bound = entry.get("clip_norm", entry.get("sensitivity"))
+            assert bound is not None, f"{phase.name}: clip norm (or sensitivity) not reported"
 
     def test_plan_is_data_free_and_matches_the_fit(self, fitted, table):
         frame, schema = table
@@ -133,6 +137,18 @@ class SynthesizerContract:
     def test_time_budget_reports_the_executed_steps(self, table):
         frame, schema = table
         model = synthesizers.create(self.METHOD, **self.OVERRIDES)
+        if not self.HAS_SCHEDULE:  # one-shot mechanisms run whole: nothing to cut, nothing cut
+            import warnings
+
+            with warnings.catch_warnings():
+                warnings.filterwarnings("error", message=".*cut the schedule.*")
+                model.fit(frame, schema, epsilon=self.EPSILON, seed=2, max_seconds=0)
+            rep = model.privacy_report()
+            plan = model.plan(schema, len(frame), epsilon=self.EPSILON)
+            assert [p["steps"] for p in rep["phases"]] == [p.steps for p in plan.phases]
+            assert rep["epsilon"] == pytest.approx(plan.epsilon(), rel=1e-9)
+            assert not any("time budget" in a for a in rep["assumptions"])
+            return
         with pytest.warns(UserWarning, match="cut the schedule"):
             model.fit(frame, schema, epsilon=self.EPSILON, seed=2, max_seconds=0)
         rep = model.privacy_report()
@@ -142,7 +158,7 @@ class SynthesizerContract:
         assert all(executed[k] <= planned[k] for k in planned)
         assert any(executed[k] < planned[k] for k in planned)
         phases = [dataclasses.replace(p, steps=executed[p.name]) for p in plan.phases]
-        assert rep["epsilon"] == pytest.approx(privacy.epsilon(phases, DELTA), rel=1e-9)
+        assert rep["epsilon"] == pytest.approx(privacy.epsilon(phases, DELTA, plan.accountant), rel=1e-9)
         assert rep["epsilon"] < plan.epsilon()
         assert any("time budget" in a for a in rep["assumptions"])
 

@@ -1,7 +1,7 @@
 """Privacy accounting: phases as ``dp_accounting`` events, composition, calibration, report.
 
-- :class:`DPSGDPhase`, :class:`GaussianPhase`, :class:`ShardedSanitizerPhase`,
-  :class:`NonPrivatePhase`: the public
+- :class:`DPSGDPhase`, :class:`GaussianPhase`, :class:`ExponentialMechanismPhase`,
+  :class:`ShardedSanitizerPhase`, :class:`NonPrivatePhase`: the public
   parameters of each way a run touches the private data; ``.event()`` gives the dp_accounting event.
 - :func:`epsilon`: all phases composed (one ``ComposedDpEvent``) and converted once; PLD (default,
   the headline) or RDP with the improved or the papers' classic conversion.
@@ -30,11 +30,13 @@ from dpgen_jax.privacy._accounting import (
     epsilon,
     neighbouring_relation,
     pld_discretization_interval,
+    pld_supported,
     rdp_curve,
 )
 from dpgen_jax.privacy._calibrate import calibrate
 from dpgen_jax.privacy._phases import (
     DPSGDPhase,
+    ExponentialMechanismPhase,
     GaussianPhase,
     NonPrivatePhase,
     Phase,
@@ -46,6 +48,7 @@ __all__ = [
     "ACCOUNTANTS",
     "CONVERSIONS",
     "DPSGDPhase",
+    "ExponentialMechanismPhase",
     "GaussianPhase",
     "NonPrivatePhase",
     "PAPER_RDP_ORDERS",
@@ -60,6 +63,7 @@ __all__ = [
     "epsilon",
     "neighbouring_relation",
     "pld_discretization_interval",
+    "pld_supported",
     "rdp_curve",
     "report",
     "seeded_assumption",

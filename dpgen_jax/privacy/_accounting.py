@@ -28,6 +28,7 @@ from dp_accounting.rdp import RdpAccountant, compute_epsilon
 from dpgen_jax import _validate as _v
 from dpgen_jax.privacy._phases import (
     PHASE_TYPES,
+    ExponentialMechanismPhase,
     NeighboringRelation,
     NonPrivatePhase,
     Phase,
@@ -294,6 +295,13 @@ def _is_paper(phases: tuple[Phase, ...]) -> bool:
     return any(isinstance(p, ShardedSanitizerPhase) and p.accounting == "paper" for p in phases)
 
 
+def pld_supported(phases: Sequence[Phase]) -> bool:
+    """Whether dp_accounting's PLD accountant interprets every phase (False for paper-mode sharded
+    phases and for exponential-mechanism phases, which only the RDP accountant accounts)."""
+    ps = _as_phases(phases)
+    return PLDAccountant(neighbouring_relation(ps)).supports(composed_event(ps))
+
+
 def _orders_for(phases: tuple[Phase, ...]) -> tuple[float, ...]:
     return PAPER_RDP_ORDERS if _is_paper(phases) else RDP_ORDERS
 
@@ -326,6 +334,11 @@ def _check_supported(phases: tuple[Phase, ...], acc: _pa.PrivacyAccountant, acco
                 why = (
                     " The paper accounting is RDP-only (sampling without replacement under "
                     "replace-one); use accountant='rdp', conversion='classic'."
+                )
+            elif isinstance(p, ExponentialMechanismPhase):
+                why = (
+                    " The exponential mechanism is accounted by its zCDP bound (ZCDpEvent), which "
+                    "only the RDP accountant interprets; use accountant='rdp'."
                 )
             raise ValueError(
                 f"accountant={accountant!r} does not support phase {p.name!r} "

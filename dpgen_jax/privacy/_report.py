@@ -24,9 +24,11 @@ from dpgen_jax.privacy._accounting import (
     _is_paper,
     _rdp_epsilon_and_order,
     neighbouring_relation,
+    pld_supported,
 )
 from dpgen_jax.privacy._phases import (
     DPSGDPhase,
+    ExponentialMechanismPhase,
     GaussianPhase,
     NeighboringRelation,
     NonPrivatePhase,
@@ -97,6 +99,16 @@ def _module_assumptions(
             "with Gaussian noise of standard deviation noise_multiplier * sensitivity per "
             "coordinate, where sensitivity is the statistic's L2 sensitivity to adding or removing "
             "one record; steps counts the releases."
+        )
+    selections = [p.name for p in phases if isinstance(p, ExponentialMechanismPhase)]
+    if selections:
+        out.append(
+            f"Exponential-mechanism phases {selections} select steps times among candidates whose "
+            "scores change by at most sensitivity when one record is added or removed, each with "
+            "probability proportional to exp(epsilon_per_step * score / (2 * sensitivity)); each "
+            "selection is accounted as (epsilon_per_step^2 / 8)-zCDP (the bounded-range bound of "
+            "Cesar and Rogers 2021), which only the RDP accountant interprets, so the PLD "
+            "epsilon is not reported."
         )
     strict = [p.name for p in phases if isinstance(p, ShardedSanitizerPhase) and p.accounting == "strict"]
     if strict:
@@ -176,7 +188,7 @@ def report(
         A dict with keys ``delta``, ``accountant``, ``conversion`` (None for PLD),
         ``neighbouring_relation``, ``epsilon`` (None if infinite), ``non_private``,
         ``epsilon_by_accountant`` (``{"pld", "rdp_improved", "rdp_classic"}``; None where infinite
-        or unsupported, e.g. PLD for paper-mode phases), ``rdp_optimal_order``
+        or unsupported, e.g. PLD for paper-mode or exponential-mechanism phases), ``rdp_optimal_order``
         (``{"improved", "classic"}``), ``pld_value_discretization_interval``, ``phases`` (each:
         ``name``, ``mechanism``, its parameters, ``steps``, ``epsilon_alone`` at the full delta
         under the headline accountant) and ``assumptions`` (list of sentences).
@@ -200,7 +212,7 @@ def report(
     headline, interval = _epsilon_and_interval(ps, d, accountant, conversion, fixed)
     paper = _is_paper(ps)
     by_acc: dict[str, float | None] = {}
-    if paper:
+    if paper or not pld_supported(ps):
         by_acc["pld"] = None
         pld_interval = interval
     elif accountant == "pld":

@@ -7,6 +7,10 @@ a thin class).
 - :mod:`~dpgen_jax.synthesizers.dp_auto_gan`: :class:`DPAutoGAN` and its functional API.
 - :mod:`~dpgen_jax.synthesizers.dp_wgan`, :mod:`~dpgen_jax.synthesizers.dp_vae`: DP-auto-GAN's
   baselines :class:`DPWGAN` and :class:`DPVAE`.
+- :mod:`~dpgen_jax.synthesizers.independent`: :class:`Independent`, noisy one-way marginals
+  sampled independently (the benchmark's reference floor).
+- :mod:`~dpgen_jax.synthesizers.mst`: :class:`MST` (McKenna et al. 2021) on public bins, with the
+  optional ``mbi`` package.
 """
 
 from dpgen_jax.synthesizers._base import (
@@ -24,6 +28,8 @@ from dpgen_jax.synthesizers._base import (
 from dpgen_jax.synthesizers.dp_auto_gan import PAPER_PRESETS, DPAutoGAN, DPAutoGANConfig
 from dpgen_jax.synthesizers.dp_vae import DPVAE, DPVAEConfig
 from dpgen_jax.synthesizers.dp_wgan import DPWGAN, DPWGANConfig
+from dpgen_jax.synthesizers.independent import Independent, IndependentConfig
+from dpgen_jax.synthesizers.mst import MST, MSTConfig
 
 __all__ = [
     "DPAutoGAN",
@@ -33,6 +39,10 @@ __all__ = [
     "DPWGAN",
     "DPWGANConfig",
     "FitContext",
+    "Independent",
+    "IndependentConfig",
+    "MST",
+    "MSTConfig",
     "PAPER_PRESETS",
     "Plan",
     "Synthesizer",

@@ -93,6 +93,8 @@ class Plan(NamedTuple):
         target_epsilon: the requested epsilon (None for a preset, ``inf`` for non-private).
         preset: the preset name or None.
         private: False for ``epsilon=inf`` (no clipping, no noise, no guarantee).
+        accountant: the method's headline accountant (``Synthesizer.ACCOUNTANT``): ``"pld"``, or
+            ``"rdp"`` (improved conversion) for methods with phases only RDP interprets.
     """
 
     config: SynthesizerConfig
@@ -102,10 +104,13 @@ class Plan(NamedTuple):
     target_epsilon: float | None
     preset: str | None
     private: bool
+    accountant: str = "pld"
 
-    def epsilon(self, accountant: str = "pld", conversion: str = "improved") -> float:
-        """The epsilon of the planned schedule (``inf`` when not private)."""
-        return privacy.epsilon(self.phases, self.delta, accountant=accountant, conversion=conversion)
+    def epsilon(self, accountant: str | None = None, conversion: str = "improved") -> float:
+        """The epsilon of the planned schedule (``inf`` when not private); default: the headline
+        accountant of the plan."""
+        return privacy.epsilon(self.phases, self.delta, accountant=accountant or self.accountant,
+                               conversion=conversion)
 
 
 class TrainResult(NamedTuple):
@@ -199,7 +204,7 @@ def load(path) -> Synthesizer:
 
 
 class _Progress:
-    """A tqdm bar per phase: steps done and the epsilon spent so far under the headline (PLD).
+    """A tqdm bar per phase: steps done and the epsilon spent so far under the headline accountant.
 
     The epsilon is that of every phase composed with the steps executed so far; it ends at the
     report's epsilon, which calibration keeps at or below the target. It is recomputed at most
@@ -215,7 +220,7 @@ class _Progress:
 
     def epsilon_spent(self) -> float:
         phases = [dataclasses.replace(p, steps=self.executed.get(p.name, 0)) for p in self.plan.phases]
-        return privacy.epsilon(phases, self.plan.delta)
+        return privacy.epsilon(phases, self.plan.delta, accountant=self.plan.accountant)
 
     def phase(self, name: str) -> ProgressFn | None:
         if not self.enabled:
@@ -231,7 +236,7 @@ class _Progress:
             now = time.monotonic()
             if self.plan.private and (done >= total or now - self._last >= self.min_interval):
                 self._last = now
-                self.bar.set_postfix_str(f"eps(pld)={self.epsilon_spent():.3f}")
+                self.bar.set_postfix_str(f"eps({self.plan.accountant})={self.epsilon_spent():.3f}")
             self.bar.refresh()
 
         return update
@@ -269,10 +274,13 @@ class Synthesizer(abc.ABC):
 
     Subclasses set ``METHOD`` (registry name), ``DESCRIPTION`` (one line), ``CONFIG`` (their
     configuration class) and ``PRESETS`` (name -> configuration overrides, optionally with a
-    ``"family"`` the configuration must have), optionally ``DECODE_MODE`` (how ``sample``
-    decodes discrete columns by default: ``"argmax"``, or ``"sample"`` for a method whose
-    generative model draws each category from its output probabilities), and implement the
-    abstract hooks.
+    ``"family"`` the configuration must have), and implement the abstract hooks. Optional class
+    attributes: ``DECODE_MODE`` (how ``sample`` decodes discrete columns by default:
+    ``"argmax"``, or ``"sample"`` for a method whose generative model draws each category from its
+    output probabilities), ``ACCOUNTANT`` (the headline accountant, ``"pld"`` by default;
+    ``"rdp"`` with the improved conversion for a method with phases only RDP interprets, such as
+    the exponential mechanism) and ``USES_NUM_RECORDS`` (False for a method whose mechanisms use
+    no record count, e.g. noisy histograms normalised by their own noisy total).
 
     Attributes:
         config: the user's configuration (None: the method's default for the schema).
@@ -287,6 +295,13 @@ class Synthesizer(abc.ABC):
     CONFIG: ClassVar[type[SynthesizerConfig]]
     PRESETS: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
     DECODE_MODE: ClassVar[str] = "argmax"
+    ACCOUNTANT: ClassVar[str] = "pld"
+    USES_NUM_RECORDS: ClassVar[bool] = True
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        """Why the method cannot fit in this environment (a missing optional package), or None."""
+        return None
 
     def __init__(self, config: SynthesizerConfig | None = None, **overrides):
         if config is not None and not isinstance(config, self.CONFIG):
@@ -337,7 +352,7 @@ class Synthesizer(abc.ABC):
 
     def _calibrate(self, config, phases: list, epsilon: float, delta: float) -> list:
         """Calibrated phases for a target; default: one common factor on every noise multiplier."""
-        return privacy.calibrate(phases, target_epsilon=epsilon, delta=delta)
+        return privacy.calibrate(phases, target_epsilon=epsilon, delta=delta, accountant=self.ACCOUNTANT)
 
     def _paper_accounting(self, phases: list, delta: float, report: dict) -> dict:
         """The published accounting of the method's paper, for comparison (label and epsilon)."""
@@ -402,7 +417,8 @@ class Synthesizer(abc.ABC):
         Args:
             schema: the public schema.
             num_records: N, the number of records the sampling rates refer to.
-            epsilon: target epsilon under the headline accountant (PLD); ``math.inf`` for a
+            epsilon: target epsilon under the headline accountant (``ACCOUNTANT``, PLD unless
+                the method says otherwise); ``math.inf`` for a
                 non-private run. Exclusive with ``preset``.
             delta: target delta.
             preset: the name of a published setting (see ``PRESETS``).
@@ -423,7 +439,7 @@ class Synthesizer(abc.ABC):
             config = self._with_noise(config, self._calibrate(config, phases, float(epsilon), delta))
             phases = self._phases(config, n, None, private)
         return Plan(config, phases, n, float(delta), None if epsilon is None else float(epsilon),
-                    preset, private)
+                    preset, private, self.ACCOUNTANT)
 
     # -- training ----------------------------------------------------------------------------
     def fit(self, df: pd.DataFrame, schema: data_lib.Schema, *, epsilon: float | None = None,
@@ -436,7 +452,7 @@ class Synthesizer(abc.ABC):
         Args:
             df: the private table; its columns must match ``schema``.
             schema: public schema (``data.Schema``); never fitted on ``df``.
-            epsilon: target epsilon under the headline accountant (PLD); the noise is calibrated
+            epsilon: target epsilon under the headline accountant (``ACCOUNTANT``); the noise is calibrated
                 before training. ``math.inf``: non-private (no clipping, no noise).
             delta: target delta.
             preset: instead of ``epsilon``, one of the method's published settings.
@@ -447,7 +463,7 @@ class Synthesizer(abc.ABC):
                 is treated as public.
             seed: makes the run reproducible (the report then says it is not fit for release);
                 None draws every key from OS entropy.
-            progress: progress bars with the phase, the steps and the epsilon spent (PLD).
+            progress: progress bars with the phase, the steps and the epsilon spent.
             max_seconds: a time budget for training. Once it is spent, every remaining phase stops
                 after its current compiled chunk (each phase runs at least one chunk); the report
                 accounts for the steps actually executed, and a warning says the schedule was cut.
@@ -462,8 +478,13 @@ class Synthesizer(abc.ABC):
         Raises:
             ValueError: bad arguments, a frame that does not match the schema, an unreachable
                 epsilon, or a data-derived schema without ``allow_data_derived_schema=True``.
+            ImportError: the method needs an optional package that is not installed
+                (:meth:`unavailable_reason` says which).
         """
         _check_target(epsilon, delta, preset)
+        reason = self.unavailable_reason()
+        if reason is not None:
+            raise ImportError(f"{self.METHOD} cannot fit here: {reason}")
         if not isinstance(schema, data_lib.Schema):
             raise TypeError(f"Expected schema to be a dpgen_jax.data.Schema, got {type(schema).__name__}.")
         if schema.source == "data-derived" and allow_data_derived_schema is not True:
@@ -498,7 +519,12 @@ class Synthesizer(abc.ABC):
             warnings.warn(f"max_seconds={max_seconds} cut the schedule: (executed, planned) steps "
                           f"{cut}; the report accounts for the executed steps.", stacklevel=2)
         assumptions = list(schema.assumptions())
-        if public_n:
+        if not self.USES_NUM_RECORDS:
+            given = f" (the num_records N={n} given by the user is not used)" if public_n else ""
+            assumptions.append(
+                "No record count enters this method's mechanisms: noisy counts are normalised by "
+                f"their own noisy total, and the number of private rows is not published{given}.")
+        elif public_n:
             assumptions.append(
                 f"The sampling rates use the public number of records N={n} given by the user "
                 "(num_records); the private row count is not published.")
@@ -514,8 +540,8 @@ class Synthesizer(abc.ABC):
                 "executed steps listed. The stop was decided from the wall clock alone, which this "
                 "accounting treats as independent of the private rows; without that assumption the "
                 f"planned schedule's epsilon ({plan.epsilon():.6g}) still bounds the run.")
-        report = privacy.report(phases, plan.delta, dataset_size=n, assumptions=assumptions,
-                                seeded=run_key.seeded)
+        report = privacy.report(phases, plan.delta, accountant=self.ACCOUNTANT,
+                                dataset_size=n, assumptions=assumptions, seeded=run_key.seeded)
         report["method"] = self.METHOD
         report["preset"] = preset
         report["target_epsilon"] = (None if plan.target_epsilon is None or math.isinf(plan.target_epsilon)

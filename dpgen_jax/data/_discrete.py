@@ -1,0 +1,196 @@
+"""A table as small integers on public bins, and back: the domain of marginal-based synthesizers.
+
+Discrete columns keep their category index. A continuous column is cut into public bins from its
+schema bounds (:func:`~dpgen_jax.data.bin_edges`); an integer column keeps only the bins that hold
+at least one integer, so that no code stands for an impossible value. Decoding draws a value
+uniformly inside its bin (uniformly among the bin's integers for an integer column). Everything
+here depends on the schema and the number of bins only, never on the rows.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, Literal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+from dpgen_jax.data._bins import bin_edges, bin_index
+from dpgen_jax.data._check import check_key
+from dpgen_jax.data._encoder import TableEncoder, _decode_integer, _values_from_codes
+from dpgen_jax.data._schema import Column, Schema
+
+DiscreteSpacing = Literal["auto", "equal", "log"]
+SPACINGS: tuple[str, ...] = ("auto", "equal", "log")
+#: ``"auto"`` spaces a continuous column's bins logarithmically when its bounds start at or above
+#: zero and span at least this much (money-like, heavy-tailed amounts such as Adult's
+#: capital-gain, 0 to 99999), and equally otherwise. A public rule: it reads the bounds only.
+LOG_SPAN = 1000.0
+
+
+def auto_spacing(column: Column) -> str:
+    """The ``"auto"`` spacing of a continuous column: ``"log"`` or ``"equal"`` (see :data:`LOG_SPAN`)."""
+    return "log" if column.lower >= 0 and column.upper - column.lower >= LOG_SPAN else "equal"
+
+
+def numpy_rng(key: jax.Array) -> np.random.Generator:
+    """A numpy generator seeded with 128 bits drawn from a JAX key (one small compiled call)."""
+    words = np.asarray(jax.random.bits(key, (4,), dtype=jnp.uint32)).tolist()
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(words)))
+
+
+class Discretizer:
+    """Every column of a schema as a small integer code on public bins.
+
+    Args:
+        schema: The public schema.
+        bins: Bins per continuous column before empty integer bins are dropped, an integer >= 1.
+        spacing: ``"auto"`` (default; :func:`auto_spacing` per column), ``"equal"`` or ``"log"``
+            (see :func:`~dpgen_jax.data.bin_edges`).
+
+    Attributes:
+        sizes: Number of codes per column, in schema order (categories, or kept bins).
+        edges: ``{continuous column: (bins + 1,) edges}``.
+        spacings: ``{continuous column: "equal" | "log"}``.
+
+    Example:
+        >>> s = Schema.from_dict({"columns": [
+        ...     {"name": "n", "kind": "continuous", "lower": 1, "upper": 4, "integer": True},
+        ...     {"name": "c", "kind": "categorical", "categories": ["a", "b"]}]})
+        >>> Discretizer(s, bins=8).sizes      # four integers: four non-empty bins of eight
+        (4, 2)
+
+    Privacy:
+        Built from the public schema alone; codes of private rows are as private as the rows.
+    """
+
+    def __init__(self, schema: Schema, bins: int = 100, spacing: DiscreteSpacing = "auto") -> None:
+        if not isinstance(schema, Schema):
+            raise TypeError(f"schema must be a dpgen_jax.data.Schema, got {type(schema).__name__}.")
+        if isinstance(bins, (bool, np.bool_)) or not isinstance(bins, numbers.Integral) or bins < 1:
+            raise ValueError(f"bins={bins!r}; expected an integer >= 1.")
+        if spacing not in SPACINGS:
+            raise ValueError(f"spacing={spacing!r}; expected one of {SPACINGS}.")
+        self.schema, self.bins = schema, int(bins)
+        self.edges: dict[str, np.ndarray] = {}
+        self.spacings: dict[str, str] = {}
+        self._int_ranges: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        sizes = []
+        for col in schema.columns:
+            if col.kind != "continuous":
+                sizes.append(len(col.categories))
+                continue
+            sp = auto_spacing(col) if spacing == "auto" else spacing
+            e = bin_edges(col, self.bins, sp)
+            self.edges[col.name], self.spacings[col.name] = e, sp
+            if col.integer:
+                first = np.ceil(e[:-1])  # the integers of bin i: first[i] .. last[i]
+                last = np.ceil(e[1:]) - 1.0
+                last[-1] = e[-1]  # the last bin holds its upper edge
+                kept = first <= last
+                lookup = np.full(e.size - 1, -1, dtype=np.int64)
+                lookup[kept] = np.arange(int(kept.sum()))
+                self._int_ranges[col.name] = (first[kept], last[kept], lookup)
+                sizes.append(int(kept.sum()))
+            else:
+                sizes.append(self.bins)
+        self.sizes: tuple[int, ...] = tuple(sizes)
+
+    def __repr__(self) -> str:
+        return f"Discretizer({len(self.sizes)} columns, bins={self.bins}, sizes={self.sizes})"
+
+    def _bin_codes(self, col: Column, values: np.ndarray) -> np.ndarray:
+        idx = bin_index(values, self.edges[col.name])
+        if col.name in self._int_ranges:
+            idx = self._int_ranges[col.name][2][idx]
+            if (idx < 0).any():  # pragma: no cover - integer values always fall in a kept bin
+                raise ValueError(f"column {col.name!r}: a value fell in a bin without integers.")
+        return idx
+
+    def codes(self, df: pd.DataFrame) -> np.ndarray:
+        """``(n, d)`` int64 codes of a frame (checked against the schema as ``TableEncoder`` does)."""
+        raw = TableEncoder(self.schema).codes(df)
+        out = np.empty((len(df), len(self.sizes)), dtype=np.int64)
+        for j, col in enumerate(self.schema.columns):
+            v = raw[col.name].to_numpy()
+            out[:, j] = self._bin_codes(col, v) if col.kind == "continuous" else v
+        return out
+
+    def codes_from_encoded(self, x: Any) -> np.ndarray:
+        """``(n, d)`` int64 codes of rows already encoded by ``TableEncoder(schema).encode``.
+
+        Continuous values are recovered as ``x * (upper - lower) + lower`` in float64 (integer
+        columns rounded), so a real value within float32 resolution of a bin edge may land in
+        the neighbouring bin; integer columns whose range holds fewer than 2**24 values are exact.
+        """
+        x = np.asarray(x)
+        enc = TableEncoder(self.schema)
+        if x.ndim != 2 or x.shape[1] != enc.width:
+            raise ValueError(f"x has shape {x.shape}; expected (n, {enc.width}) encoded rows.")
+        out = np.empty((x.shape[0], len(self.sizes)), dtype=np.int64)
+        for j, (b, col) in enumerate(zip(enc.blocks, self.schema.columns, strict=True)):
+            v = x[:, b.slice]
+            if b.kind == "categorical":
+                out[:, j] = np.argmax(v, axis=1)
+            elif b.kind == "binary":
+                out[:, j] = (v[:, 0] > 0.5).astype(np.int64)
+            elif col.integer:
+                out[:, j] = self._bin_codes(col, _decode_integer(v[:, 0], col).astype(np.float64))
+            else:
+                vals = np.clip(v[:, 0].astype(np.float64) * (col.upper - col.lower) + col.lower,
+                               col.lower, col.upper)
+                out[:, j] = self._bin_codes(col, vals)
+        return out
+
+    def decode(self, codes: Any, key: jax.Array) -> pd.DataFrame:
+        """A frame of the schema's values from ``(n, d)`` codes.
+
+        Discrete codes map to their categories. A continuous code draws a value uniformly inside
+        its bin: uniformly among the bin's integers for an integer column (int64), uniformly on
+        ``[edge_i, edge_i+1)`` otherwise (float64).
+
+        Args:
+            codes: ``(n, d)`` integers with ``0 <= codes[:, j] < sizes[j]``.
+            key: a ``jax.random`` key for the draws inside the bins (no default randomness).
+
+        Raises:
+            ValueError: on a wrong shape or an out-of-range code (naming the column).
+        """
+        check_key(key, "Discretizer.decode")
+        c = np.asarray(codes)
+        if c.ndim != 2 or c.shape[1] != len(self.sizes) or not np.issubdtype(c.dtype, np.integer):
+            raise ValueError(f"codes has shape {c.shape} and dtype {c.dtype}; expected (n, "
+                             f"{len(self.sizes)}) integers.")
+        rng = numpy_rng(key)
+        out: dict[str, Any] = {}
+        for j, col in enumerate(self.schema.columns):
+            v = c[:, j]
+            if v.size and (v.min() < 0 or v.max() >= self.sizes[j]):
+                raise ValueError(f"column {col.name!r}: codes must lie in [0, {self.sizes[j]}), got "
+                                 f"[{v.min()}, {v.max()}].")
+            u = rng.random(v.size)
+            if col.kind != "continuous":
+                out[col.name] = _values_from_codes(col, v)
+            elif col.name in self._int_ranges:
+                first, last, _ = self._int_ranges[col.name]
+                span = last[v] - first[v] + 1.0
+                out[col.name] = (first[v] + np.minimum(np.floor(u * span), span - 1.0)).astype(np.int64)
+            else:
+                e = self.edges[col.name]
+                out[col.name] = np.clip(e[v] + u * (e[v + 1] - e[v]), col.lower, col.upper)
+        return pd.DataFrame(out, index=pd.RangeIndex(c.shape[0]))
+
+    def describe(self) -> str:
+        """The public binning in words, for reports: per continuous column its spacing and codes."""
+        parts = []
+        for name, sp in self.spacings.items():
+            k = self.sizes[self.schema.names.index(name)]
+            kind = "log-spaced" if sp == "log" else "equal-width"
+            kept = "" if k == self.bins else f" (the {k} of {self.bins} that hold an integer)"
+            parts.append(f"{name}: {kind} bins{kept}" if kept else f"{name}: {k} {kind} bins")
+        return "; ".join(parts) if parts else "no continuous column"
+
+
+__all__ = ["Discretizer", "LOG_SPAN", "SPACINGS", "auto_spacing", "numpy_rng"]

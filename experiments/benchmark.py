@@ -1,0 +1,303 @@
+"""The benchmark suite: every synthesizer on every dataset and epsilon, one leaderboard.
+
+Usage::
+
+    python -m experiments.benchmark --datasets adult --epsilons 0.36 0.51 1.01 --seeds 0 1 2 \\
+        --out runs/benchmark
+    python -m experiments.benchmark --datasets adult-small --epsilons 3 --seeds 0 1 2 --out runs/benchmark
+    python -m experiments.benchmark --quick --out runs/benchmark-quick        # seconds per cell (CI)
+    python -m experiments.benchmark --leaderboard-only --out runs/benchmark   # rebuild the tables
+
+Every cell (dataset, method, epsilon, seed) fits the method at its default schedule (plus any
+``--set METHOD:FIELD=VALUE``), samples as many rows as the training split, evaluates them with
+``metrics.evaluate`` and writes its folder ``OUT/<dataset>/<method>/eps-<epsilon>/seed-<seed>/``
+with the files of the experiment contract (``report.json`` ...). A cell is done when its
+``report.json`` exists: a rerun skips it, so the grid can be built over several sessions and a
+method that lands later is added by running the suite again. A cell that fails writes
+``error.json`` (retried by the next run). After every cell ``OUT/leaderboard.json`` and
+``OUT/leaderboard.md`` are rebuilt from every finished cell, and at the end of the run the plots in
+``OUT/plots/`` (``experiments/_leaderboard.py``). Datasets are a small registry
+(:data:`DATASETS`, :func:`register_dataset`); ``docs/benchmark.md`` shows how to add one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import pathlib
+import sys
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from experiments import _common
+
+# ----------------------------------------------------------------------------- datasets
+
+
+@dataclasses.dataclass(frozen=True)
+class Dataset:
+    """A benchmark dataset: a loader plus a public schema.
+
+    Attributes:
+        name: the name used on the command line and in the folders.
+        description: one line for the leaderboard.
+        schema: the public schema, or a function ``quick -> schema`` when quick mode changes it.
+        load: ``(data_dir, quick) -> (train, test)`` frames of the schema; quick mode returns a few
+            hundred rows.
+        label: the label column of the predictive metrics (None: those metrics are null).
+        published: method -> ``metrics.PublishedResults`` of its paper on this dataset.
+    """
+
+    name: str
+    description: str
+    schema: Any
+    load: Callable[[pathlib.Path | None, bool], tuple[Any, Any]]
+    label: str | None = None
+    published: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def schema_for(self, quick: bool):
+        return self.schema(quick) if callable(self.schema) else self.schema
+
+
+DATASETS: dict[str, Dataset] = {}
+
+
+def register_dataset(dataset: Dataset) -> Dataset:
+    """Adds a dataset to the suite (a name already taken is an error)."""
+    if dataset.name in DATASETS and DATASETS[dataset.name] is not dataset:
+        raise ValueError(f"a benchmark dataset named {dataset.name!r} is already registered.")
+    DATASETS[dataset.name] = dataset
+    return dataset
+
+
+QUICK_ROWS = (600, 400)  # quick mode: (train, test) rows
+ADULT_SMALL_ROWS, ADULT_SMALL_SEED = 1000, 0
+
+
+def _adult(data_dir, quick):
+    train, test = _common.load_adult(data_dir)
+    if quick:
+        return train.iloc[:QUICK_ROWS[0]].reset_index(drop=True), test.iloc[:QUICK_ROWS[1]].reset_index(drop=True)
+    return train, test
+
+
+def _adult_small(data_dir, quick):
+    import numpy as np
+
+    train, test = _common.load_adult(data_dir)
+    n = QUICK_ROWS[0] // 2 if quick else ADULT_SMALL_ROWS
+    rows = np.sort(np.random.default_rng(ADULT_SMALL_SEED).choice(len(train), n, replace=False))
+    return train.iloc[rows].reset_index(drop=True), test.iloc[:QUICK_ROWS[1]].reset_index(drop=True) if quick else test
+
+
+def _mimic_shape(quick):
+    return (QUICK_ROWS[0] + QUICK_ROWS[1], 12) if quick else (46_520, 1071)
+
+
+def _mimic_like(data_dir, quick):
+    from dpgen_jax import data
+
+    n_rows, n_features = _mimic_shape(quick)
+    frame = data.mimic_like(n_rows=n_rows, n_features=n_features, seed=0)
+    n_train, n_valid = round(0.6 * n_rows), round(0.2 * n_rows)
+    return (frame.iloc[:n_train].reset_index(drop=True),
+            frame.iloc[n_train:n_train + n_valid].reset_index(drop=True))
+
+
+def _adult_like(data_dir, quick):
+    from dpgen_jax import data
+
+    n_train, n_test = QUICK_ROWS if quick else (32_561, 16_281)
+    return data.adult_like(n_train, seed=0), data.adult_like(n_test, seed=1)
+
+
+def _register_builtin() -> None:
+    from dpgen_jax import data, metrics
+
+    adult_published = {"dp-auto-gan": metrics.published.DP_AUTO_GAN_ADULT,
+                       "dp-sactgan": metrics.published.DP_SACTGAN_ADULT}
+    register_dataset(Dataset("adult", "UCI Adult, train 32,561 / test 16,281 rows", data.adult_schema(),
+                             _adult, "salary", adult_published))
+    register_dataset(Dataset(
+        "adult-small", f"{ADULT_SMALL_ROWS:,} rows drawn from Adult's training rows (numpy seed "
+        f"{ADULT_SMALL_SEED}), tested on Adult's 16,281 test rows", data.adult_schema(), _adult_small,
+        "salary"))
+    register_dataset(Dataset(
+        "mimic-like", "MIMIC-like binary stand-in (46,520 x 1,071, seed 0), first 60 % train, next "
+        "20 % test", lambda quick: data.binary_schema(_mimic_shape(quick)[1]), _mimic_like))
+    register_dataset(Dataset(
+        "adult-like", "a licence-free stand-in with Adult's format (data.adult_like; not Adult)",
+        data.adult_schema(), _adult_like, "salary"))
+
+
+_register_builtin()
+
+# ----------------------------------------------------------------------------- cells
+
+QUICK_OVERRIDES: dict[str, dict[str, Any]] = {
+    "dp-auto-gan": dict(ae_steps=20, critic_steps=20, critic_steps_per_generator_step=5,
+                        chunk_size=10, ae_batch_size=32, critic_batch_size=32,
+                        generator_batch_size=32, ae_clip_norm=0.05),
+    "mst": dict(estimation_iters=100, selection_iters=50),
+}
+"""Tiny schedules of ``--quick`` by method; any other method is bounded by ``QUICK_MAX_SECONDS``."""
+QUICK_MAX_SECONDS = 5.0
+EVAL_SEED = 0
+"""One evaluation seed for every cell: the forests and triples of ``metrics.evaluate`` are the same
+for every method and run seed, so differences between cells come from the synthetic rows."""
+
+
+def cell_dir(out: pathlib.Path, dataset: str, method: str, epsilon: float, seed: int) -> pathlib.Path:
+    return out / dataset / method / f"eps-{epsilon:g}" / f"seed-{seed}"
+
+
+def _real_cache(out: pathlib.Path, dataset: str) -> pathlib.Path:
+    return out / dataset / "real_scores.json"
+
+
+def run_cell(ds: Dataset, split, method: str, epsilon: float, seed: int, out: pathlib.Path, *,
+             delta: float, overrides: dict, quick: bool, progress: bool, command: str) -> dict:
+    """Fits, samples, evaluates and writes one cell; returns its ``report.json``."""
+    from dpgen_jax import metrics
+
+    train, test = split
+    schema = ds.schema_for(quick)
+    d = cell_dir(out, ds.name, method, epsilon, seed)
+    args = argparse.Namespace(method=method, epsilon=epsilon, delta=delta, preset=None,
+                              num_records=None, no_progress=not progress, config_overrides=overrides)
+    cache = _real_cache(out, ds.name)
+    prior = json.loads(cache.read_text()) if cache.exists() else None
+    options = {"label_protocol": metrics.LabelAccuracyProtocol(n_estimators=50)} if quick else {}
+    from experiments._leaderboard import machine
+
+    machine = machine()
+    t0, timings = time.perf_counter(), {}
+    kwargs = dict(train=train, test=test, schema=schema, n_samples=len(train), label=ds.label,
+                  published=ds.published.get(method), max_seconds=QUICK_MAX_SECONDS if quick else None,
+                  eval_seed=EVAL_SEED, evaluate_options=options, timings=timings)
+    try:
+        model, _, result, privacy = _common.fit_sample_evaluate(args, seed, d, reuse_real=prior, **kwargs)
+    except ValueError as exc:
+        if prior is None or "reuse_real" not in str(exc):
+            raise
+        model, _, result, privacy = _common.fit_sample_evaluate(args, seed, d, **kwargs)
+        prior = None
+    if prior is None:
+        _common.write_json(cache, result)
+    rep = _common.report(
+        args, dataset=ds.name, seed=seed, model=model, result=result, t0=t0,
+        accountant=privacy["accountant"], fit_seconds=timings["fit"],
+        evaluate_seconds=timings["evaluate"], tv_1way=result.get("tv_1way"),
+        marginal_l1_3way=result.get("marginal_l1_3way"),
+        dimension_wise_summary=result.get("dimension_wise_summary"),
+        benchmark={"quick": quick, "overrides": overrides, "eval_seed": EVAL_SEED,
+                   "command": command, "machine_at_start": machine})
+    _common.write_json(d / "report.json", rep)
+    (d / "error.json").unlink(missing_ok=True)
+    return rep
+
+
+def parse_sets(pairs: Sequence[str], methods: Sequence[str]) -> dict[str, list[str]]:
+    """``["METHOD:FIELD=VALUE", ...]`` -> ``{method: ["FIELD=VALUE", ...]}``."""
+    out: dict[str, list[str]] = {m: [] for m in methods}
+    for pair in pairs:
+        method, sep, rest = pair.partition(":")
+        if not sep or method not in out:
+            raise ValueError(f"--set {pair!r}: expected METHOD:FIELD=VALUE with METHOD one of {list(methods)}.")
+        out[method].append(rest)
+    return out
+
+
+def main(argv=None) -> dict:
+    from dpgen_jax import synthesizers
+
+    p = argparse.ArgumentParser(prog="python -m experiments.benchmark", description=__doc__.split("\n\n")[0])
+    p.add_argument("--methods", nargs="+", default=None,
+                   help=f"registered methods (default: every one that can fit here): {sorted(synthesizers.available())}")
+    p.add_argument("--datasets", nargs="+", default=None, help="default: adult (adult-like with --quick)")
+    p.add_argument("--epsilons", type=float, nargs="+", default=None, help="default: 0.36 0.51 1.01 (1.0 with --quick)")
+    p.add_argument("--seeds", type=int, nargs="+", default=None, help="default: 0 1 2 (0 with --quick)")
+    p.add_argument("--delta", type=float, default=1e-5)
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="METHOD:FIELD=VALUE",
+                   help="a configuration field of one method, e.g. --set mst:bins=32")
+    p.add_argument("--data-dir", type=pathlib.Path, default=None, help="folder of Adult's files")
+    p.add_argument("--dataset-module", action="append", default=[],
+                   help="a module to import first (it registers more datasets)")
+    p.add_argument("--quick", action="store_true", help="tiny data and schedules: seconds per cell (CI)")
+    p.add_argument("--progress", action="store_true", help="progress bars inside each fit too")
+    p.add_argument("--leaderboard-only", action="store_true", help="only rebuild the leaderboard")
+    p.add_argument("--out", type=pathlib.Path, required=True)
+    args = p.parse_args(argv)
+    import importlib
+
+    for module in args.dataset_module:
+        importlib.import_module(module)
+    from experiments import _leaderboard
+
+    command = "python -m experiments.benchmark " + " ".join(sys.argv[1:] if argv is None else argv)
+    if args.leaderboard_only:
+        return _leaderboard.write(args.out, command)
+    datasets = args.datasets or (["adult-like"] if args.quick else ["adult"])
+    unknown = [d for d in datasets if d not in DATASETS]
+    methods = args.methods or [m for m in synthesizers.available()
+                               if synthesizers.get(m).unavailable_reason() is None]
+    unknown += [m for m in methods if m not in synthesizers.available()]
+    if unknown:
+        p.error(f"unknown dataset(s) or method(s) {unknown}; datasets: {sorted(DATASETS)}, methods: "
+                f"{sorted(synthesizers.available())}")
+    epsilons = args.epsilons or ([1.0] if args.quick else [0.36, 0.51, 1.01])
+    if not all(e > 0 and math.isfinite(e) for e in epsilons):
+        p.error(f"--epsilons {epsilons}: every epsilon must be finite and > 0")
+    seeds = args.seeds if args.seeds is not None else ([0] if args.quick else [0, 1, 2])
+    try:
+        sets = parse_sets(args.overrides, methods)
+        overrides = {m: {**(QUICK_OVERRIDES.get(m, {}) if args.quick else {}),
+                         **_common.config_overrides(m, sets[m])} for m in methods}
+    except ValueError as exc:
+        p.error(str(exc))
+    runnable = []
+    for m in methods:
+        reason = synthesizers.get(m).unavailable_reason()
+        if reason is not None:
+            print(f"benchmark: skipping {m}: {reason}")
+        else:
+            runnable.append(m)
+    cells = [(ds, m, e, s) for ds in datasets for e in epsilons for m in runnable for s in seeds]
+    todo = [c for c in cells if not (cell_dir(args.out, *c) / "report.json").exists()]
+    print(f"benchmark: {len(cells)} cells, {len(cells) - len(todo)} already done, {len(todo)} to run "
+          f"({'quick' if args.quick else 'full'} mode) into {args.out}")
+    from tqdm.auto import tqdm
+
+    splits: dict[str, Any] = {}
+    bar = tqdm(todo, desc="cells", unit="cell")
+    for ds_name, method, eps, seed in bar:
+        bar.set_postfix_str(f"{ds_name} {method} eps={eps:g} seed={seed}")
+        ds = DATASETS[ds_name]
+        if ds_name not in splits:
+            splits[ds_name] = ds.load(args.data_dir, args.quick)
+        d = cell_dir(args.out, ds_name, method, eps, seed)
+        try:
+            rep = run_cell(ds, splits[ds_name], method, eps, seed, args.out, delta=args.delta,
+                           overrides=overrides[method], quick=args.quick, progress=args.progress,
+                           command=command)
+            bar.write(f"[{ds_name} {method} eps={eps:g} seed={seed}] RF {rep['rf_salary_accuracy']}, "
+                      f"epsilon {rep['epsilon']} ({rep['accountant']}), fit {rep['fit_seconds']:.1f} s, "
+                      f"cell {rep['wall_seconds']:.1f} s")
+        except Exception as exc:  # noqa: BLE001 - a failed cell is recorded, the grid goes on
+            d.mkdir(parents=True, exist_ok=True)
+            _common.write_json(d / "error.json", {
+                "dataset": ds_name, "method": method, "target_epsilon": eps, "seed": seed,
+                "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(),
+                "command": command})
+            bar.write(f"[{ds_name} {method} eps={eps:g} seed={seed}] FAILED: {type(exc).__name__}: {exc}")
+        _leaderboard.write(args.out, command, with_plots=False)  # the tables after every cell
+    return _leaderboard.write(args.out, command)
+
+
+if __name__ == "__main__":
+    _common.enable_compilation_cache()  # command-line runs only: it sets global JAX config
+    main()

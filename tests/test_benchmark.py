@@ -1,0 +1,102 @@
+"""The benchmark suite in quick mode: cells, resuming, failures, a user's dataset, the leaderboard."""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+import pytest
+
+from dpgen_jax import metrics, synthesizers
+from experiments import _common, _leaderboard, benchmark
+
+HAS_MST = synthesizers.get("mst").unavailable_reason() is None
+
+
+def _load(path):
+    return json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(f"non-standard JSON {c}"))
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    methods = ["independent"] + (["mst"] if HAS_MST else [])
+    benchmark.main(["--quick", "--methods", *methods, "--datasets", "tiny-mixed", "--dataset-module",
+                    "tests._bench_datasets", "--seeds", "0", "1", "--epsilons", "2", "--out", str(out)])
+    board = benchmark.main(["--quick", "--methods", "independent", "--datasets", "broken", "adult-like",
+                            "--dataset-module", "tests._bench_datasets", "--epsilons", "1",
+                            "--out", str(out)])
+    return out, methods, board
+
+
+def test_every_cell_writes_its_report(suite):
+    out, methods, _ = suite
+    for method in methods:
+        for eps in (2,):
+            for seed in (0, 1):
+                d = benchmark.cell_dir(out, "tiny-mixed", method, eps, seed)
+                rep = _load(d / "report.json")
+                assert set(_common.REPORT_KEYS) <= set(rep)
+                assert rep["method"] == method and rep["seed"] == seed and rep["target_epsilon"] == eps
+                assert rep["epsilon"] <= eps and rep["accountant"] == synthesizers.get(method).ACCOUNTANT
+                assert rep["benchmark"]["quick"] is True and rep["fit_seconds"] > 0
+                assert set(rep["tv_1way"]["per_column"]) == {"a", "b", "c", "d"}
+                assert {"synthetic.csv", "model.npz", "metrics.json"} <= {p.name for p in d.iterdir()}
+    rep = _load(benchmark.cell_dir(out, "adult-like", "independent", 1, 0) / "report.json")
+    assert 0 < rep["rf_salary_accuracy"] < 1 and rep["jsd"]["total"] >= 0
+
+
+def test_failed_cells_are_recorded_and_listed(suite):
+    out, methods, board = suite
+    err = _load(benchmark.cell_dir(out, "broken", "independent", 1, 0) / "error.json")
+    assert "ValueError" in err["error"] and "'d'" in err["error"]
+    assert not (benchmark.cell_dir(out, "broken", "independent", 1, 0) / "report.json").exists()
+    assert [(f["dataset"], f["method"]) for f in board["failed"]] == [("broken", "independent")]
+    assert "## Failed cells" in (out / "leaderboard.md").read_text()
+
+
+def test_leaderboard_medians_are_the_medians_of_the_cells(suite):
+    out, methods, board = suite
+    assert board == {**_load(out / "leaderboard.json"), "plots": board["plots"]}
+    assert len(board["cells"]) == len(methods) * 2 + 1
+    for row in board["rows"]:
+        cells = [c for c in board["cells"] if (c["dataset"], c["method"], c["target_epsilon"]) ==
+                 (row["dataset"], row["method"], row["target_epsilon"])]
+        assert row["seeds"] == sorted(c["seed"] for c in cells)
+        for key in ("epsilon", "tv_mean", "l1_3way", "fit_seconds"):
+            assert row[key] == statistics.median(c[key] for c in cells), key
+    md = (out / "leaderboard.md").read_text()
+    assert "## tiny-mixed" in md and "## adult-like" in md and "CPU cores" in md
+    assert "Commands that produced the cells" in md and "--dataset-module tests._bench_datasets" in md
+    assert (out / "plots" / "tiny-mixed-tv_mean.png").exists()
+    assert (out / "plots" / "adult-like-rf_accuracy.png").exists()
+
+
+def test_a_rerun_resumes_from_finished_cells(suite, capsys):
+    out, methods, _ = suite
+    report = benchmark.cell_dir(out, "adult-like", "independent", 1, 0) / "report.json"
+    before = report.stat().st_mtime_ns
+    benchmark.main(["--quick", "--methods", "independent", "--datasets", "adult-like", "--epsilons", "1",
+                    "--out", str(out)])
+    assert "1 already done, 0 to run" in capsys.readouterr().out
+    assert report.stat().st_mtime_ns == before
+
+
+def test_published_rows_are_the_papers_numbers():
+    rows = _leaderboard.published_rows({"adult"})
+    dag = {r["target_epsilon"]: r for r in rows if r["method"] == "dp-auto-gan"}
+    assert dag[0.36]["rf_accuracy"] == 0.7466 and dag[1.01]["jsd_total"] == 0.19
+    assert dag[0.51]["kl_mu_total"] == metrics.published.DP_AUTO_GAN_ADULT.values["kl_mu.total"][0.51]
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["--set", "independent:bins"], "expected FIELD=VALUE"),
+    (["--set", "nosuch:bins=3"], "METHOD:FIELD=VALUE"),
+    (["--datasets", "nosuch"], "unknown dataset"),
+    (["--epsilons", "0"], "finite and > 0"),
+])
+def test_bad_arguments_are_refused(tmp_path, capsys, argv, match):
+    with pytest.raises(SystemExit):
+        benchmark.main(["--quick", "--methods", "independent", *argv, "--out", str(tmp_path)])
+    assert match in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())

@@ -1,0 +1,97 @@
+"""data.Discretizer: codes on public bins, integer bins, decoding uniformly inside a bin."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from dpgen_jax import data
+from tests import _tables
+
+SCHEMA = data.Schema.from_dict({"columns": [
+    {"name": "n", "kind": "continuous", "lower": 1, "upper": 4, "integer": True},
+    {"name": "g", "kind": "continuous", "lower": 0, "upper": 99999, "integer": True},
+    {"name": "x", "kind": "continuous", "lower": -1, "upper": 1},
+    {"name": "c", "kind": "categorical", "categories": ["a", "b", "c"]},
+    {"name": "y", "kind": "binary", "categories": ["no", "yes"]}]})
+
+
+def _frame(n=500, seed=0):
+    r = np.random.default_rng(seed)
+    return pd.DataFrame({"n": r.integers(1, 5, n), "g": r.choice([0, 0, 0, 7, 150, 99999], n),
+                         "x": r.uniform(-1, 1, n), "c": r.choice(["a", "b", "c"], n),
+                         "y": r.choice(["no", "yes"], n).astype(object)})
+
+
+def test_sizes_keep_only_bins_that_hold_an_integer():
+    d = data.Discretizer(SCHEMA, bins=8)
+    assert d.sizes[0] == 4  # four integers, eight bins: four kept
+    assert d.sizes[2:] == (8, 3, 2)
+    assert d.spacings == {"n": "equal", "g": "log", "x": "equal"}  # "auto": log for 0..99999
+    # every integer of g's range falls in a kept bin, and kept bins partition the integers
+    e = d.edges["g"]
+    first, last, _ = d._int_ranges["g"]
+    assert first[0] == 0 and last[-1] == 99999 and (first[1:] == last[:-1] + 1).all()
+    assert ((first >= e[0]) & (last <= e[-1])).all()
+
+
+def test_codes_are_the_public_bins_of_the_values():
+    d = data.Discretizer(SCHEMA, bins=8, spacing="equal")
+    df = _frame()
+    codes = d.codes(df)
+    np.testing.assert_array_equal(codes[:, 2], data.bin_index(df["x"], d.edges["x"]))
+    np.testing.assert_array_equal(codes[:, 0], df["n"].to_numpy() - 1)  # one kept bin per integer
+    np.testing.assert_array_equal(codes[:, 3], df["c"].map({"a": 0, "b": 1, "c": 2}).to_numpy())
+    np.testing.assert_array_equal(codes, d.codes_from_encoded(data.TableEncoder(SCHEMA).encode(df)))
+
+
+def test_decode_then_code_is_the_identity_and_values_fall_in_their_bin():
+    d = data.Discretizer(SCHEMA, bins=16)
+    codes = d.codes(_frame(2000, 1))
+    back = d.decode(codes, jax.random.key(0))
+    np.testing.assert_array_equal(d.codes(back), codes)
+    assert back["n"].dtype == np.int64 and back["g"].dtype == np.int64
+    assert list(back.columns) == SCHEMA.names
+    pd.testing.assert_frame_equal(back, d.decode(codes, jax.random.key(0)))  # keyed
+
+
+def test_decoding_is_uniform_inside_a_bin():
+    """Integer bins: every integer of the bin equally often (chi-square); real bins: uniform."""
+    d = data.Discretizer(SCHEMA, bins=4, spacing="log")
+    first, last, _ = d._int_ranges["g"]
+    k = int(np.argmax(last - first))  # the widest kept bin of g
+    codes = np.zeros((40_000, 5), np.int64)
+    codes[:, 1] = k
+    values = d.decode(codes, jax.random.key(3))["g"].to_numpy()
+    assert values.min() >= first[k] and values.max() <= last[k]
+    width = int(last[k] - first[k] + 1)
+    hist = np.bincount(((values - first[k]) * 20 // width).astype(int), minlength=20)
+    assert stats.chisquare(hist).pvalue > 1e-3
+    x = d.decode(codes, jax.random.key(4))["x"].to_numpy()
+    e = d.edges["x"]
+    assert stats.kstest((x - e[0]) / (e[1] - e[0]), "uniform").pvalue > 1e-3
+
+
+def test_bad_arguments_name_what_was_expected():
+    with pytest.raises(ValueError, match="bins=0"):
+        data.Discretizer(SCHEMA, bins=0)
+    with pytest.raises(ValueError, match="spacing='cubic'"):
+        data.Discretizer(SCHEMA, spacing="cubic")
+    d = data.Discretizer(SCHEMA, bins=8)
+    with pytest.raises(ValueError, match="column 'c': codes must lie in"):
+        d.decode(np.array([[0, 0, 0, 3, 0]]), jax.random.key(0))
+    with pytest.raises(ValueError, match="expected \\(n, 5\\)"):
+        d.decode(np.zeros((2, 4), np.int64), jax.random.key(0))
+    with pytest.raises(ValueError, match="'x'"):
+        d.codes(_frame().assign(x=5.0))
+
+
+def test_mixed_table_round_trip():
+    d = data.Discretizer(_tables.MIXED_SCHEMA)
+    frame = _tables.mixed_frame(300, 0)
+    np.testing.assert_array_equal(d.codes(d.decode(d.codes(frame), jax.random.key(1))), d.codes(frame))
+    assert d.sizes == (3, 2, 100, 100)  # c: 0..99 on 100 bins, one integer each
+    assert d.describe() == "c: 100 equal-width bins; d: 100 equal-width bins"
