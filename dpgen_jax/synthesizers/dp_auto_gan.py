@@ -34,6 +34,7 @@ import numpy as np
 
 from dpgen_jax import data as data_lib
 from dpgen_jax import dpsgd, models, privacy
+from dpgen_jax import _validate as _v
 from dpgen_jax._validate import check_choice, check_steps
 from dpgen_jax.synthesizers import _gan, _training
 from dpgen_jax.synthesizers._base import Synthesizer, SynthesizerConfig, TrainResult, register
@@ -132,20 +133,17 @@ class DPAutoGANConfig(SynthesizerConfig):
         check_choice(self.method, dpsgd.METHODS, "method")
         for name in ("latent_dim", "noise_dim", "ae_batch_size", "critic_batch_size",
                      "critic_steps_per_generator_step", "generator_batch_size", "chunk_size"):
-            if check_steps(getattr(self, name), name) < 1:
-                raise ValueError(f"Expected {name}={getattr(self, name)!r} to be >= 1.")
+            _v.count(getattr(self, name), name, 1)
         for name in ("ae_steps", "critic_steps", "clip_calibration_steps"):
             check_steps(getattr(self, name), name)
         if isinstance(self.ae_clip_norm, str):
             check_choice(self.ae_clip_norm, CLIP_NORM_RULES, "ae_clip_norm")
-        elif not (float(self.ae_clip_norm) > 0 and math.isfinite(self.ae_clip_norm)):
-            raise ValueError(f"Expected ae_clip_norm={self.ae_clip_norm!r} > 0 or one of {CLIP_NORM_RULES}.")
+        else:
+            _v.positive_finite(self.ae_clip_norm, "ae_clip_norm")
         for name in ("critic_clip_norm", "ae_noise_multiplier", "critic_noise_multiplier"):
-            v = getattr(self, name)
-            if not (v > 0 and math.isfinite(v)):
-                raise ValueError(f"Expected {name}={v!r} to be finite and > 0.")
-        if self.weight_clamp is not None and not self.weight_clamp > 0:
-            raise ValueError(f"Expected weight_clamp={self.weight_clamp!r} > 0 or None.")
+            _v.positive_finite(getattr(self, name), name)
+        if self.weight_clamp is not None:
+            _v.positive_finite(self.weight_clamp, "weight_clamp")
         if any(h != self.noise_dim for h in self.generator_hidden):
             raise ValueError(f"generator_hidden={self.generator_hidden!r}: residual blocks need width "
                              f"noise_dim={self.noise_dim}.")
