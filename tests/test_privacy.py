@@ -77,7 +77,7 @@ def test_mixed_neighbouring_relations_raise():
 
 BAD_PHASES = [
     (lambda: DPSGDPhase("a", 0.0, 1.0, 1), ValueError, r"sample_rate in \(0, 1\]"),
-    (lambda: DPSGDPhase("a", 1.3, 1.0, 1), ValueError, r"sample_rate in \(0, 1\], got 1.3"),
+    (lambda: DPSGDPhase("a", 1.3, 1.0, 1), ValueError, r"sample_rate in \(0, 1\], got sample_rate=1.3"),
     (lambda: DPSGDPhase("a", -0.1, 1.0, 1), ValueError, "sample_rate"),
     (lambda: DPSGDPhase("a", math.nan, 1.0, 1), ValueError, "sample_rate"),
     (lambda: DPSGDPhase("a", "0.1", 1.0, 1), TypeError, "sample_rate"),
@@ -85,7 +85,7 @@ BAD_PHASES = [
     (lambda: DPSGDPhase("a", 0.1, -1.0, 1), ValueError, "noise_multiplier"),
     (lambda: DPSGDPhase("a", 0.1, math.inf, 1), ValueError, "noise_multiplier"),
     (lambda: DPSGDPhase("a", 0.1, math.nan, 1), ValueError, "noise_multiplier"),
-    (lambda: DPSGDPhase("a", 0.1, 1.0, -1), ValueError, "steps to be an integer >= 0, got -1"),
+    (lambda: DPSGDPhase("a", 0.1, 1.0, -1), ValueError, "steps to be an integer >= 0, got steps=-1"),
     (lambda: DPSGDPhase("a", 0.1, 1.0, 10.0), TypeError, "steps to be an integer"),
     (lambda: DPSGDPhase("a", 0.1, 1.0, True), TypeError, "steps"),
     (lambda: DPSGDPhase("", 0.1, 1.0, 1), ValueError, "name"),
