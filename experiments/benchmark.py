@@ -143,6 +143,8 @@ QUICK_OVERRIDES: dict[str, dict[str, Any]] = {
                         chunk_size=10, ae_batch_size=32, critic_batch_size=32,
                         generator_batch_size=32, ae_clip_norm=0.05),
     "mst": dict(estimation_iters=100, selection_iters=50),
+    "dp-wgan": dict(critic_steps=20, batch_size=64, chunk_size=10),
+    "dp-vae": dict(steps=40, batch_size=32, chunk_size=20),
 }
 """Tiny schedules of ``--quick`` by method; any other method is bounded by ``QUICK_MAX_SECONDS``."""
 QUICK_MAX_SECONDS = 5.0
