@@ -133,3 +133,20 @@ def test_public_clip_norm_does_not_depend_on_the_private_rows():
         assert "without the private rows" in sentence
         norms.append(float(re.search(r"C1=([0-9.eE+-]+)", sentence).group(1)))
     assert norms[0] == norms[1] and norms[0] > 0
+
+
+def test_the_default_schedule_is_the_papers_epochs_on_any_table_size():
+    adult = DPAutoGAN().plan(data.adult_schema(), ADULT_N, epsilon=1.0)
+    assert dag.schedule(adult.config, ADULT_N) == {"autoencoder": 10_000, "critic": 15_000}
+    assert [p.steps for p in adult.phases] == [10_000, 15_000]
+    # 800 rows: the paper's ~19.7 + ~59 epochs, not 800 + 2,400 of them; epsilon 1 is reachable.
+    small = DPAutoGAN().plan(data.adult_schema(), 800, epsilon=1.0)
+    assert [p.steps for p in small.phases] == [round(10_000 * 64 / ADULT_N * 800 / 64),
+                                               round(15_000 * 128 / ADULT_N * 800 / 128)] == [246, 369]
+    assert small.epsilon() <= 1.0
+    with pytest.raises(ValueError, match="unreachable"):  # the paper's step counts on 800 rows
+        DPAutoGAN(ae_steps=10_000, critic_steps=15_000).plan(data.adult_schema(), 800, epsilon=1.0)
+    # Explicit counts and presets are used as given.
+    assert [p.steps for p in DPAutoGAN(ae_steps=7).plan(data.adult_schema(), 800, epsilon=1.0).phases] == [7, 369]
+    preset = DPAutoGAN().plan(data.adult_schema(), 800, preset="paper-1.01")
+    assert [p.steps for p in preset.phases] == [10_000, 15_000]

@@ -8,6 +8,7 @@
   :func:`check_frame` is the one frame-vs-schema check the library uses.
 - :func:`uniform_rows`: encoded rows drawn from the public schema alone.
 - :func:`bin_edges` / :func:`bin_index`: public bins of a continuous column from its bounds.
+- :class:`BinnedEncoder`: rows one-hot on the same public bins (continuous columns as bin blocks).
 - :class:`Discretizer`: every column as a small integer code on public bins, and back (values
   drawn uniformly inside their bin); the domain of marginal-based synthesizers.
 - :func:`load_adult` / :func:`fetch_adult` / :func:`find_adult`: UCI Adult
@@ -32,7 +33,7 @@ from dpgen_jax.data._adult import (
 from dpgen_jax.data._adult_like import adult_like
 from dpgen_jax.data._bins import BinSpacing, bin_edges, bin_index
 from dpgen_jax.data._check import check_frame
-from dpgen_jax.data._discrete import LOG_SPAN, Discretizer, auto_spacing
+from dpgen_jax.data._discrete import LOG_SPAN, SPACINGS, BinnedEncoder, Discretizer, auto_spacing
 from dpgen_jax.data._encoder import EXACT_INTEGER_SPAN, Block, IntegerResolutionWarning, TableEncoder
 from dpgen_jax.data._mimic import mimic_like, mimic_like_marginals
 from dpgen_jax.data._schema import (
@@ -51,7 +52,9 @@ __all__ = [
     "Block",
     "Column",
     "DataDerivedSchemaWarning",
+    "BinnedEncoder",
     "Discretizer",
+    "SPACINGS",
     "IntegerResolutionWarning",
     "LOG_SPAN",
     "Schema",

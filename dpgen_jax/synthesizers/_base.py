@@ -323,7 +323,9 @@ class Synthesizer(abc.ABC):
         """The method's default configuration for a schema."""
         return self.CONFIG()
 
-    def _encoder(self, schema: data_lib.Schema) -> data_lib.TableEncoder:
+    def _encoder(self, schema: data_lib.Schema, config) -> data_lib.TableEncoder:
+        """The encoding of rows for a configuration (default: ``TableEncoder``; a method may
+        offer others, e.g. DP-auto-GAN's continuous columns on public bins)."""
         return data_lib.TableEncoder(schema)
 
     def _check_schema(self, schema: data_lib.Schema) -> None:
@@ -344,7 +346,7 @@ class Synthesizer(abc.ABC):
     def _sample_frame(self, n: int, key: jax.Array, mode: str) -> pd.DataFrame:
         k_gen, k_dec = jax.random.split(key)
         arr = self._sample_encoded(n, k_gen)
-        return self._encoder(self.schema).decode(arr, mode=mode, key=k_dec if mode == "sample" else None)
+        return self._encoder(self.schema, self.fitted_config).decode(arr, mode=mode, key=k_dec)
 
     @abc.abstractmethod
     def _release_shapes(self, config, schema: data_lib.Schema) -> dict[str, PyTree]:
@@ -497,10 +499,11 @@ class Synthesizer(abc.ABC):
         public_n = num_records is not None
         if public_n:
             _check_num_records(num_records)
-        x = jax.numpy.asarray(self._encoder(schema).encode(df))
-        m = int(x.shape[0])
+        data_lib.check_frame(df, schema)
+        m = len(df)
         n = int(num_records) if public_n else m
         plan = self.plan(schema, n, epsilon=epsilon, delta=delta, preset=preset)
+        x = jax.numpy.asarray(self._encoder(schema, plan.config).encode(df))
         if max_seconds is not None and (isinstance(max_seconds, bool) or not max_seconds >= 0):
             raise ValueError(f"Expected max_seconds={max_seconds!r} to be a number >= 0 or None.")
         run_key = dpsgd.make_key(seed)

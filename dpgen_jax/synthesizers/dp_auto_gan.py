@@ -43,9 +43,13 @@ PyTree = Any
 
 PAPER_PRESETS: dict[str, dict[str, Any]] = {
     # Adult: (autoencoder sigma, critic sigma); the paper's epsilon by RDP + classic conversion.
-    "paper-0.36": {"family": "adult", "ae_noise_multiplier": 5.0, "critic_noise_multiplier": 8.0},
-    "paper-0.51": {"family": "adult", "ae_noise_multiplier": 2.5, "critic_noise_multiplier": 7.5},
-    "paper-1.01": {"family": "adult", "ae_noise_multiplier": 1.5, "critic_noise_multiplier": 3.5},
+    # The paper's step counts (10,000 autoencoder and 15,000 critic steps) on any table size.
+    "paper-0.36": {"family": "adult", "ae_noise_multiplier": 5.0, "critic_noise_multiplier": 8.0,
+                   "ae_steps": 10_000, "critic_steps": 15_000},
+    "paper-0.51": {"family": "adult", "ae_noise_multiplier": 2.5, "critic_noise_multiplier": 7.5,
+                   "ae_steps": 10_000, "critic_steps": 15_000},
+    "paper-1.01": {"family": "adult", "ae_noise_multiplier": 1.5, "critic_noise_multiplier": 3.5,
+                   "ae_steps": 10_000, "critic_steps": 15_000},
     # MIMIC-III (binary data): one sigma for both phases, 6000/7000/7000 critic steps.
     "paper-0.81": {"family": "binary", "ae_noise_multiplier": 3.5, "critic_noise_multiplier": 3.5,
                    "critic_steps": 6000},
@@ -55,9 +59,15 @@ PAPER_PRESETS: dict[str, dict[str, Any]] = {
                    "critic_steps": 7000},
 }
 CLIP_NORM_RULES = ("paper-joint", "public-median")
+CONTINUOUS_ENCODINGS = ("paper", "bins")
 # The paper's decoder-only autoencoder clip norms: Adult on the mean-BCE scale, MIMIC on the
 # summed-BCE scale. "paper-joint" scales them by sqrt(2) for the joint encoder+decoder norm.
 PAPER_DECODER_CLIP = {"adult": 0.012, "binary": 0.8157}
+# The paper's Adult schedule in epochs: 10,000 steps of batch 64 and 15,000 of batch 128 over
+# Adult's 32,561 training rows (about 19.7 and 59.0 epochs).
+ADULT_N = 32_561
+PAPER_AE_EPOCHS = 10_000 * 64 / ADULT_N
+PAPER_CRITIC_EPOCHS = 15_000 * 128 / ADULT_N
 PAPER_ACCOUNTING = ("RDP with the classic conversion eps = min_a r(a) + log(1/delta)/(a - 1), as "
                     "in Tantipongpipat et al. (2021)")
 
@@ -70,6 +80,17 @@ class DPAutoGANConfig(SynthesizerConfig):
     gives its MIMIC-III settings. ``fit(epsilon=...)`` replaces both noise multipliers by one
     common factor (their ratio is kept); ``fit(preset=...)`` uses a published setting.
 
+    The schedule is in epochs by default (``ae_steps=None``, ``critic_steps=None``): the steps
+    are ``round(epochs * N / batch_size)`` for N the number of records the sampling rate refers to
+    (the public ``num_records`` or the row count), so that a fit works on any table size; on
+    Adult's 32,561 rows this is exactly the paper's 10,000 + 15,000 steps. A step count set
+    explicitly (or by a preset) is used as given.
+
+    Continuous columns are one [0, 1] coordinate scaled by the schema bounds
+    (``continuous_encoding="paper"``, default) or one-hot over ``bins`` public bins of the bounds
+    (``"bins"``: ``data.BinnedEncoder``, log-spaced for heavy-tailed bounds under
+    ``bin_spacing="auto"``, decoded uniformly inside the bin); the bins are public, so free.
+
     The joint autoencoder clip norm ``ae_clip_norm`` is chosen without the private rows:
     ``"paper-joint"`` (default), the paper's published decoder-only clip norm times sqrt(2);
     ``"public-median"``, the median per-example gradient norm after ``clip_calibration_steps``
@@ -80,6 +101,9 @@ class DPAutoGANConfig(SynthesizerConfig):
                                                   "critic": "critic_noise_multiplier"}
 
     family: str = "adult"
+    continuous_encoding: str = "paper"
+    bins: int = 20
+    bin_spacing: str = "auto"
     latent_dim: int = 15
     ae_hidden: tuple[int, ...] | None = None      # None: ((width + latent) // 2,)
     encoder_activation: str = "leaky_relu"
@@ -89,13 +113,15 @@ class DPAutoGANConfig(SynthesizerConfig):
     generator_activation: str = "leaky_relu"
     critic_hidden: tuple[int, ...] | None = None  # None: (2 * width // 3, width // 3)
     ae_batch_size: int = 64
-    ae_steps: int = 10_000
+    ae_steps: int | None = None                   # None: ae_epochs * N / ae_batch_size
+    ae_epochs: float = PAPER_AE_EPOCHS
     ae_learning_rate: float = 0.005
     ae_clip_norm: float | str = "paper-joint"
     ae_noise_multiplier: float = 1.5
     clip_calibration_steps: int = 300
     critic_batch_size: int = 128
-    critic_steps: int = 15_000
+    critic_steps: int | None = None               # None: critic_epochs * N / critic_batch_size
+    critic_epochs: float = PAPER_CRITIC_EPOCHS
     critic_learning_rate: float = 0.005
     critic_clip_norm: float = 0.022
     critic_noise_multiplier: float = 3.5
@@ -129,13 +155,20 @@ class DPAutoGANConfig(SynthesizerConfig):
     def validate(self) -> DPAutoGANConfig:
         check_choice(self.family, ("adult", "binary"), "family")
         check_choice(self.ae_loss, ("mean", "sum"), "ae_loss")
+        check_choice(self.continuous_encoding, CONTINUOUS_ENCODINGS, "continuous_encoding")
+        check_choice(self.bin_spacing, data_lib.SPACINGS, "bin_spacing")
+        _v.count(self.bins, "bins", 1)
         check_choice(self.critic_clipping, _gan.CRITIC_CLIPPINGS, "critic_clipping")
         check_choice(self.method, dpsgd.METHODS, "method")
         for name in ("latent_dim", "noise_dim", "ae_batch_size", "critic_batch_size",
                      "critic_steps_per_generator_step", "generator_batch_size", "chunk_size"):
             _v.count(getattr(self, name), name, 1)
-        for name in ("ae_steps", "critic_steps", "clip_calibration_steps"):
-            check_steps(getattr(self, name), name)
+        check_steps(self.clip_calibration_steps, "clip_calibration_steps")
+        for name in ("ae_steps", "critic_steps"):
+            if getattr(self, name) is not None:
+                check_steps(getattr(self, name), name)
+        for name in ("ae_epochs", "critic_epochs"):
+            _v.positive_finite(getattr(self, name), name)
         if isinstance(self.ae_clip_norm, str):
             check_choice(self.ae_clip_norm, CLIP_NORM_RULES, "ae_clip_norm")
         else:
@@ -148,6 +181,13 @@ class DPAutoGANConfig(SynthesizerConfig):
             raise ValueError(f"generator_hidden={self.generator_hidden!r}: residual blocks need width "
                              f"noise_dim={self.noise_dim}.")
         return self
+
+
+def encoder(config: DPAutoGANConfig, schema: data_lib.Schema):
+    """The row encoding of ``config.continuous_encoding`` (``TableEncoder`` or ``BinnedEncoder``)."""
+    if config.continuous_encoding == "bins":
+        return data_lib.BinnedEncoder(schema, config.bins, config.bin_spacing)
+    return data_lib.TableEncoder(schema)
 
 
 def networks(config: DPAutoGANConfig, width: int) -> models.DPAutoGANNetworks:
@@ -211,16 +251,23 @@ def resolve_ae_clip_norm(config: DPAutoGANConfig, schema: data_lib.Schema, ae_pa
             "encoder+decoder gradient; no private row was used to choose it, but the authors tuned "
             "their value on the real data (not accounted; see docs/dp-auto-gan.md). " + critic)
     if rule == "public-median":
-        encoder = data_lib.TableEncoder(schema)
-        loss = ae_loss_fn(config, encoder.width)
+        enc = encoder(config, schema)
+        loss = ae_loss_fn(config, enc.width)
         k_rows, k_train, k_eval = jax.random.split(key, 3)
-        public = data_lib.uniform_rows(schema, 4096, k_rows)
+
+        def uniform(n, k):  # rows drawn uniformly from the public schema, in the model's encoding
+            rows = data_lib.uniform_rows(schema, n, k)
+            if config.continuous_encoding == "paper":
+                return rows
+            return jnp.asarray(enc.encode(data_lib.TableEncoder(schema).decode(rows)))
+
+        public = uniform(4096, k_rows)
         state = _training.run_private_phase(
             loss, _ae_optimizer(config), ae_params, public, k_train,
             steps=config.clip_calibration_steps, batch_size=config.ae_batch_size,
             num_records=public.shape[0], clip_norm=None, noise_multiplier=0.0,
             chunk_size=max(1, config.clip_calibration_steps))
-        rows = data_lib.uniform_rows(schema, 1024, k_eval)
+        rows = uniform(1024, k_eval)
         _, aux = jax.jit(dpsgd.clipped_grad_sum(loss, 1e30, method="vmap"))(state.params, rows)
         value = float(np.median(np.asarray(aux["norms"])))
         return value, (
@@ -323,16 +370,25 @@ def ae_clip_value(config: DPAutoGANConfig) -> float | None:
     return float(config.ae_clip_norm)
 
 
+def schedule(config: DPAutoGANConfig, num_records: int) -> dict[str, int]:
+    """Planned steps per phase: the configured counts, or ``round(epochs * N / batch)`` (at least 1)."""
+    n = check_steps(num_records, "num_records")
+
+    def steps(explicit, epochs, batch):
+        return explicit if explicit is not None else max(1, round(epochs * n / batch))
+
+    return {"autoencoder": steps(config.ae_steps, config.ae_epochs, config.ae_batch_size),
+            "critic": steps(config.critic_steps, config.critic_epochs, config.critic_batch_size)}
+
+
 def privacy_phases(config: DPAutoGANConfig, num_records: int, *,
                    steps: Mapping[str, int] | None = None, private: bool = True) -> list:
     """The accounted phases: two Poisson-subsampled Gaussian DP-SGD phases (or non-private).
 
-    ``steps``: phase name -> executed steps (default: the configured ``ae_steps`` and
-    ``critic_steps``).
+    ``steps``: phase name -> executed steps (default: :func:`schedule`).
     """
-    steps = dict(steps or {})
-    ae = steps.get("autoencoder", config.ae_steps)
-    critic = steps.get("critic", config.critic_steps)
+    steps = {**schedule(config, num_records), **(steps or {})}
+    ae, critic = steps["autoencoder"], steps["critic"]
     if not private:
         return [privacy.NonPrivatePhase("autoencoder", ae), privacy.NonPrivatePhase("critic", critic)]
     return [
@@ -374,6 +430,8 @@ class DPAutoGAN(Synthesizer):
 
     def _train(self, config, x, key, ctx) -> TrainResult:
         m, width = x.shape
+        planned = schedule(config, ctx.num_records)
+        config = config.replace(ae_steps=planned["autoencoder"], critic_steps=planned["critic"])
         k_init, k_clip, k_ae, k_gan = jax.random.split(key, 4)
         params = init(config, width, k_init)
         t0 = time.perf_counter()
@@ -408,12 +466,15 @@ class DPAutoGAN(Synthesizer):
             steps={"autoencoder": int(ae_state.steps), "critic": int(gan.critic.steps)},
             seconds={"autoencoder": t1 - t0, "gan": t2 - t1}, assumptions=notes)
 
+    def _encoder(self, schema, config):
+        return encoder(config, schema)
+
     def _sample_encoded(self, n, key):
-        width = data_lib.TableEncoder(self.schema).width
+        width = encoder(self.fitted_config, self.schema).width
         r = self.released
         return sample_encoded(self.fitted_config, width, r["generator"], r["decoder"], n, key)
 
     def _release_shapes(self, config, schema):
-        width = data_lib.TableEncoder(schema).width
+        width = encoder(config, schema).width
         shapes = jax.eval_shape(lambda k: init(config, width, k), jax.random.key(0))
         return {"generator": shapes.generator, "decoder": shapes.autoencoder["decoder"]}
