@@ -95,3 +95,34 @@ def test_mixed_table_round_trip():
     np.testing.assert_array_equal(d.codes(d.decode(d.codes(frame), jax.random.key(1))), d.codes(frame))
     assert d.sizes == (3, 2, 100, 100)  # c: 0..99 on 100 bins, one integer each
     assert d.describe() == "c: 100 equal-width bins; d: 100 equal-width bins"
+
+
+def test_binned_encoder_round_trips_to_the_same_bin():
+    df = _frame(400, seed=3)
+    enc = data.BinnedEncoder(SCHEMA, bins=8)
+    disc = data.Discretizer(SCHEMA, bins=8)
+    x = enc.encode(df)
+    assert x.shape == (400, sum(disc.sizes[:4]) + 1) == (400, enc.width)  # y is one 0/1 column
+    cat = x[:, :enc.width - 1]
+    assert set(np.unique(cat)) <= {0.0, 1.0} and (cat.sum(axis=1) == 4).all()  # one-hot per block
+    back = enc.decode(x, key=jax.random.key(0))
+    assert (back["c"] == df["c"]).all() and (back["y"] == df["y"]).all()
+    assert (disc.codes(back) == disc.codes(df)).all()  # every continuous value in its own bin
+    assert back["n"].dtype == np.int64 and back["g"].dtype == np.int64
+    assert (back["n"] == df["n"]).all()  # one integer per bin: exact
+    with pytest.raises(ValueError, match="needs a key"):
+        enc.decode(x, key=None)
+
+
+def test_binned_encoder_sample_mode_draws_bins_by_their_weights():
+    enc = data.BinnedEncoder(SCHEMA, bins=8)
+    n = 20_000
+    x = np.zeros((n, enc.width), np.float32)
+    b = enc.blocks[2]  # x: eight equal bins over [-1, 1]; weight 3:1 on bins 0 and 7
+    x[:, b.start], x[:, b.start + 7] = 0.75, 0.25
+    for other in (enc.blocks[0], enc.blocks[1], enc.blocks[3]):
+        x[:, other.start] = 1.0
+    out = enc.decode(x, mode="sample", key=jax.random.key(1))["x"].to_numpy()
+    low = (out < -0.75).mean()
+    assert abs(low - 0.75) < 4 * np.sqrt(0.75 * 0.25 / n)
+    assert ((out < -0.75) | (out >= 0.75)).all()

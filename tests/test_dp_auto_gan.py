@@ -15,7 +15,7 @@ import pytest
 from dpgen_jax import data, synthesizers
 from dpgen_jax.synthesizers import DPAutoGAN, DPAutoGANConfig
 from dpgen_jax.synthesizers import dp_auto_gan as dag
-from tests import _tables
+from tests import _oracles, _tables
 from tests._contract import SynthesizerContract
 
 PIN = pathlib.Path(__file__).parent / "data" / "pin_dp_auto_gan.npy"
@@ -34,7 +34,7 @@ class TestDPAutoGANContract(SynthesizerContract):
     def functional_released(self, model, frame, schema):
         """fit(seed=0) redone with the public functions and the key splits of the class."""
         cfg = model.fitted_config
-        x = jax.numpy.asarray(data.TableEncoder(schema).encode(frame))
+        x = jax.numpy.asarray(dag.encoder(cfg, schema).encode(frame))
         k_init, _k_clip, k_ae, k_gan = jax.random.split(jax.random.key(self.SEED), 4)
         params = dag.init(cfg, x.shape[1], k_init)
         ae = dag.train_autoencoder(cfg, params.autoencoder, x, k_ae, clip_norm=cfg.ae_clip_norm,
@@ -137,3 +137,25 @@ def test_bad_configuration_is_refused(overrides, match):
         DPAutoGAN(DPAutoGANConfig.adult(**overrides))
     with pytest.raises(ValueError, match=match):
         synthesizers.create("dp-auto-gan", **overrides)
+
+
+def test_continuous_columns_on_public_bins(tmp_path):
+    schema = data.adult_schema()
+    frame = data.adult_like(300, seed=4)
+    overrides = {**TINY, "continuous_encoding": "bins", "bins": 10}
+    model = synthesizers.create("dp-auto-gan", **overrides).fit(frame, schema, epsilon=4.0, seed=0)
+    binned = data.BinnedEncoder(schema, 10)
+    widths = {leaf.shape[-1] for leaf in jax.tree_util.tree_leaves(model.released["decoder"])}
+    assert binned.width in widths and data.TableEncoder(schema).width not in widths
+    # the class and the functional API (dag.encoder) train the same networks
+    want = TestDPAutoGANContract().functional_released(model, frame, schema)
+    for name in want:
+        np.testing.assert_array_equal(_oracles.flat(want[name]), _oracles.flat(model.released[name]))
+    rows = model.sample(500, seed=1)
+    data.TableEncoder(schema).encode(rows)  # every value valid for the schema
+    codes = data.Discretizer(schema, 10).codes(rows)
+    assert codes.shape == (500, len(schema.columns))
+    model.save(tmp_path / "m.npz")
+    again = synthesizers.load(tmp_path / "m.npz")
+    assert again.fitted_config.continuous_encoding == "bins"
+    assert again.sample(50, seed=2).equals(model.sample(50, seed=2))

@@ -534,7 +534,7 @@ class Synthesizer(abc.ABC):
         else:
             assumptions.append(
                 f"The number of private rows (n={n}) is treated as public: it sets the sampling "
-                "rates q = expected batch size / n. Pass num_records=N (a public count) to avoid "
+                "rates q = expected batch size / n (and a schedule given in epochs). Pass num_records=N (a public count) to avoid "
                 "this assumption.")
         assumptions.extend(result.assumptions)
         if cut and plan.private:
