@@ -168,3 +168,15 @@ def test_presets_leave_the_preprocessing_to_the_user():
 def test_bad_configuration_is_refused(bad, match):
     with pytest.raises(ValueError, match=re.escape(match)):
         synthesizers.create("dp-wgan", **bad)
+
+
+def test_the_default_batch_fits_small_tables():
+    from dpgen_jax.synthesizers import dp_wgan
+    schema = data.adult_schema()
+    adult = synthesizers.create("dp-wgan").plan(schema, 32_561, epsilon=1.0)
+    assert adult.phases[0].sample_rate == pytest.approx(2048 / 32_561)  # the paper's batch
+    small = synthesizers.create("dp-wgan").plan(schema, 1000, epsilon=3.0)
+    assert small.phases[0].sample_rate == pytest.approx(0.1)  # 2,048 would exceed the table
+    assert dp_wgan.batch_size_for(dp_wgan.DPWGANConfig(batch_size=64), 1000) == 64
+    with pytest.raises(ValueError, match="batch_size"):  # an explicit batch is used as given
+        synthesizers.create("dp-wgan", batch_size=2048).plan(schema, 1000, epsilon=3.0)

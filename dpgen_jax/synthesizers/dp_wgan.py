@@ -70,7 +70,7 @@ class DPWGANConfig(SynthesizerConfig):
     noise_dim: int | None = None                  # None: the encoded width (the reference's choice)
     hidden: tuple[int, ...] = (64, 64, 64)        # generator hidden widths
     critic_hidden: tuple[int, ...] | None = None  # None: the generator's
-    batch_size: int = PAPER_BATCH_SIZE
+    batch_size: int | None = None                 # None: min(2048, N // 10), see batch_size_for
     critic_steps: int = PAPER_PRESETS["paper-1.01"]["critic_steps"]
     noise_multiplier: float = PAPER_PRESETS["paper-1.01"]["noise_multiplier"]
     clip_norm: float | str = "public-median"
@@ -87,10 +87,10 @@ class DPWGANConfig(SynthesizerConfig):
         check_choice(self.preprocessing, PREPROCESSINGS, "preprocessing")
         check_choice(self.critic_clipping, _gan.CRITIC_CLIPPINGS, "critic_clipping")
         check_choice(self.method, dpsgd.METHODS, "method")
-        for name in ("batch_size", "critic_steps_per_generator_step", "chunk_size"):
+        for name in ("critic_steps_per_generator_step", "chunk_size"):
             if check_steps(getattr(self, name), name) < 1:
                 raise ValueError(f"Expected {name}={getattr(self, name)!r} to be >= 1.")
-        for name in ("noise_dim", "generator_batch_size"):
+        for name in ("batch_size", "noise_dim", "generator_batch_size"):
             v = getattr(self, name)
             if v is not None and check_steps(v, name) < 1:
                 raise ValueError(f"Expected {name}={v!r} to be >= 1 or None.")
@@ -179,17 +179,18 @@ def make_gan_runner(config: DPWGANConfig, blocks: tuple, num_rows: int, *, clip_
     generator_optimizer)``; see ``_gan.make_gan_runner``.
     """
     width = max(b.stop for b in blocks)
+    batch = batch_size_for(config, num_records or num_rows)
     critic = networks(config, width).critic
     critic_opt = _training.torch_rmsprop(config.critic_learning_rate)
     gen_opt = _training.torch_rmsprop(config.generator_learning_rate)
     run = _gan.make_gan_runner(
         lambda p, x: critic.apply({"params": p}, x),
         lambda gp, _frozen, k, n: fake_rows(config, blocks, gp, k, n),
-        critic_opt, gen_opt, num_rows=num_rows, batch_size=config.batch_size,
+        critic_opt, gen_opt, num_rows=num_rows, batch_size=batch,
         num_records=num_records or num_rows, clip_norm=clip_norm, noise_multiplier=noise_multiplier,
         clipping=config.critic_clipping,
         critic_steps_per_generator_step=config.critic_steps_per_generator_step,
-        generator_batch_size=config.generator_batch_size or config.batch_size,
+        generator_batch_size=config.generator_batch_size or batch,
         post_update=_training.weight_clamp(config.weight_clamp), method=config.method)
     return run, critic_opt, gen_opt
 
@@ -247,11 +248,20 @@ def sample_encoded(config: DPWGANConfig, schema: data_lib.Schema, gen_params, n:
     return np.asarray(_sample_jit(config, blocks, gen_params, key, int(n)))
 
 
+def batch_size_for(config: DPWGANConfig, num_records: int) -> int:
+    """The expected batch: ``batch_size``, or by default the paper's 2,048 capped at a tenth of
+    the N records (a sampling rate of at most 0.1), so that the default works on small tables;
+    on Adult (N = 32,561) it is the paper's 2,048."""
+    if config.batch_size is not None:
+        return config.batch_size
+    return max(1, min(PAPER_BATCH_SIZE, check_steps(num_records, "num_records") // 10))
+
+
 def privacy_phases(config: DPWGANConfig, num_records: int, *, steps: Mapping[str, int] | None = None,
                    private: bool = True) -> list:
     """One phase: the critic's Poisson-subsampled Gaussian DP-SGD (or non-private)."""
     return [_training.dpsgd_phase(
-        "critic", batch_size=config.batch_size, num_records=num_records,
+        "critic", batch_size=batch_size_for(config, num_records), num_records=num_records,
         noise_multiplier=config.noise_multiplier, steps=dict(steps or {}).get("critic", config.critic_steps),
         clip_norm=config.clip_norm, private=private)]
 
@@ -294,6 +304,7 @@ class DPWGAN(Synthesizer):
         return privacy_phases(config, num_records, steps=steps, private=private)
 
     def _train(self, config, x, key, ctx) -> TrainResult:
+        config = config.replace(batch_size=batch_size_for(config, ctx.num_records))
         blocks = tuple(data_lib.TableEncoder(ctx.schema).blocks)
         k_init, k_clip, k_gan = jax.random.split(key, 3)
         params = init(config, x.shape[1], k_init)
