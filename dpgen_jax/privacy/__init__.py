@@ -1,7 +1,8 @@
 """Privacy accounting: phases as ``dp_accounting`` events, composition, calibration, report.
 
 - :class:`DPSGDPhase`, :class:`GaussianPhase`, :class:`ExponentialMechanismPhase`,
-  :class:`ShardedSanitizerPhase`, :class:`NonPrivatePhase`: the public
+  :class:`ShardedSanitizerPhase`, :class:`NonPrivatePhase`, :class:`ParallelPhases` (parallel
+  composition over disjoint groups): the public
   parameters of each way a run touches the private data; ``.event()`` gives the dp_accounting event.
 - :func:`epsilon`: all phases composed (one ``ComposedDpEvent``) and converted once; PLD (default,
   the headline) or RDP with the improved or the papers' classic conversion.
@@ -25,6 +26,7 @@ from dpgen_jax.privacy._accounting import (
     PAPER_RDP_ORDERS,
     PLD_VALUE_DISCRETIZATION,
     RDP_ORDERS,
+    branches,
     classic_conversion,
     composed_event,
     epsilon,
@@ -39,6 +41,7 @@ from dpgen_jax.privacy._phases import (
     ExponentialMechanismPhase,
     GaussianPhase,
     NonPrivatePhase,
+    ParallelPhases,
     Phase,
     ShardedSanitizerPhase,
 )
@@ -53,10 +56,12 @@ __all__ = [
     "NonPrivatePhase",
     "PAPER_RDP_ORDERS",
     "PLD_VALUE_DISCRETIZATION",
+    "ParallelPhases",
     "Phase",
     "RDP_ORDERS",
     "SEEDED_ASSUMPTION",
     "ShardedSanitizerPhase",
+    "branches",
     "calibrate",
     "classic_conversion",
     "composed_event",

@@ -31,6 +31,7 @@ from dpgen_jax.privacy._phases import (
     ExponentialMechanismPhase,
     NeighboringRelation,
     NonPrivatePhase,
+    ParallelPhases,
     Phase,
     ShardedSanitizerPhase,
     relation_name,
@@ -251,6 +252,30 @@ def _as_phases(phases: object) -> tuple[Phase, ...]:
     return tuple(phases)
 
 
+def branches(phases: Sequence[Phase]) -> list[tuple[str | None, tuple[Phase, ...]]]:
+    """The compositions a run's epsilon is the maximum of.
+
+    Without a :class:`ParallelPhases`: one branch, ``(None, phases)``. With one: a branch per
+    group, ``(group, shared phases + the group's phases)``, the shared phases being every other
+    phase of the run. At most one ``ParallelPhases`` per run.
+    """
+    ps = _as_phases(phases)
+    parallel = [p for p in ps if isinstance(p, ParallelPhases)]
+    if not parallel:
+        return [(None, ps)]
+    if len(parallel) > 1:
+        raise ValueError(f"expected at most one ParallelPhases per run, got "
+                         f"{[p.name for p in parallel]}.")
+    shared = tuple(p for p in ps if not isinstance(p, ParallelPhases))
+    return [(group, shared + inner) for group, inner in parallel[0].groups]
+
+
+def flat_phases(phases: Sequence[Phase]) -> tuple[Phase, ...]:
+    """The phases with a :class:`ParallelPhases` replaced by every group's phases."""
+    return tuple(q for p in _as_phases(phases)
+                 for q in (p.inner if isinstance(p, ParallelPhases) else (p,)))
+
+
 def neighbouring_relation(phases: Sequence[Phase]) -> NeighboringRelation:
     """The neighbouring relation shared by all phases (add/remove-one if no phase states one).
 
@@ -288,18 +313,23 @@ def composed_event(phases: Sequence[Phase]) -> dpa.ComposedDpEvent:
     """
     ps = _as_phases(phases)
     neighbouring_relation(ps)
+    parallel = [p.name for p in ps if isinstance(p, ParallelPhases)]
+    if parallel:
+        raise ValueError(f"phases {parallel} compose in parallel: there is no single event; "
+                         "compose privacy.branches(phases) one by one.")
     return dpa.ComposedDpEvent([p.event() for p in ps])
 
 
 def _is_paper(phases: tuple[Phase, ...]) -> bool:
-    return any(isinstance(p, ShardedSanitizerPhase) and p.accounting == "paper" for p in phases)
+    return any(isinstance(p, ShardedSanitizerPhase) and p.accounting == "paper"
+               for p in flat_phases(phases))
 
 
 def pld_supported(phases: Sequence[Phase]) -> bool:
     """Whether dp_accounting's PLD accountant interprets every phase (False for paper-mode sharded
     phases and for exponential-mechanism phases, which only the RDP accountant accounts)."""
-    ps = _as_phases(phases)
-    return PLDAccountant(neighbouring_relation(ps)).supports(composed_event(ps))
+    return all(PLDAccountant(neighbouring_relation(b)).supports(composed_event(b))
+               for _, b in branches(phases))
 
 
 def _orders_for(phases: tuple[Phase, ...]) -> tuple[float, ...]:
@@ -392,6 +422,9 @@ def rdp_curve(
 
 
 def _rdp_epsilon_and_order(phases: tuple[Phase, ...], delta: float, conversion: str) -> tuple[float, float]:
+    if any(isinstance(p, ParallelPhases) for p in phases):  # the maximum over the groups
+        return max((_rdp_epsilon_and_order(b, delta, conversion) for _, b in branches(phases)),
+                   key=lambda eo: eo[0])
     acc = _rdp_accountant(phases, _orders_for(phases))
     if conversion == "classic":
         return classic_conversion(acc.orders, acc.rdp, delta)
@@ -408,6 +441,9 @@ def _epsilon_and_interval(
 ) -> tuple[float, float | None]:
     """Epsilon and the PLD interval used (None for RDP), inputs already validated."""
     neighbouring_relation(phases)
+    if any(isinstance(p, ParallelPhases) for p in phases):  # the maximum over the groups
+        return max((_epsilon_and_interval(b, delta, accountant, conversion, pld_discretization)
+                    for _, b in branches(phases)), key=lambda ei: ei[0])
     if not any(p.spends_privacy for p in phases):
         return 0.0, None
     if any(isinstance(p, NonPrivatePhase) and p.spends_privacy for p in phases):
@@ -431,7 +467,9 @@ def epsilon(
     """Epsilon of all phases composed, at ``delta``.
 
     The phases' events are composed into one ``ComposedDpEvent`` that one accountant interprets
-    (RDP: RDP vectors add up; PLD: loss distributions convolve), then converted once.
+    (RDP: RDP vectors add up; PLD: loss distributions convolve), then converted once. With a
+    :class:`ParallelPhases`, epsilon is the maximum over its groups of that composition for the
+    other phases plus the group's phases (:func:`branches`).
 
     Args:
         phases: The phases of one run (list or tuple), all under one neighbouring relation.

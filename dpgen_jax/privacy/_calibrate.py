@@ -6,6 +6,7 @@ References:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import dp_accounting as dpa
@@ -21,10 +22,13 @@ from dpgen_jax.privacy._accounting import (
     _check_supported,
     _make_accountant,
     _quiet_unconverged_orders,
+    _epsilon_and_interval,
+    branches,
     composed_event,
+    flat_phases,
     neighbouring_relation,
 )
-from dpgen_jax.privacy._phases import NonPrivatePhase, Phase
+from dpgen_jax.privacy._phases import NonPrivatePhase, ParallelPhases, Phase
 
 _CALIBRATION_RTOL = 1e-6
 
@@ -76,11 +80,41 @@ def _scaled(phases: tuple[Phase, ...], factor: float, fixed: frozenset[str] = fr
 def _check_fixed(phases: tuple[Phase, ...], fixed: object) -> frozenset[str]:
     if isinstance(fixed, str) or not all(isinstance(n, str) for n in fixed):
         raise TypeError(f"expected fixed to be a sequence of phase names, got {fixed!r}.")
-    names = [p.name for p in phases]
+    names = [p.name for p in flat_phases(phases)]
     unknown = sorted(set(fixed) - set(names))
     if unknown:
         raise ValueError(f"expected fixed to name phases among {names}, got unknown {unknown}.")
     return frozenset(fixed)
+
+
+def _calibrate_groups(ps, target, d, accountant, conversion, cap, held, interval) -> list[Phase]:
+    """Parallel composition: each group calibrated on its own with the shared phases held fixed."""
+    branches(ps)  # at most one ParallelPhases
+    par = next(p for p in ps if isinstance(p, ParallelPhases))
+    shared = [p for p in ps if p is not par]
+    free = [p.name for p in shared if p.noise_multiplier_or_none is not None and p.name not in held]
+    if free:
+        raise ValueError(
+            f"with ParallelPhases {par.name!r} every other phase must be held fixed (fixed=[...]), "
+            f"because each group is calibrated on its own; {free} are not.")
+    shared_names = [p.name for p in shared]
+    groups = []
+    for group, inner in par.groups:
+        scalable = [q for q in inner if q.noise_multiplier_or_none is not None and q.name not in held]
+        if not scalable or not any(q.spends_privacy for q in inner):
+            groups.append((group, inner))
+            continue
+        fixed = shared_names + [q.name for q in inner if q.name in held]
+        result = calibrate(shared + list(inner), target, d, accountant, conversion, cap,
+                           fixed=fixed, pld_discretization=interval)
+        groups.append((group, tuple(result[len(shared):])))
+    out = [dataclasses.replace(par, groups=tuple(groups)) if p is par else p for p in ps]
+    final = _epsilon_and_interval(tuple(out), d, accountant, conversion, interval)[0]
+    if not final <= target:
+        raise ValueError(
+            f"target_epsilon={target} is unreachable: a group whose phases are all held fixed "
+            f"reaches epsilon {final:.6g} with the shared phases.")
+    return out
 
 
 def calibrate(
@@ -95,6 +129,10 @@ def calibrate(
     pld_discretization: float | None = None,
 ) -> list[Phase]:
     """Scales every noise multiplier by one common factor so that epsilon meets a target.
+
+    With a :class:`ParallelPhases` (parallel composition over disjoint groups), every other phase
+    must be held fixed, and each group gets its own factor, so that every group's composition
+    meets the target (a smaller group, with a larger sampling rate, gets more noise).
 
     The factor s is solved with ``dp_accounting.calibrate_dp_mechanism`` (Brent's method, with a
     final check that guarantees epsilon <= target) over a bracket found here first: starting at
@@ -139,6 +177,8 @@ def calibrate(
     interval = _check_pld_interval(pld_discretization)
     neighbouring_relation(ps)
     held = _check_fixed(ps, fixed)
+    if any(isinstance(p, ParallelPhases) for p in ps):
+        return _calibrate_groups(ps, target, d, accountant, conversion, cap, held, interval)
 
     sigmas = [p.noise_multiplier_or_none for p in ps
               if p.noise_multiplier_or_none is not None and p.name not in held]

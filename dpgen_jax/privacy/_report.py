@@ -23,6 +23,8 @@ from dpgen_jax.privacy._accounting import (
     _epsilon_and_interval,
     _is_paper,
     _rdp_epsilon_and_order,
+    branches,
+    flat_phases,
     neighbouring_relation,
     pld_supported,
 )
@@ -32,6 +34,7 @@ from dpgen_jax.privacy._phases import (
     GaussianPhase,
     NeighboringRelation,
     NonPrivatePhase,
+    ParallelPhases,
     Phase,
     ShardedSanitizerPhase,
     relation_name,
@@ -78,6 +81,16 @@ def _module_assumptions(
             "Neighbouring datasets differ by replacing one record (replace-one), with the "
             "dataset size public, as in the GS-WGAN paper's accounting."
         )
+    parallel = [p for p in phases if isinstance(p, ParallelPhases)]
+    for p in parallel:
+        out.append(
+            f"Phase {p.name!r} composes its groups {[g for g, _ in p.groups]} in parallel: each "
+            "group's phases read only the records of that group, and a record's group is decided "
+            "by its own values, so adding or removing one record changes one group's data; epsilon "
+            "is the maximum over the groups of the other phases composed with that group's phases "
+            "(each group's epsilon is listed)."
+        )
+    phases = flat_phases(phases)
     out.append(
         "Only the listed phases touch the private records; anything else (schema and "
         "preprocessing, hyperparameter and checkpoint selection, repeated runs) is covered only "
@@ -230,8 +243,7 @@ def report(
         by_acc[f"rdp_{conv}"] = eps
         orders[conv] = order if eps is not None and math.isfinite(eps) else None
 
-    phase_entries = []
-    for p in ps:
+    def entry_of(p: Phase) -> dict[str, Any]:
         alone = _epsilon_and_interval((p,), d, accountant, conversion, fixed)[0]
         entry: dict[str, Any] = {"name": p.name, "mechanism": p.mechanism}
         entry.update(p._parameters())
@@ -239,7 +251,16 @@ def report(
         rel = p.neighbouring_relation
         entry["neighbouring_relation"] = None if rel is None else relation_name(rel)
         entry["epsilon_alone"] = _finite_or_none(alone)
-        phase_entries.append(entry)
+        if isinstance(p, ParallelPhases):
+            by_group = dict(branches(ps))
+            entry["groups"] = [
+                {"group": g, "epsilon": _finite_or_none(
+                    _epsilon_and_interval(by_group[g], d, accountant, conversion, fixed)[0]),
+                 "phases": [entry_of(q) for q in inner]}
+                for g, inner in p.groups]
+        return entry
+
+    phase_entries = [entry_of(p) for p in ps]
 
     non_private = math.isinf(headline)
     sentences = _module_assumptions(ps, relation, accountant, conversion, pld_interval, non_private)
