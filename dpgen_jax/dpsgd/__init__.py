@@ -9,6 +9,8 @@
 - :func:`add_gaussian_noise` / :func:`gaussian_noise`: float32 noise with tails beyond 9 sigma from
   Threefry-2x32-20, fused with its addition.
 - :func:`make_key`: 64-bit OS-entropy keys unless a seed is given.
+- :func:`dp_em_ssp`: DP-EM for a Gaussian mixture by sufficient-statistics perturbation
+  (:func:`init_mixture`, :func:`sample_mixture`, :func:`sufficient_statistics`).
 """
 
 from dpgen_jax.dpsgd._clipping import (
@@ -19,6 +21,15 @@ from dpgen_jax.dpsgd._clipping import (
     clipped_grad_sum,
     grad_sum,
     per_example_grads,
+)
+from dpgen_jax.dpsgd._dp_em import (
+    Mixture,
+    clip_rows,
+    dp_em_ssp,
+    init_mixture,
+    m_step,
+    sample_mixture,
+    sufficient_statistics,
 )
 from dpgen_jax.dpsgd._keys import RunKey, make_key
 from dpgen_jax.dpsgd._noise import add_gaussian_noise, gaussian_noise
@@ -41,19 +52,24 @@ from dpgen_jax.dpsgd._step import (
 __all__ = [
     "FALLBACKS",
     "METHODS",
+    "Mixture",
     "PoissonChunk",
     "RunKey",
     "TrainState",
     "UnsupportedLayerError",
     "add_gaussian_noise",
     "clip_factors",
+    "clip_rows",
     "clipped_grad_sum",
     "default_capacity",
+    "dp_em_ssp",
     "expected_batch_size",
     "gather_rows",
     "gaussian_noise",
     "grad_sum",
+    "init_mixture",
     "init_state",
+    "m_step",
     "make_dp_step",
     "make_key",
     "make_phase_runner",
@@ -61,4 +77,6 @@ __all__ = [
     "poisson_chunk",
     "poisson_sample_indices",
     "run_phase",
+    "sample_mixture",
+    "sufficient_statistics",
 ]
