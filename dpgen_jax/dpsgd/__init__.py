@@ -40,6 +40,7 @@ from dpgen_jax.dpsgd._sampling import (
     poisson_sample_indices,
 )
 from dpgen_jax.dpsgd._step import (
+    GroupRates,
     TrainState,
     expected_batch_size,
     gather_rows,
@@ -51,6 +52,7 @@ from dpgen_jax.dpsgd._step import (
 
 __all__ = [
     "FALLBACKS",
+    "GroupRates",
     "METHODS",
     "Mixture",
     "PoissonChunk",

@@ -169,17 +169,20 @@ def add_gaussian_noise(tree: PyTree, key: jax.Array, std: float) -> PyTree:
     Args:
         tree: a pytree of arrays.
         key: a ``jax.random`` key (secret: whoever knows it can subtract the noise).
-        std: standard deviation (a Python number; 0 returns ``tree`` unchanged).
+        std: standard deviation: a Python number (0 returns ``tree`` unchanged) or a traced
+            float32 scalar (e.g. one value per group under ``vmap``).
     """
-    if std == 0.0:
+    traced = isinstance(std, jax.Array)
+    if not traced and std == 0.0:
         return tree
+    scale = jnp.asarray(std, jnp.float32) if traced else np.float32(std)
     leaves, treedef = jax.tree_util.tree_flatten(tree)
     words = _key_words(key)
     out, offset = [], 0
     for x in leaves:
         hi, lo = threefry2x32(words, _block_counters(offset, x.size))
         z = normal_from_words(hi, lo).reshape(x.shape)
-        out.append((x + np.float32(std) * z).astype(x.dtype))
+        out.append((x + scale * z).astype(x.dtype))
         offset += x.size
     return jax.tree_util.tree_unflatten(treedef, out)
 

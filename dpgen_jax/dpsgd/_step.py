@@ -54,6 +54,22 @@ def gather_rows(data: PyTree, indices: jax.Array, key: jax.Array, extra: PyTree)
     return jax.tree_util.tree_map(lambda x: jnp.take(x, indices, axis=0), data)
 
 
+class GroupRates(NamedTuple):
+    """Per-call values of a DP step that may be traced (one per group under ``vmap``).
+
+    Attributes:
+        num_records: int32, the rows m the sampler scans (the group's real row count).
+        sample_rate: float32, the Poisson rate q.
+        expected_batch_size: float32, the normaliser of the noised sum (q * N for a public N).
+        noise_std: float32, sigma * C.
+    """
+
+    num_records: jax.Array
+    sample_rate: jax.Array
+    expected_batch_size: jax.Array
+    noise_std: jax.Array
+
+
 def make_dp_step(
     loss_fn: Callable[[PyTree, PyTree], jax.Array],
     optimizer: optax.GradientTransformation,
@@ -102,8 +118,12 @@ def make_dp_step(
             depends on it (see ``docs/engine.md``).
 
     Returns:
-        ``step(state, data, key, extra=None)``; ``metrics`` has ``batch_size`` (realised size)
-        and ``chunks`` (number of sampler chunks used). Metrics describe private data and are for
+        ``step(state, data, key, extra=None, rates=None)``; ``metrics`` has ``batch_size``
+        (realised size) and ``chunks`` (number of sampler chunks used). ``rates``, a
+        :class:`GroupRates`, replaces the static m, q, normaliser and noise standard deviation by
+        traced values, so that one compiled step serves groups with different sizes and noise
+        under ``vmap`` (DP-SYN's per-label autoencoders); ``capacity`` must then be given (the
+        chunk size, static), and overflow chunks are processed as usual. Metrics describe private data and are for
         diagnostics only.
 
     Privacy:
@@ -137,25 +157,33 @@ def make_dp_step(
         expected_batch = positive_finite(expected_batch_size, "expected_batch_size")
     noise_std = 0.0 if clip_norm is None else sigma * clip_norm
 
-    def step(state: TrainState, data: PyTree, key: jax.Array, extra: PyTree = None):
+    def step(state: TrainState, data: PyTree, key: jax.Array, extra: PyTree = None,
+             rates: GroupRates | None = None):
+        if rates is None:
+            m_, q_, normaliser, std = m, q, expected_batch, noise_std
+        else:
+            m_, q_ = rates.num_records, rates.sample_rate
+            normaliser, std = rates.expected_batch_size, rates.noise_std
+            if clip_norm is None:
+                raise ValueError("rates= needs a private step (a clip_norm).")
         k_sample, k_batch, k_noise, k_public = jax.random.split(key, 4)
         zeros = jax.tree_util.tree_map(jnp.zeros_like, state.params)
 
         def body(carry):
             pos, gsum, count, i = carry
-            chunk = poisson_chunk(jax.random.fold_in(k_sample, i), pos, m, q, cap)
+            chunk = poisson_chunk(jax.random.fold_in(k_sample, i), pos, m_, q_, cap)
             batch = batch_fn(data, chunk.indices, jax.random.fold_in(k_batch, i), extra)
             g, _ = grads_fn(state.params, batch, chunk.mask)
             gsum = jax.tree_util.tree_map(jnp.add, gsum, g)
             return chunk.next_position, gsum, count + jnp.sum(chunk.mask), i + 1
 
         init = (jnp.int32(0), zeros, jnp.int32(0), jnp.int32(0))
-        _, gsum, count, n_chunks = jax.lax.while_loop(lambda c: c[0] < m, body, init)
-        noisy = add_gaussian_noise(gsum, k_noise, noise_std)
+        _, gsum, count, n_chunks = jax.lax.while_loop(lambda c: c[0] < m_, body, init)
+        noisy = add_gaussian_noise(gsum, k_noise, std)
         if public_grad_fn is not None:
             public = public_grad_fn(state.params, k_public, extra)
             noisy = jax.tree_util.tree_map(jnp.add, noisy, public)
-        grad = jax.tree_util.tree_map(lambda g: g / expected_batch, noisy)
+        grad = jax.tree_util.tree_map(lambda g: g / normaliser, noisy)
         updates, opt_state = optimizer.update(grad, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
         if post_update is not None:

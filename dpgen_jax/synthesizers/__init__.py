@@ -7,6 +7,8 @@ a thin class).
 - :mod:`~dpgen_jax.synthesizers.dp_auto_gan`: :class:`DPAutoGAN` and its functional API.
 - :mod:`~dpgen_jax.synthesizers.dp_wgan`, :mod:`~dpgen_jax.synthesizers.dp_vae`: DP-auto-GAN's
   baselines :class:`DPWGAN` and :class:`DPVAE`.
+- :mod:`~dpgen_jax.synthesizers.dp_syn`: :class:`DPSYN` (Abay et al. 2018), per-label DP
+  autoencoders and DP-EM.
 - :mod:`~dpgen_jax.synthesizers.independent`: :class:`Independent`, noisy one-way marginals
   sampled independently (the benchmark's reference floor).
 - :mod:`~dpgen_jax.synthesizers.mst`: :class:`MST` (McKenna et al. 2021) on public bins, with the
@@ -26,6 +28,7 @@ from dpgen_jax.synthesizers._base import (
     register,
 )
 from dpgen_jax.synthesizers.dp_auto_gan import PAPER_PRESETS, DPAutoGAN, DPAutoGANConfig
+from dpgen_jax.synthesizers.dp_syn import DPSYN, DPSYNConfig
 from dpgen_jax.synthesizers.dp_vae import DPVAE, DPVAEConfig
 from dpgen_jax.synthesizers.dp_wgan import DPWGAN, DPWGANConfig
 from dpgen_jax.synthesizers.independent import Independent, IndependentConfig
@@ -34,6 +37,8 @@ from dpgen_jax.synthesizers.mst import MST, MSTConfig
 __all__ = [
     "DPAutoGAN",
     "DPAutoGANConfig",
+    "DPSYN",
+    "DPSYNConfig",
     "DPVAE",
     "DPVAEConfig",
     "DPWGAN",

@@ -1,0 +1,395 @@
+"""DP-SYN (Abay, Zhou, Kantarcioglu, Thuraisingham, Sweeney 2018, "Privacy Preserving Synthetic
+Data Release Using Deep Learning", ECML-PKDD). See ``docs/dp-syn.md``.
+
+The private rows are partitioned by the schema's label. Then:
+
+1. **Counts.** The group sizes are released once as a Gaussian noisy histogram (L2 sensitivity 1
+   under add/remove); every later rate, step count and output size uses the noisy counts (or
+   counts the user declares public, ``group_counts``), never the true ones.
+2. **Autoencoders.** One autoencoder per group (one hidden layer, sigmoid latent, mixed-type
+   reconstruction loss, the label excluded), trained with DP-SGD (Poisson sampling over the
+   group's rows, ghost clipping). All groups train at once: their parameters are stacked and one
+   compiled step is ``vmap``-ed over the groups, each with its own rate, noise and step count
+   (``dpsgd.GroupRates``).
+3. **DP-EM.** Per group, a Gaussian mixture on the latent codes (mapped into the unit ball by a
+   fixed map) by sufficient-statistics perturbation (``dpsgd.dp_em_ssp``), also ``vmap``-ed.
+4. **Sampling.** Latent codes from each group's mixture, decoded, labelled; rows split by the
+   noisy proportions.
+
+Privacy: the count release touches every record; a record's other mechanisms are those of its
+own group, so the groups compose in parallel (``privacy.ParallelPhases``): epsilon is the
+maximum over the groups of counts + autoencoder + DP-EM. ``fit(epsilon=...)`` sets the DP-EM
+noise so that DP-EM alone would spend ``em_share * epsilon``, then calibrates each group's
+autoencoder noise so that every group meets the target exactly, after the counts are released
+(the rates depend on them: adaptive composition).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+from dpgen_jax import _validate as _v
+from dpgen_jax import data as data_lib
+from dpgen_jax import dpsgd, models, privacy
+from dpgen_jax._validate import check_choice
+from dpgen_jax.synthesizers import _losses, _training
+from dpgen_jax.synthesizers._base import Synthesizer, SynthesizerConfig, TrainResult, register
+
+GROUP_COMPOSITIONS = ("parallel", "sequential")
+
+
+@dataclasses.dataclass(frozen=True)
+class DPSYNConfig(SynthesizerConfig):
+    """Hyperparameters of DP-SYN (all public; they go into the privacy report).
+
+    ``ae_noise_multipliers`` holds one noise multiplier per label group (in the order of the
+    label's categories); ``fit(epsilon=...)`` calibrates them per group and ``em_noise_multiplier``
+    from ``em_share``. ``released_counts`` is filled by ``fit`` with the noisy group counts (a DP
+    output, part of the release); ``group_counts`` are counts the user declares public (then no
+    count is released and the report says so).
+    """
+
+    NOISE_FIELDS: ClassVar[Mapping[str, str]] = {"counts": "count_noise_multiplier"}
+
+    latent_dim: int = 8
+    batch_size: int = 64
+    epochs: float = 10.0
+    learning_rate: float = 1e-3
+    clip_norm: float = 1.0
+    continuous_loss: str = "mse"
+    ae_noise_multipliers: tuple[float, ...] | None = None   # None: 1.0 per group before calibration
+    count_noise_multiplier: float = 20.0
+    em_components: int = 3
+    em_iterations: int = 10
+    em_noise_multiplier: float = 42.0
+    em_share: float = 0.5
+    group_counts: tuple[float, ...] | None = None
+    released_counts: tuple[float, ...] | None = None
+    group_composition: str = "parallel"
+    method: str = "ghost"
+    chunk_size: int = 500
+
+    def validate(self) -> DPSYNConfig:
+        for name in ("latent_dim", "batch_size", "em_components", "chunk_size"):
+            _v.count(getattr(self, name), name, 1)
+        _v.count(self.em_iterations, "em_iterations", 0)
+        for name in ("epochs", "learning_rate", "clip_norm", "count_noise_multiplier",
+                     "em_noise_multiplier"):
+            _v.positive_finite(getattr(self, name), name)
+        if not 0.0 < _v.real(self.em_share, "em_share") < 1.0:
+            raise ValueError(f"expected em_share in (0, 1), got em_share={self.em_share!r}.")
+        check_choice(self.continuous_loss, _losses.CONTINUOUS_LOSSES, "continuous_loss")
+        check_choice(self.group_composition, GROUP_COMPOSITIONS, "group_composition")
+        check_choice(self.method, dpsgd.METHODS, "method")
+        for name in ("ae_noise_multipliers", "group_counts", "released_counts"):
+            values = getattr(self, name)
+            if values is not None:
+                for v in values:
+                    _v.positive_finite(v, name)
+        return self
+
+
+def label_column(schema: data_lib.Schema) -> data_lib.Column:
+    """The schema's label column (DP-SYN partitions by it); a clear error without one."""
+    labels = [c for c in schema.columns if c.label]
+    if not labels or labels[0].kind == "continuous":
+        raise ValueError("DP-SYN partitions the rows by the schema's label: expected a schema with a "
+                         "binary or categorical label column (label=True), got none.")
+    return labels[0]
+
+
+def feature_schema(schema: data_lib.Schema) -> data_lib.Schema:
+    """The schema without its label (the autoencoders' input)."""
+    return data_lib.Schema(tuple(c for c in schema.columns if not c.label), source=schema.source,
+                           notes=schema.notes)
+
+
+def group_names(schema: data_lib.Schema) -> tuple[str, ...]:
+    return tuple(str(c) for c in label_column(schema).categories)
+
+
+def counts_for(config: DPSYNConfig, k: int, num_records: int) -> tuple[tuple[float, ...], str]:
+    """The counts the rates use and where they come from: declared public, released, or (before
+    the release, for planning without data) N split evenly."""
+    for name, source in (("group_counts", "public"), ("released_counts", "released")):
+        values = getattr(config, name)
+        if values is not None:
+            if len(values) != k:
+                raise ValueError(f"expected {name} to have one count per label group ({k}), got "
+                                 f"{name}={values!r}.")
+            return tuple(values), source
+    return tuple([num_records / k] * k), "planning"
+
+
+def planned_steps(config: DPSYNConfig, counts) -> tuple[int, ...]:
+    return tuple(max(1, round(config.epochs * c / config.batch_size)) for c in counts)
+
+
+def privacy_phases(config: DPSYNConfig, names: tuple[str, ...], num_records: int, *,
+                   steps: Mapping[str, int] | None = None, private: bool = True) -> list:
+    """Counts (unless declared public), then per group its autoencoder and DP-EM phases, composed
+    in parallel (or in sequence, ``group_composition="sequential"``)."""
+    k = len(names)
+    counts, source = counts_for(config, k, num_records)
+    planned = planned_steps(config, counts)
+    steps = dict(steps or {})
+    sigmas = config.ae_noise_multipliers or (1.0,) * k
+    groups = []
+    for j, g in enumerate(names):
+        ae, em = f"autoencoder/{g}", f"dp-em/{g}"
+        if not private:
+            inner = (privacy.NonPrivatePhase(ae, steps.get(ae, planned[j])),
+                     privacy.NonPrivatePhase(em, steps.get(em, 3 * config.em_iterations)))
+        else:
+            n_j = max(float(counts[j]), float(config.batch_size))
+            inner = (privacy.DPSGDPhase(ae, _sample_rate(config.batch_size, n_j), sigmas[j],
+                                        steps.get(ae, planned[j]), clip_norm=config.clip_norm),
+                     privacy.GaussianPhase(em, config.em_noise_multiplier,
+                                           steps.get(em, 3 * config.em_iterations), sensitivity=1.0))
+        groups.append((g, inner))
+    phases = []
+    if source != "public":
+        phases.append(privacy.GaussianPhase("counts", config.count_noise_multiplier, 1, sensitivity=1.0)
+                      if private else privacy.NonPrivatePhase("counts", 1))
+    if config.group_composition == "parallel" and private:
+        phases.append(privacy.ParallelPhases("groups", tuple(groups)))
+    else:
+        phases.extend(q for _, inner in groups for q in inner)
+    return phases
+
+
+def _sample_rate(batch: int, count: float) -> float:
+    """B / n in float32 rounded down, the rate the compiled sampler realises (never above the
+    accounted one)."""
+    q = np.float32(min(1.0, batch / count))
+    return float(np.nextafter(q, np.float32(0)) if float(q) > batch / count else q)
+
+
+def calibrate(config: DPSYNConfig, phases: list, epsilon: float, delta: float) -> list:
+    """DP-EM noise for ``em_share * epsilon`` alone, then each group's autoencoder noise so that
+    every group (with the counts) meets ``epsilon``."""
+    em = [p for p in privacy._accounting.flat_phases(phases) if p.name.startswith("dp-em/")]
+    z = privacy.calibrate([privacy.GaussianPhase("dp-em", 1.0, em[0].steps)],
+                          config.em_share * epsilon, delta)[0].noise_multiplier
+    phases = [_with_em(p, z) for p in phases]
+    fixed = ["counts"] * any(p.name == "counts" for p in phases) + [p.name for p in em]
+    return privacy.calibrate(phases, epsilon, delta, fixed=fixed)
+
+
+def _with_em(p, z):
+    if isinstance(p, privacy.ParallelPhases):
+        return dataclasses.replace(p, groups=tuple((g, tuple(_with_em(q, z) for q in inner))
+                                                   for g, inner in p.groups))
+    return dataclasses.replace(p, noise_multiplier=z) if p.name.startswith("dp-em/") else p
+
+
+# ----------------------------------------------------------------------------- training
+
+
+def networks(config: DPSYNConfig, width: int) -> models.Autoencoder:
+    return models.Autoencoder((config.latent_dim,), (width,), encoder_activation="sigmoid")
+
+
+def init(config: DPSYNConfig, width: int, k: int, key: jax.Array):
+    """Stacked initial autoencoder parameters of the k groups."""
+    ae = networks(config, width)
+    return jax.vmap(lambda kk: ae.init(kk, jnp.zeros((1, width)))["params"])(jax.random.split(key, k))
+
+
+def make_group_runner(config: DPSYNConfig, blocks: tuple, capacity: int):
+    """``run(states, data, key, rates, planned, start, n) -> states``: n DP-SGD steps of every
+    group at once (vmap over groups); a group stops after its planned steps."""
+    ae = networks(config, max(b.stop for b in blocks))
+    recon = _losses.reconstruction_loss(blocks, config.continuous_loss)
+
+    def loss(params, batch):
+        return recon(ae.apply({"params": params}, batch), batch)
+
+    optimizer = _training.torch_adam(config.learning_rate)
+    step = dpsgd.make_dp_step(loss, optimizer, num_records=capacity, sample_rate=1.0,
+                              clip_norm=config.clip_norm, noise_multiplier=1.0,
+                              method=config.method, capacity=capacity)
+
+    @jax.jit
+    def run(states, data, key, rates, planned, start, n):
+        k = planned.shape[0]
+
+        def body(i, st):
+            t = start + i
+            keys = jax.vmap(lambda g: jax.random.fold_in(jax.random.fold_in(key, t), g))(jnp.arange(k))
+            new, _ = jax.vmap(step, in_axes=(0, 0, 0, None, 0))(st, data, keys, None, rates)
+            active = st.steps < planned
+            return jax.tree_util.tree_map(
+                lambda a, b: jnp.where(active.reshape((-1,) + (1,) * (a.ndim - 1)), a, b), new, st)
+
+        return jax.lax.fori_loop(0, n, body, states)
+
+    return run, optimizer
+
+
+def to_ball(z: jax.Array) -> jax.Array:
+    """Sigmoid latent codes in [0, 1]^d mapped into the unit ball (a fixed, public map)."""
+    return (z - 0.5) * 2.0 / math.sqrt(z.shape[-1])
+
+
+def from_ball(u: jax.Array) -> jax.Array:
+    return jnp.clip(u * math.sqrt(u.shape[-1]) / 2.0 + 0.5, 0.0, 1.0)
+
+
+@register
+class DPSYN(Synthesizer):
+    """DP-SYN with a scikit-learn-like interface (``synthesizers.create("dp-syn")``)."""
+
+    METHOD = "dp-syn"
+    DESCRIPTION = ("per-label DP autoencoders and DP-EM mixtures in their latent spaces, composed "
+                   "in parallel across labels (Abay et al. 2018)")
+    CONFIG = DPSYNConfig
+    PRESETS: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
+
+    def _check_schema(self, schema):
+        label_column(schema)
+        self._names = group_names(schema)
+
+    def _phases(self, config, num_records, steps, private):
+        return privacy_phases(config, self._names, num_records, steps=steps, private=private)
+
+    def _calibrate(self, config, phases, epsilon, delta):
+        return calibrate(config, phases, epsilon, delta)
+
+    def _with_noise(self, config, phases):
+        flat = privacy._accounting.flat_phases(phases)
+        sig = {p.name: p.noise_multiplier_or_none for p in flat}
+        out = super()._with_noise(config, [p for p in phases if p.name == "counts"])
+        return out.replace(
+            ae_noise_multipliers=tuple(sig[f"autoencoder/{g}"] for g in self._names),
+            em_noise_multiplier=sig[f"dp-em/{self._names[0]}"])
+
+    def _train(self, config, x, key, ctx) -> TrainResult:
+        label = label_column(ctx.schema)
+        enc = data_lib.TableEncoder(ctx.schema)
+        lb = enc.block(label.name)
+        codes = (np.asarray(x[:, lb.start]) > 0.5).astype(np.int64) if lb.kind == "binary" else \
+            np.asarray(jnp.argmax(x[:, lb.start:lb.stop], axis=1))
+        keep = np.ones(x.shape[1], bool)
+        keep[lb.start:lb.stop] = False
+        feats = np.asarray(x)[:, keep]
+        k, names = len(self._names), self._names
+        true = np.bincount(codes, minlength=k)
+        k_cnt, k_init, k_ae, k_em = jax.random.split(key, 4)
+        t0 = time.perf_counter()
+        notes = []
+        if config.group_counts is None:
+            noisy = true.astype(np.float64)
+            if ctx.private:
+                noisy = noisy + config.count_noise_multiplier * np.asarray(
+                    dpsgd.gaussian_noise(k_cnt, (k,)), np.float64)
+            config = config.replace(released_counts=tuple(round(float(c), 3) for c in noisy))
+        counts, source = counts_for(config, k, ctx.num_records)
+        small = [(g, c) for g, c in zip(names, counts) if c < config.batch_size]
+        if small:
+            raise ValueError(f"DP-SYN: the {source} count of label group(s) {small} is below "
+                             f"batch_size={config.batch_size}; use a smaller batch_size.")
+        if ctx.private and ctx.plan.target_epsilon is not None:  # calibrate on the released counts
+            phases = privacy_phases(config, names, ctx.num_records)
+            config = self._with_noise(config, calibrate(config, phases, ctx.plan.target_epsilon,
+                                                        ctx.plan.delta))
+        planned = planned_steps(config, counts)
+        blocks = tuple(data_lib.TableEncoder(feature_schema(ctx.schema)).blocks)
+        m_max = int(true.max())
+        data = np.zeros((k, m_max, feats.shape[1]), np.float32)
+        for j in range(k):
+            data[j, :true[j]] = feats[codes == j]
+        capacity = dpsgd.default_capacity(max(m_max, config.batch_size),
+                                          min(1.0, config.batch_size / max(m_max, config.batch_size)))
+        run, opt = make_group_runner(config, blocks, capacity)
+        sigmas = config.ae_noise_multipliers or (1.0,) * k
+        rates = dpsgd.GroupRates(
+            jnp.asarray(true, jnp.int32),
+            jnp.asarray([_sample_rate(config.batch_size, max(c, config.batch_size)) for c in counts],
+                        jnp.float32),
+            jnp.full((k,), float(config.batch_size), jnp.float32),
+            jnp.asarray([s * config.clip_norm if ctx.private else 0.0 for s in sigmas], jnp.float32))
+        params = init(config, feats.shape[1], k, k_init)
+        states = jax.vmap(lambda p: dpsgd.init_state(p, opt))(params)
+        done, total = 0, max(planned)
+        while done < total and not (done and ctx.should_stop()):
+            n = min(config.chunk_size, total - done)
+            states = run(states, jnp.asarray(data), k_ae, rates, jnp.asarray(planned, jnp.int32),
+                         jnp.int32(done), jnp.int32(n))
+            done += n
+        executed = [int(s) for s in np.asarray(states.steps)]
+        t1 = time.perf_counter()
+        ae = networks(config, feats.shape[1])
+        latent = jax.vmap(lambda p, d: ae.apply({"params": p}, d, method=ae.encode))(
+            states.params, jnp.asarray(data))
+        mask = (np.arange(m_max)[None, :] < true[:, None]).astype(np.float32)
+        inits = jax.vmap(lambda kk: dpsgd.init_mixture(kk, config.em_components, config.latent_dim))(
+            jax.random.split(jax.random.fold_in(k_em, 0), k))
+        z_em = config.em_noise_multiplier if ctx.private else 0.0
+        mixtures = jax.vmap(lambda u, kk, mi, mk: dpsgd.dp_em_ssp(
+            u, kk, mi, iterations=config.em_iterations, noise_multiplier=z_em, mask=mk))(
+            to_ball(latent), jax.random.split(jax.random.fold_in(k_em, 1), k), inits, jnp.asarray(mask))
+        t2 = time.perf_counter()
+        if source == "public":
+            notes.append(f"The label group counts {list(counts)} are declared public by the user "
+                         "(group_counts); no count is released.")
+        else:
+            notes.append("The label group counts are released once with Gaussian noise (phase "
+                         "'counts'); every sampling rate, step count and output size uses the noisy "
+                         "counts (released_counts), never the true ones.")
+        notes.append(f"The true group sizes serve only as the samplers' scan lengths; latent codes "
+                     f"are mapped into the unit ball by a fixed map before DP-EM (rows clipped to "
+                     f"norm 1, {config.em_components} components, {config.em_iterations} iterations).")
+        steps = {f"autoencoder/{g}": executed[j] for j, g in enumerate(names)}
+        steps.update({f"dp-em/{g}": 3 * config.em_iterations for g in names})
+        return TrainResult(
+            config=config,
+            released={"decoder": states.params["decoder"], "mixture": dict(mixtures._asdict())},
+            steps=steps, seconds={"autoencoders": t1 - t0, "dp_em": t2 - t1}, assumptions=notes)
+
+    def _sample_frame(self, n, key, mode):
+        config = self.fitted_config
+        label = label_column(self.schema)
+        k = len(label.categories)
+        counts, _ = counts_for(config, k, 1)
+        props = np.maximum(np.asarray(counts, np.float64), 0.0)
+        sizes = np.floor(n * props / props.sum()).astype(int)
+        sizes[np.argmax(props)] += n - sizes.sum()
+        fs = feature_schema(self.schema)
+        enc = data_lib.TableEncoder(fs)
+        decoder = models.MLP((enc.width,), activation=networks(config, enc.width).decoder_activation)
+        activate = _losses.output_activation(tuple(enc.blocks))
+        frames = []
+        for j in range(k):
+            if sizes[j] == 0:
+                continue
+            kj = jax.random.fold_in(key, j)
+            mix = dpsgd.Mixture(*(self.released["mixture"][f][j] for f in ("weights", "means", "covariances")))
+            u = dpsgd.sample_mixture(mix, jax.random.fold_in(kj, 0), int(sizes[j]))
+            dec = jax.tree_util.tree_map(lambda a, j=j: a[j], self.released["decoder"])
+            logits = decoder.apply({"params": dec}, from_ball(u))
+            frame = enc.decode(np.asarray(activate(logits)), mode=mode, key=jax.random.fold_in(kj, 1))
+            frame[label.name] = [label.categories[j]] * int(sizes[j])
+            frames.append(frame)
+        out = pd.concat(frames, ignore_index=True)[self.schema.names]
+        perm = np.asarray(jax.random.permutation(jax.random.fold_in(key, k), len(out)))
+        return out.iloc[perm].reset_index(drop=True)
+
+    def _release_shapes(self, config, schema):
+        k = len(label_column(schema).categories)
+        width = data_lib.TableEncoder(feature_schema(schema)).width
+        params = jax.eval_shape(lambda kk: init(config, width, k, kk), jax.random.key(0))
+        c, d = config.em_components, config.latent_dim
+        f32 = jnp.float32
+        return {"decoder": params["decoder"], "mixture": {
+            "weights": jax.ShapeDtypeStruct((k, c), f32), "means": jax.ShapeDtypeStruct((k, c, d), f32),
+            "covariances": jax.ShapeDtypeStruct((k, c, d, d), f32)}}
