@@ -516,8 +516,11 @@ class Synthesizer(abc.ABC):
         finally:
             bar.close()
         phases = self._phases(result.config, n, result.steps, plan.private)
-        cut = {p.name: (p.steps, planned.steps) for p, planned in zip(phases, plan.phases)
-               if p.steps != planned.steps}
+        # the schedule of the fitted configuration (DP-SYN's depends on counts released in _train)
+        planned_phases = self._phases(result.config, n, None, plan.private)
+        cut = {p.name: (p.steps, q.steps)
+               for p, q in zip(privacy.flat_phases(phases), privacy.flat_phases(planned_phases))
+               if p.steps != q.steps}
         if cut:
             warnings.warn(f"max_seconds={max_seconds} cut the schedule: (executed, planned) steps "
                           f"{cut}; the report accounts for the executed steps.", stacklevel=2)

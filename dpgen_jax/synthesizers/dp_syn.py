@@ -13,8 +13,9 @@ The private rows are partitioned by the schema's label. Then:
    (``dpsgd.GroupRates``).
 3. **DP-EM.** Per group, a Gaussian mixture on the latent codes (mapped into the unit ball by a
    fixed map) by sufficient-statistics perturbation (``dpsgd.dp_em_ssp``), also ``vmap``-ed.
-4. **Sampling.** Latent codes from each group's mixture, decoded, labelled; rows split by the
-   noisy proportions.
+4. **Sampling.** Latent codes from each group's mixture, decoded (each categorical value drawn
+   from the decoder's softmax by default, ``sample(mode="argmax")`` for the most likely one),
+   labelled; rows split by the noisy proportions.
 
 Privacy: the count release touches every record; a record's other mechanisms are those of its
 own group, so the groups compose in parallel (``privacy.ParallelPhases``): epsilon is the
@@ -82,8 +83,8 @@ class DPSYNConfig(SynthesizerConfig):
         for name in ("latent_dim", "batch_size", "em_components", "chunk_size"):
             _v.count(getattr(self, name), name, 1)
         _v.count(self.em_iterations, "em_iterations", 0)
-        for name in ("epochs", "learning_rate", "clip_norm", "count_noise_multiplier",
-                     "em_noise_multiplier"):
+        _v.non_negative_finite(self.epochs, "epochs")
+        for name in ("learning_rate", "clip_norm", "count_noise_multiplier", "em_noise_multiplier"):
             _v.positive_finite(getattr(self, name), name)
         if not 0.0 < _v.real(self.em_share, "em_share") < 1.0:
             raise ValueError(f"expected em_share in (0, 1), got em_share={self.em_share!r}.")
@@ -131,7 +132,8 @@ def counts_for(config: DPSYNConfig, k: int, num_records: int) -> tuple[tuple[flo
 
 
 def planned_steps(config: DPSYNConfig, counts) -> tuple[int, ...]:
-    return tuple(max(1, round(config.epochs * c / config.batch_size)) for c in counts)
+    """Autoencoder steps per group: ``round(epochs * count / batch_size)``."""
+    return tuple(round(config.epochs * c / config.batch_size) for c in counts)
 
 
 def privacy_phases(config: DPSYNConfig, names: tuple[str, ...], num_records: int, *,
@@ -177,7 +179,7 @@ def _sample_rate(batch: int, count: float) -> float:
 def calibrate(config: DPSYNConfig, phases: list, epsilon: float, delta: float) -> list:
     """DP-EM noise for ``em_share * epsilon`` alone, then each group's autoencoder noise so that
     every group (with the counts) meets ``epsilon``."""
-    em = [p for p in privacy._accounting.flat_phases(phases) if p.name.startswith("dp-em/")]
+    em = [p for p in privacy.flat_phases(phases) if p.name.startswith("dp-em/")]
     z = privacy.calibrate([privacy.GaussianPhase("dp-em", 1.0, em[0].steps)],
                           config.em_share * epsilon, delta)[0].noise_multiplier
     phases = [_with_em(p, z) for p in phases]
@@ -245,6 +247,71 @@ def from_ball(u: jax.Array) -> jax.Array:
     return jnp.clip(u * math.sqrt(u.shape[-1]) / 2.0 + 0.5, 0.0, 1.0)
 
 
+def split_label(schema: data_lib.Schema, x) -> tuple[np.ndarray, np.ndarray]:
+    """``(codes, features)``: each encoded row's label group and its encoding without the label."""
+    b = data_lib.TableEncoder(schema).block(label_column(schema).name)
+    x = np.asarray(x)
+    codes = (x[:, b.start] > 0.5).astype(np.int64) if b.kind == "binary" else \
+        np.argmax(x[:, b.start:b.stop], axis=1).astype(np.int64)
+    return codes, np.delete(x, np.s_[b.start:b.stop], axis=1)
+
+
+def release_counts(true_counts, key: jax.Array, noise_multiplier: float) -> tuple[float, ...]:
+    """The group sizes plus N(0, noise_multiplier^2) each (L2 sensitivity 1 under add/remove)."""
+    noise = np.asarray(dpsgd.gaussian_noise(key, (len(true_counts),)), np.float64)
+    return tuple(round(float(c + noise_multiplier * e), 3) for c, e in zip(true_counts, noise))
+
+
+def stack_groups(codes, feats, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(data (k, m_max, d), sizes (k,))``: each group's rows, zero-padded to the largest group."""
+    sizes = np.bincount(codes, minlength=k)
+    data = np.zeros((k, int(sizes.max()), feats.shape[1]), np.float32)
+    for j in range(k):
+        data[j, :sizes[j]] = feats[codes == j]
+    return data, sizes
+
+
+def train_autoencoders(config: DPSYNConfig, blocks: tuple, codes, feats, init_key, key, counts, *,
+                       private: bool = True, should_stop=None) -> dpsgd.TrainState:
+    """Phase 2: every group's autoencoder at once (stacked states, one vmapped DP-SGD step)."""
+    k = len(counts)
+    data, sizes = stack_groups(codes, feats, k)
+    big = max(int(sizes.max()), config.batch_size)
+    run, opt = make_group_runner(config, blocks, dpsgd.default_capacity(big, config.batch_size / big))
+    sigmas = config.ae_noise_multipliers or (1.0,) * k
+    rates = dpsgd.GroupRates(
+        jnp.asarray(sizes, jnp.int32),
+        jnp.asarray([_sample_rate(config.batch_size, max(c, config.batch_size)) for c in counts],
+                    jnp.float32),
+        jnp.full((k,), float(config.batch_size), jnp.float32),
+        jnp.asarray([sg * config.clip_norm if private else 0.0 for sg in sigmas], jnp.float32))
+    states = jax.vmap(lambda p: dpsgd.init_state(p, opt))(init(config, feats.shape[1], k, init_key))
+    planned = jnp.asarray(planned_steps(config, counts), jnp.int32)
+    done, total = 0, int(planned.max())
+    data = jnp.asarray(data)
+    while done < total and not (done and should_stop is not None and should_stop()):
+        n = min(config.chunk_size, total - done)
+        states = run(states, data, key, rates, planned, jnp.int32(done), jnp.int32(n))
+        done += n
+    return states
+
+
+def fit_mixtures(config: DPSYNConfig, blocks: tuple, codes, feats, params, key, *,
+                 private: bool = True) -> dpsgd.Mixture:
+    """Phase 3: each group's latent codes (in the unit ball) fitted by DP-EM, groups vmapped."""
+    k = jax.tree_util.tree_leaves(params)[0].shape[0]
+    data, sizes = stack_groups(codes, feats, k)
+    ae = networks(config, feats.shape[1])
+    latent = jax.vmap(lambda p, d: ae.apply({"params": p}, d, method=ae.encode))(params, jnp.asarray(data))
+    mask = jnp.asarray(np.arange(data.shape[1])[None, :] < sizes[:, None], jnp.float32)
+    inits = jax.vmap(lambda kk: dpsgd.init_mixture(kk, config.em_components, config.latent_dim))(
+        jax.random.split(jax.random.fold_in(key, 0), k))
+    z = config.em_noise_multiplier if private else 0.0
+    return jax.vmap(lambda u, kk, mi, mk: dpsgd.dp_em_ssp(
+        u, kk, mi, iterations=config.em_iterations, noise_multiplier=z, mask=mk))(
+        to_ball(latent), jax.random.split(jax.random.fold_in(key, 1), k), inits, mask)
+
+
 @register
 class DPSYN(Synthesizer):
     """DP-SYN with a scikit-learn-like interface (``synthesizers.create("dp-syn")``)."""
@@ -254,6 +321,7 @@ class DPSYN(Synthesizer):
                    "in parallel across labels (Abay et al. 2018)")
     CONFIG = DPSYNConfig
     PRESETS: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
+    DECODE_MODE = "sample"  # the decoder's softmax blocks are distributions over categories
 
     def _check_schema(self, schema):
         label_column(schema)
@@ -266,7 +334,7 @@ class DPSYN(Synthesizer):
         return calibrate(config, phases, epsilon, delta)
 
     def _with_noise(self, config, phases):
-        flat = privacy._accounting.flat_phases(phases)
+        flat = privacy.flat_phases(phases)
         sig = {p.name: p.noise_multiplier_or_none for p in flat}
         out = super()._with_noise(config, [p for p in phases if p.name == "counts"])
         return out.replace(
@@ -274,25 +342,14 @@ class DPSYN(Synthesizer):
             em_noise_multiplier=sig[f"dp-em/{self._names[0]}"])
 
     def _train(self, config, x, key, ctx) -> TrainResult:
-        label = label_column(ctx.schema)
-        enc = data_lib.TableEncoder(ctx.schema)
-        lb = enc.block(label.name)
-        codes = (np.asarray(x[:, lb.start]) > 0.5).astype(np.int64) if lb.kind == "binary" else \
-            np.asarray(jnp.argmax(x[:, lb.start:lb.stop], axis=1))
-        keep = np.ones(x.shape[1], bool)
-        keep[lb.start:lb.stop] = False
-        feats = np.asarray(x)[:, keep]
-        k, names = len(self._names), self._names
+        names, k = self._names, len(self._names)
+        codes, feats = split_label(ctx.schema, x)
         true = np.bincount(codes, minlength=k)
         k_cnt, k_init, k_ae, k_em = jax.random.split(key, 4)
         t0 = time.perf_counter()
-        notes = []
         if config.group_counts is None:
-            noisy = true.astype(np.float64)
-            if ctx.private:
-                noisy = noisy + config.count_noise_multiplier * np.asarray(
-                    dpsgd.gaussian_noise(k_cnt, (k,)), np.float64)
-            config = config.replace(released_counts=tuple(round(float(c), 3) for c in noisy))
+            config = config.replace(released_counts=release_counts(
+                true, k_cnt, config.count_noise_multiplier if ctx.private else 0.0))
         counts, source = counts_for(config, k, ctx.num_records)
         small = [(g, c) for g, c in zip(names, counts) if c < config.batch_size]
         if small:
@@ -302,53 +359,21 @@ class DPSYN(Synthesizer):
             phases = privacy_phases(config, names, ctx.num_records)
             config = self._with_noise(config, calibrate(config, phases, ctx.plan.target_epsilon,
                                                         ctx.plan.delta))
-        planned = planned_steps(config, counts)
         blocks = tuple(data_lib.TableEncoder(feature_schema(ctx.schema)).blocks)
-        m_max = int(true.max())
-        data = np.zeros((k, m_max, feats.shape[1]), np.float32)
-        for j in range(k):
-            data[j, :true[j]] = feats[codes == j]
-        capacity = dpsgd.default_capacity(max(m_max, config.batch_size),
-                                          min(1.0, config.batch_size / max(m_max, config.batch_size)))
-        run, opt = make_group_runner(config, blocks, capacity)
-        sigmas = config.ae_noise_multipliers or (1.0,) * k
-        rates = dpsgd.GroupRates(
-            jnp.asarray(true, jnp.int32),
-            jnp.asarray([_sample_rate(config.batch_size, max(c, config.batch_size)) for c in counts],
-                        jnp.float32),
-            jnp.full((k,), float(config.batch_size), jnp.float32),
-            jnp.asarray([s * config.clip_norm if ctx.private else 0.0 for s in sigmas], jnp.float32))
-        params = init(config, feats.shape[1], k, k_init)
-        states = jax.vmap(lambda p: dpsgd.init_state(p, opt))(params)
-        done, total = 0, max(planned)
-        while done < total and not (done and ctx.should_stop()):
-            n = min(config.chunk_size, total - done)
-            states = run(states, jnp.asarray(data), k_ae, rates, jnp.asarray(planned, jnp.int32),
-                         jnp.int32(done), jnp.int32(n))
-            done += n
-        executed = [int(s) for s in np.asarray(states.steps)]
+        states = train_autoencoders(config, blocks, codes, feats, k_init, k_ae, counts,
+                                    private=ctx.private, should_stop=ctx.should_stop)
         t1 = time.perf_counter()
-        ae = networks(config, feats.shape[1])
-        latent = jax.vmap(lambda p, d: ae.apply({"params": p}, d, method=ae.encode))(
-            states.params, jnp.asarray(data))
-        mask = (np.arange(m_max)[None, :] < true[:, None]).astype(np.float32)
-        inits = jax.vmap(lambda kk: dpsgd.init_mixture(kk, config.em_components, config.latent_dim))(
-            jax.random.split(jax.random.fold_in(k_em, 0), k))
-        z_em = config.em_noise_multiplier if ctx.private else 0.0
-        mixtures = jax.vmap(lambda u, kk, mi, mk: dpsgd.dp_em_ssp(
-            u, kk, mi, iterations=config.em_iterations, noise_multiplier=z_em, mask=mk))(
-            to_ball(latent), jax.random.split(jax.random.fold_in(k_em, 1), k), inits, jnp.asarray(mask))
+        mixtures = fit_mixtures(config, blocks, codes, feats, states.params, k_em, private=ctx.private)
         t2 = time.perf_counter()
-        if source == "public":
-            notes.append(f"The label group counts {list(counts)} are declared public by the user "
-                         "(group_counts); no count is released.")
-        else:
-            notes.append("The label group counts are released once with Gaussian noise (phase "
-                         "'counts'); every sampling rate, step count and output size uses the noisy "
-                         "counts (released_counts), never the true ones.")
-        notes.append(f"The true group sizes serve only as the samplers' scan lengths; latent codes "
-                     f"are mapped into the unit ball by a fixed map before DP-EM (rows clipped to "
-                     f"norm 1, {config.em_components} components, {config.em_iterations} iterations).")
+        notes = [(f"The label group counts {list(counts)} are declared public by the user "
+                  "(group_counts); no count is released.") if source == "public" else
+                 ("The label group counts are released once with Gaussian noise (phase 'counts'); "
+                  "every sampling rate, step count and output size uses the noisy counts "
+                  "(released_counts), never the true ones."),
+                 "The true group sizes serve only as the samplers' scan lengths; latent codes are "
+                 "mapped into the unit ball by a fixed map before DP-EM (rows clipped to norm 1, "
+                 f"{config.em_components} components, {config.em_iterations} iterations)."]
+        executed = [int(v) for v in np.asarray(states.steps)]
         steps = {f"autoencoder/{g}": executed[j] for j, g in enumerate(names)}
         steps.update({f"dp-em/{g}": 3 * config.em_iterations for g in names})
         return TrainResult(

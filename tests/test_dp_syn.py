@@ -1,0 +1,147 @@
+"""DP-SYN: the synthesizer contract, parallel composition per label group, the vmapped group
+autoencoders against a per-group loop, bad input.
+
+Oracles: ``privacy.epsilon`` / dp_accounting on the phases rebuilt from the fitted configuration;
+the engine's static single-group step run group by group with the same keys.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dpgen_jax import data, dpsgd, privacy, synthesizers
+from dpgen_jax.synthesizers import dp_syn as ds
+from tests import _tables
+from tests._contract import SynthesizerContract
+
+LABELLED = data.Schema(tuple(dataclasses.replace(c, label=(c.name == "b"))
+                             for c in _tables.MIXED_SCHEMA.columns))
+TINY = dict(latent_dim=3, batch_size=16, epochs=2.0, chunk_size=5, em_components=2, em_iterations=3)
+
+
+def _frame():
+    return _tables.mixed_frame(300, 0)
+
+
+class TestDPSYNContract(SynthesizerContract):
+    """Sequential composition and public group counts: the plan then equals the fit exactly."""
+
+    METHOD = "dp-syn"
+    COUNTS = tuple(float(c) for c in _frame()["b"].value_counts().reindex(["p", "q"]))
+    OVERRIDES = {**TINY, "group_composition": "sequential", "group_counts": COUNTS}
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def table(cls):
+        return _frame(), LABELLED
+
+    def zero_steps(self):
+        return dict(epochs=0.0, em_iterations=0)
+
+    def functional_released(self, model, frame, schema):
+        cfg = model.fitted_config
+        x = data.TableEncoder(schema).encode(frame)
+        codes, feats = ds.split_label(schema, x)
+        _k_cnt, k_init, k_ae, k_em = jax.random.split(jax.random.key(self.SEED), 4)
+        blocks = tuple(data.TableEncoder(ds.feature_schema(schema)).blocks)
+        counts, _ = ds.counts_for(cfg, 2, len(frame))
+        states = ds.train_autoencoders(cfg, blocks, codes, feats, k_init, k_ae, counts)
+        mixtures = ds.fit_mixtures(cfg, blocks, codes, feats, states.params, k_em)
+        return {"decoder": states.params["decoder"], "mixture": dict(mixtures._asdict())}
+
+
+@pytest.fixture(scope="module")
+def parallel_fit():
+    return synthesizers.create("dp-syn", **TINY).fit(_frame(), LABELLED, epsilon=2.0, seed=0)
+
+
+def test_groups_compose_in_parallel_and_each_meets_the_target(parallel_fit):
+    rep = parallel_fit.privacy_report()
+    cfg = parallel_fit.fitted_config
+    assert [p["name"] for p in rep["phases"]] == ["counts", "groups"]
+    groups = rep["phases"][1]["groups"]
+    assert [g["group"] for g in groups] == ["p", "q"]
+    for g in groups:  # every group calibrated to the target on the released counts
+        assert 2.0 - 2e-2 <= g["epsilon"] <= 2.0
+    assert rep["epsilon"] == pytest.approx(max(g["epsilon"] for g in groups), rel=1e-9)
+    steps = {p["name"]: p["steps"] for g in groups for p in g["phases"]}
+    phases = ds.privacy_phases(cfg, ("p", "q"), 300, steps=steps)
+    assert rep["epsilon"] == pytest.approx(privacy.epsilon(phases, 1e-5), rel=1e-9)
+    # the rates use the released (noisy) counts, never the true ones
+    true = _frame()["b"].value_counts().reindex(["p", "q"]).to_numpy()
+    assert cfg.released_counts is not None and not np.allclose(cfg.released_counts, true)
+    rates = [p["sample_rate"] for g in groups for p in g["phases"] if "sample_rate" in p]
+    np.testing.assert_allclose(rates, [16 / c for c in cfg.released_counts], rtol=1e-6)
+    assert all(r <= 16 / c for r, c in zip(rates, cfg.released_counts))  # float32, rounded down
+    # the DP-EM noise spends em_share of the target alone
+    em = [p for g in groups for p in g["phases"] if p["name"].startswith("dp-em/")]
+    alone = privacy.epsilon([privacy.GaussianPhase("e", em[0]["noise_multiplier"], em[0]["steps"])], 1e-5)
+    assert alone == pytest.approx(0.5 * 2.0, rel=1e-3)
+    assert any("in parallel" in a for a in rep["assumptions"])
+
+
+def test_samples_follow_the_released_proportions(parallel_fit):
+    rows = parallel_fit.sample(1000, seed=1)
+    c = parallel_fit.fitted_config.released_counts
+    share = (rows["b"] == "p").mean()
+    assert share == pytest.approx(c[0] / sum(c), abs=2e-3)
+    data.TableEncoder(LABELLED).encode(rows)  # valid under the schema
+
+
+def test_vmapped_group_autoencoders_equal_a_loop_over_groups():
+    cfg = ds.DPSYNConfig(**{**TINY, "epochs": 3.0}).replace(ae_noise_multipliers=(0.8, 1.3))
+    x = data.TableEncoder(LABELLED).encode(_frame())
+    codes, feats = ds.split_label(LABELLED, x)
+    blocks = tuple(data.TableEncoder(ds.feature_schema(LABELLED)).blocks)
+    counts = (140.5, 170.25)
+    k_init, k_ae = jax.random.key(1), jax.random.key(2)
+    got = ds.train_autoencoders(cfg, blocks, codes, feats, k_init, k_ae, counts)
+    # reference: the engine's static step, one group at a time, with the same per-step keys
+    data_, sizes = ds.stack_groups(codes, feats, 2)
+    big = max(int(sizes.max()), cfg.batch_size)
+    cap = dpsgd.default_capacity(big, cfg.batch_size / big)
+    ae = ds.networks(cfg, feats.shape[1])
+    from dpgen_jax.synthesizers import _losses, _training
+    recon = _losses.reconstruction_loss(blocks, cfg.continuous_loss)
+    opt = _training.torch_adam(cfg.learning_rate)
+    params = ds.init(cfg, feats.shape[1], 2, k_init)
+    for j in range(2):
+        q = ds._sample_rate(cfg.batch_size, counts[j])
+        step = jax.jit(dpsgd.make_dp_step(
+            lambda p, b: recon(ae.apply({"params": p}, b), b), opt, num_records=int(sizes[j]),
+            sample_rate=q, clip_norm=cfg.clip_norm, noise_multiplier=cfg.ae_noise_multipliers[j],
+            capacity=cap, expected_batch_size=float(cfg.batch_size)))
+        state = dpsgd.init_state(jax.tree_util.tree_map(lambda a, j=j: a[j], params), opt)
+        rows = jnp.asarray(data_[j])
+        for t in range(ds.planned_steps(cfg, counts)[j]):
+            state, _ = step(state, rows, jax.random.fold_in(jax.random.fold_in(k_ae, t), j))
+        want = jax.tree_util.tree_leaves(state.params)
+        have = jax.tree_util.tree_leaves(jax.tree_util.tree_map(lambda a, j=j: a[j], got.params))
+        for a, b in zip(have, want):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-4, atol=2e-6)
+        assert int(got.steps[j]) == ds.planned_steps(cfg, counts)[j]
+
+
+@pytest.mark.parametrize("overrides, match", [
+    (dict(em_share=0.0), "em_share"), (dict(em_components=0), "em_components"),
+    (dict(group_composition="mixed"), "group_composition"), (dict(latent_dim=0), "latent_dim"),
+])
+def test_bad_configuration_is_refused(overrides, match):
+    with pytest.raises(ValueError, match=match):
+        synthesizers.create("dp-syn", **overrides)
+
+
+def test_a_schema_without_a_label_is_refused():
+    with pytest.raises(ValueError, match="label"):
+        synthesizers.create("dp-syn").fit(_frame(), _tables.MIXED_SCHEMA, epsilon=1.0, seed=0)
+
+
+def test_a_noisy_count_below_the_batch_is_refused():
+    with pytest.raises(ValueError, match="released count of label group"):
+        synthesizers.create("dp-syn", **{**TINY, "batch_size": 200}).fit(
+            _frame(), LABELLED, epsilon=1.0, seed=0)
