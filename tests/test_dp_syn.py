@@ -145,3 +145,16 @@ def test_a_noisy_count_below_the_batch_is_refused():
     with pytest.raises(ValueError, match="released count of label group"):
         synthesizers.create("dp-syn", **{**TINY, "batch_size": 200}).fit(
             _frame(), LABELLED, epsilon=1.0, seed=0)
+
+
+@pytest.mark.slow
+def test_adult_experiment_end_to_end(adult_dir, tmp_path):
+    from experiments import adult_dpsyn
+
+    out = tmp_path / "dpsyn"
+    adult_dpsyn.main(["--epsilon", "1.4", "--seeds", "0", "--set", "epochs=1", "--no-progress",
+                      "--data-dir", str(adult_dir), "--out", str(out)])
+    import json
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["method"] == "dp-syn" and 1.4 - 1e-2 <= rep["epsilon"] <= 1.4
+    assert rep["jsd"]["total"] >= 0 and 0 < rep["rf_salary_accuracy"] < 1
