@@ -322,6 +322,7 @@ class DPSYN(Synthesizer):
     CONFIG = DPSYNConfig
     PRESETS: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
     DECODE_MODE = "sample"  # the decoder's softmax blocks are distributions over categories
+    USES_NUM_RECORDS = False  # rates and sizes come from the released (or declared) group counts
 
     def _check_schema(self, schema):
         label_column(schema)
