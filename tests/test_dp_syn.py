@@ -158,3 +158,23 @@ def test_adult_experiment_end_to_end(adult_dir, tmp_path):
     rep = json.loads((out / "report.json").read_text())
     assert rep["method"] == "dp-syn" and 1.4 - 1e-2 <= rep["epsilon"] <= 1.4
     assert rep["jsd"]["total"] >= 0 and 0 < rep["rf_salary_accuracy"] < 1
+
+
+def test_original_budget_split_for_comparison():
+    model = synthesizers.create("dp-syn", **{**TINY, "budget_split": "original"}).fit(
+        _frame(), LABELLED, epsilon=2.0, seed=0)
+    rep = model.privacy_report()
+    flat = {p["name"]: p for g in rep["phases"][1]["groups"] for p in g["phases"]}
+    for name, p in flat.items():  # each phase alone spends (epsilon / 2, delta / 2)
+        phase = (privacy.GaussianPhase(name, p["noise_multiplier"], p["steps"]) if name.startswith("dp-em")
+                 else privacy.DPSGDPhase(name, p["sample_rate"], p["noise_multiplier"], p["steps"]))
+        assert privacy.epsilon([phase], 0.5e-5) == pytest.approx(1.0, rel=5e-3), name
+    assert rep["paper_accounting"]["epsilon"] == pytest.approx(2.0, rel=1e-2)
+    assert "basic composition" in rep["paper_accounting"]["label"]
+    assert rep["epsilon"] < 2.0  # the honest composition of the same noise is tighter
+
+
+def test_too_many_components_for_a_group_are_refused():
+    with pytest.raises(ValueError, match="em_components=200"):
+        synthesizers.create("dp-syn", **{**TINY, "em_components": 200}).fit(
+            _frame(), LABELLED, epsilon=1.0, seed=0)

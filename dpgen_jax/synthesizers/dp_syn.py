@@ -46,6 +46,7 @@ from dpgen_jax.synthesizers import _losses, _training
 from dpgen_jax.synthesizers._base import Synthesizer, SynthesizerConfig, TrainResult, register
 
 GROUP_COMPOSITIONS = ("parallel", "sequential")
+BUDGET_SPLITS = ("calibrated", "original")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +77,7 @@ class DPSYNConfig(SynthesizerConfig):
     group_counts: tuple[float, ...] | None = None
     released_counts: tuple[float, ...] | None = None
     group_composition: str = "parallel"
+    budget_split: str = "calibrated"
     method: str = "ghost"
     chunk_size: int = 500
 
@@ -90,6 +92,7 @@ class DPSYNConfig(SynthesizerConfig):
             raise ValueError(f"expected em_share in (0, 1), got em_share={self.em_share!r}.")
         check_choice(self.continuous_loss, _losses.CONTINUOUS_LOSSES, "continuous_loss")
         check_choice(self.group_composition, GROUP_COMPOSITIONS, "group_composition")
+        check_choice(self.budget_split, BUDGET_SPLITS, "budget_split")
         check_choice(self.method, dpsgd.METHODS, "method")
         for name in ("ae_noise_multipliers", "group_counts", "released_counts"):
             values = getattr(self, name)
@@ -178,13 +181,31 @@ def _sample_rate(batch: int, count: float) -> float:
 
 def calibrate(config: DPSYNConfig, phases: list, epsilon: float, delta: float) -> list:
     """DP-EM noise for ``em_share * epsilon`` alone, then each group's autoencoder noise so that
-    every group (with the counts) meets ``epsilon``."""
+    every group (with the counts) meets ``epsilon``.
+
+    ``budget_split="original"`` (comparison only): the original code's split instead, DP-EM and
+    each autoencoder alone at (epsilon / 2, delta / 2), to be added by basic composition; the
+    report's headline is still the honest composition of every phase.
+    """
     em = [p for p in privacy.flat_phases(phases) if p.name.startswith("dp-em/")]
-    z = privacy.calibrate([privacy.GaussianPhase("dp-em", 1.0, em[0].steps)],
-                          config.em_share * epsilon, delta)[0].noise_multiplier
+    original = config.budget_split == "original"
+    share, d = (0.5, delta / 2) if original else (config.em_share, delta)
+    z = privacy.calibrate([privacy.GaussianPhase("dp-em", 1.0, em[0].steps)], share * epsilon,
+                          d)[0].noise_multiplier
     phases = [_with_em(p, z) for p in phases]
+    if original:
+        return [_with_each_ae(p, epsilon / 2, delta / 2) for p in phases]
     fixed = ["counts"] * any(p.name == "counts" for p in phases) + [p.name for p in em]
     return privacy.calibrate(phases, epsilon, delta, fixed=fixed)
+
+
+def _with_each_ae(p, epsilon, delta):
+    if isinstance(p, privacy.ParallelPhases):
+        return dataclasses.replace(p, groups=tuple((g, tuple(_with_each_ae(q, epsilon, delta)
+                                                             for q in inner)) for g, inner in p.groups))
+    if p.name.startswith("autoencoder/"):
+        return privacy.calibrate([p], epsilon, delta)[0]
+    return p
 
 
 def _with_em(p, z):
@@ -331,6 +352,17 @@ class DPSYN(Synthesizer):
     def _phases(self, config, num_records, steps, private):
         return privacy_phases(config, self._names, num_records, steps=steps, private=private)
 
+    def _paper_accounting(self, phases, delta, report):
+        if getattr(self, "_split", "calibrated") != "original":
+            return super()._paper_accounting(phases, delta, report)
+        flat = [p for p in privacy.flat_phases(phases) if p.name != "counts"]
+        groups = {p.name.split("/", 1)[1] for p in flat}
+        eps = max(sum(privacy.epsilon([p], delta / 2) for p in flat if p.name.endswith("/" + g))
+                  for g in groups)
+        return {"label": "DP-SYN's original split: the autoencoder and DP-EM each at (epsilon/2, "
+                         "delta/2) by PLD, added by basic composition; the label counts public",
+                "epsilon": eps}
+
     def _calibrate(self, config, phases, epsilon, delta):
         return calibrate(config, phases, epsilon, delta)
 
@@ -344,6 +376,7 @@ class DPSYN(Synthesizer):
 
     def _train(self, config, x, key, ctx) -> TrainResult:
         names, k = self._names, len(self._names)
+        self._split = config.budget_split  # read by _paper_accounting
         codes, feats = split_label(ctx.schema, x)
         true = np.bincount(codes, minlength=k)
         k_cnt, k_init, k_ae, k_em = jax.random.split(key, 4)
@@ -352,10 +385,11 @@ class DPSYN(Synthesizer):
             config = config.replace(released_counts=release_counts(
                 true, k_cnt, config.count_noise_multiplier if ctx.private else 0.0))
         counts, source = counts_for(config, k, ctx.num_records)
-        small = [(g, c) for g, c in zip(names, counts) if c < config.batch_size]
+        small = [(g, c) for g, c in zip(names, counts) if c < max(config.batch_size, config.em_components)]
         if small:
             raise ValueError(f"DP-SYN: the {source} count of label group(s) {small} is below "
-                             f"batch_size={config.batch_size}; use a smaller batch_size.")
+                             f"batch_size={config.batch_size} or em_components={config.em_components}; "
+                             "use a smaller batch_size or fewer components.")
         if ctx.private and ctx.plan.target_epsilon is not None:  # calibrate on the released counts
             phases = privacy_phases(config, names, ctx.num_records)
             config = self._with_noise(config, calibrate(config, phases, ctx.plan.target_epsilon,
