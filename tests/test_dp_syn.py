@@ -45,10 +45,10 @@ class TestDPSYNContract(SynthesizerContract):
 
     def functional_released(self, model, frame, schema):
         cfg = model.fitted_config
-        x = data.TableEncoder(schema).encode(frame)
-        codes, feats = ds.split_label(schema, x)
+        x = ds.encoder_for(cfg, schema).encode(frame)
+        codes, feats = ds.split_label(schema, x, ds.encoder_for(cfg, schema))
         _k_cnt, k_init, k_ae, k_em = jax.random.split(jax.random.key(self.SEED), 4)
-        blocks = tuple(data.TableEncoder(ds.feature_schema(schema)).blocks)
+        blocks = tuple(ds.encoder_for(cfg, ds.feature_schema(schema)).blocks)
         counts, _ = ds.counts_for(cfg, 2, len(frame))
         states = ds.train_autoencoders(cfg, blocks, codes, feats, k_init, k_ae, counts)
         mixtures = ds.fit_mixtures(cfg, blocks, codes, feats, states.params, k_em)
@@ -178,3 +178,14 @@ def test_too_many_components_for_a_group_are_refused():
     with pytest.raises(ValueError, match="em_components=200"):
         synthesizers.create("dp-syn", **{**TINY, "em_components": 200}).fit(
             _frame(), LABELLED, epsilon=1.0, seed=0)
+
+
+def test_continuous_columns_on_public_bins():
+    model = synthesizers.create("dp-syn", **{**TINY, "continuous_encoding": "bins", "bins": 8}).fit(
+        _frame(), LABELLED, epsilon=2.0, seed=0)
+    rows = model.sample(200, seed=1)
+    data.TableEncoder(LABELLED).encode(rows)  # valid under the schema
+    codes = data.Discretizer(ds.feature_schema(LABELLED), bins=8).codes(rows[["a", "c", "d"]])
+    assert codes.shape == (200, 3)
+    width = data.BinnedEncoder(ds.feature_schema(LABELLED), 8).width
+    assert {leaf.shape[-1] for leaf in jax.tree_util.tree_leaves(model.released["decoder"])} == {width}

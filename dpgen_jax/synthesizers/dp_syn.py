@@ -46,6 +46,7 @@ from dpgen_jax.synthesizers import _losses, _training
 from dpgen_jax.synthesizers._base import Synthesizer, SynthesizerConfig, TrainResult, register
 
 GROUP_COMPOSITIONS = ("parallel", "sequential")
+CONTINUOUS_ENCODINGS = ("scaled", "bins")
 BUDGET_SPLITS = ("calibrated", "original")
 
 
@@ -68,6 +69,8 @@ class DPSYNConfig(SynthesizerConfig):
     learning_rate: float = 1e-3
     clip_norm: float = 1.0
     continuous_loss: str = "mse"
+    continuous_encoding: str = "scaled"            # or "bins": one-hot on public bins
+    bins: int = 20
     ae_noise_multipliers: tuple[float, ...] | None = None   # None: 1.0 per group before calibration
     count_noise_multiplier: float = 20.0
     em_components: int = 3
@@ -92,6 +95,8 @@ class DPSYNConfig(SynthesizerConfig):
             raise ValueError(f"expected em_share in (0, 1), got em_share={self.em_share!r}.")
         check_choice(self.continuous_loss, _losses.CONTINUOUS_LOSSES, "continuous_loss")
         check_choice(self.group_composition, GROUP_COMPOSITIONS, "group_composition")
+        check_choice(self.continuous_encoding, CONTINUOUS_ENCODINGS, "continuous_encoding")
+        _v.count(self.bins, "bins", 1)
         check_choice(self.budget_split, BUDGET_SPLITS, "budget_split")
         check_choice(self.method, dpsgd.METHODS, "method")
         for name in ("ae_noise_multipliers", "group_counts", "released_counts"):
@@ -115,6 +120,14 @@ def feature_schema(schema: data_lib.Schema) -> data_lib.Schema:
     """The schema without its label (the autoencoders' input)."""
     return data_lib.Schema(tuple(c for c in schema.columns if not c.label), source=schema.source,
                            notes=schema.notes)
+
+
+def encoder_for(config: DPSYNConfig, schema: data_lib.Schema):
+    """The row encoding: continuous columns scaled by their bounds (``TableEncoder``) or one-hot on
+    public bins (``BinnedEncoder``, ``continuous_encoding="bins"``)."""
+    if config.continuous_encoding == "bins":
+        return data_lib.BinnedEncoder(schema, config.bins)
+    return data_lib.TableEncoder(schema)
 
 
 def group_names(schema: data_lib.Schema) -> tuple[str, ...]:
@@ -268,9 +281,11 @@ def from_ball(u: jax.Array) -> jax.Array:
     return jnp.clip(u * math.sqrt(u.shape[-1]) / 2.0 + 0.5, 0.0, 1.0)
 
 
-def split_label(schema: data_lib.Schema, x) -> tuple[np.ndarray, np.ndarray]:
-    """``(codes, features)``: each encoded row's label group and its encoding without the label."""
-    b = data_lib.TableEncoder(schema).block(label_column(schema).name)
+def split_label(schema: data_lib.Schema, x, encoder=None) -> tuple[np.ndarray, np.ndarray]:
+    """``(codes, features)``: each encoded row's label group and its encoding without the label
+    (``encoder``: the encoder of ``x``, default ``TableEncoder(schema)``)."""
+    enc = encoder or data_lib.TableEncoder(schema)
+    b = next(blk for blk in enc.blocks if blk.name == label_column(schema).name)
     x = np.asarray(x)
     codes = (x[:, b.start] > 0.5).astype(np.int64) if b.kind == "binary" else \
         np.argmax(x[:, b.start:b.stop], axis=1).astype(np.int64)
@@ -363,6 +378,9 @@ class DPSYN(Synthesizer):
                          "delta/2) by PLD, added by basic composition; the label counts public",
                 "epsilon": eps}
 
+    def _encoder(self, schema, config):
+        return encoder_for(config, schema)
+
     def _calibrate(self, config, phases, epsilon, delta):
         return calibrate(config, phases, epsilon, delta)
 
@@ -377,7 +395,7 @@ class DPSYN(Synthesizer):
     def _train(self, config, x, key, ctx) -> TrainResult:
         names, k = self._names, len(self._names)
         self._split = config.budget_split  # read by _paper_accounting
-        codes, feats = split_label(ctx.schema, x)
+        codes, feats = split_label(ctx.schema, x, encoder_for(config, ctx.schema))
         true = np.bincount(codes, minlength=k)
         k_cnt, k_init, k_ae, k_em = jax.random.split(key, 4)
         t0 = time.perf_counter()
@@ -394,7 +412,7 @@ class DPSYN(Synthesizer):
             phases = privacy_phases(config, names, ctx.num_records)
             config = self._with_noise(config, calibrate(config, phases, ctx.plan.target_epsilon,
                                                         ctx.plan.delta))
-        blocks = tuple(data_lib.TableEncoder(feature_schema(ctx.schema)).blocks)
+        blocks = tuple(encoder_for(config, feature_schema(ctx.schema)).blocks)
         states = train_autoencoders(config, blocks, codes, feats, k_init, k_ae, counts,
                                     private=ctx.private, should_stop=ctx.should_stop)
         t1 = time.perf_counter()
@@ -425,7 +443,7 @@ class DPSYN(Synthesizer):
         sizes = np.floor(n * props / props.sum()).astype(int)
         sizes[np.argmax(props)] += n - sizes.sum()
         fs = feature_schema(self.schema)
-        enc = data_lib.TableEncoder(fs)
+        enc = encoder_for(config, fs)
         decoder = models.MLP((enc.width,), activation=networks(config, enc.width).decoder_activation)
         activate = _losses.output_activation(tuple(enc.blocks))
         frames = []
@@ -446,7 +464,7 @@ class DPSYN(Synthesizer):
 
     def _release_shapes(self, config, schema):
         k = len(label_column(schema).categories)
-        width = data_lib.TableEncoder(feature_schema(schema)).width
+        width = encoder_for(config, feature_schema(schema)).width
         params = jax.eval_shape(lambda kk: init(config, width, k, kk), jax.random.key(0))
         c, d = config.em_components, config.latent_dim
         f32 = jnp.float32
