@@ -95,9 +95,9 @@ def test_samples_follow_the_released_proportions(parallel_fit):
 
 def test_vmapped_group_autoencoders_equal_a_loop_over_groups():
     cfg = ds.DPSYNConfig(**{**TINY, "epochs": 3.0}).replace(ae_noise_multipliers=(0.8, 1.3))
-    x = data.TableEncoder(LABELLED).encode(_frame())
-    codes, feats = ds.split_label(LABELLED, x)
-    blocks = tuple(data.TableEncoder(ds.feature_schema(LABELLED)).blocks)
+    enc = ds.encoder_for(cfg, LABELLED)
+    codes, feats = ds.split_label(LABELLED, enc.encode(_frame()), enc)
+    blocks = tuple(ds.encoder_for(cfg, ds.feature_schema(LABELLED)).blocks)
     counts = (140.5, 170.25)
     k_init, k_ae = jax.random.key(1), jax.random.key(2)
     got = ds.train_autoencoders(cfg, blocks, codes, feats, k_init, k_ae, counts)
@@ -181,7 +181,7 @@ def test_too_many_components_for_a_group_are_refused():
 
 
 def test_continuous_columns_on_public_bins():
-    model = synthesizers.create("dp-syn", **{**TINY, "continuous_encoding": "bins", "bins": 8}).fit(
+    model = synthesizers.create("dp-syn", **{**TINY, "bins": 8}).fit(
         _frame(), LABELLED, epsilon=2.0, seed=0)
     rows = model.sample(200, seed=1)
     data.TableEncoder(LABELLED).encode(rows)  # valid under the schema
@@ -189,3 +189,11 @@ def test_continuous_columns_on_public_bins():
     assert codes.shape == (200, 3)
     width = data.BinnedEncoder(ds.feature_schema(LABELLED), 8).width
     assert {leaf.shape[-1] for leaf in jax.tree_util.tree_leaves(model.released["decoder"])} == {width}
+
+
+def test_continuous_columns_scaled_by_their_bounds():
+    model = synthesizers.create("dp-syn", **{**TINY, "continuous_encoding": "scaled"}).fit(
+        _frame(), LABELLED, epsilon=2.0, seed=0)
+    width = data.TableEncoder(ds.feature_schema(LABELLED)).width
+    assert {leaf.shape[-1] for leaf in jax.tree_util.tree_leaves(model.released["decoder"])} == {width}
+    data.TableEncoder(LABELLED).encode(model.sample(100, seed=1))

@@ -69,7 +69,7 @@ class DPSYNConfig(SynthesizerConfig):
     learning_rate: float = 1e-3
     clip_norm: float = 1.0
     continuous_loss: str = "mse"
-    continuous_encoding: str = "scaled"            # or "bins": one-hot on public bins
+    continuous_encoding: str = "bins"              # one-hot on public bins; "scaled": by the bounds
     bins: int = 20
     ae_noise_multipliers: tuple[float, ...] | None = None   # None: 1.0 per group before calibration
     count_noise_multiplier: float = 20.0
