@@ -47,14 +47,16 @@ class TestDPAutoGANContract(SynthesizerContract):
 def test_pinned_encoded_sample(tmp_path):
     """A short fixed-seed schedule gives exactly the encoded sample pinned before the toolkit
     refactor (any change to the keys, the engine or the networks shows up here; a deliberate
-    change re-pins it and says so in the commit)."""
+    change re-pins it and says so in the commit). The comparison allows a few float32 ulps: XLA's
+    CPU code differs between processors (e.g. fused multiply-adds), and a clean CI machine gave
+    values one ulp away from the pinned ones; any change of keys or arithmetic moves far more."""
     model = synthesizers.create("dp-auto-gan", **TINY).fit(
         _tables.mixed_frame(300, 0), _tables.MIXED_SCHEMA, epsilon=4.0, seed=0)
     cfg, r = model.fitted_config, model.released
     assert (cfg.ae_noise_multiplier, cfg.critic_noise_multiplier) == pytest.approx(
         (0.7205543911270007, 1.6812935792963348), rel=1e-9)
     got = dag.sample_encoded(cfg, 6, r["generator"], r["decoder"], 8, jax.random.key(1))
-    np.testing.assert_array_equal(got, np.load(PIN))
+    np.testing.assert_allclose(got, np.load(PIN), rtol=1e-6, atol=1e-7)
 
 
 def test_released_file_holds_only_generator_and_decoder(tmp_path):
