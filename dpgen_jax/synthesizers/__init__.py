@@ -36,8 +36,11 @@ from dpgen_jax.synthesizers.dp_wgan import DPWGAN, DPWGANConfig
 from dpgen_jax.synthesizers.gs_wgan import GSWGAN, GSWGANConfig
 from dpgen_jax.synthesizers.independent import Independent, IndependentConfig
 from dpgen_jax.synthesizers.mst import MST, MSTConfig
+from dpgen_jax.synthesizers.aim import AIM, AIMConfig
 
 __all__ = [
+    "AIM",
+    "AIMConfig",
     "DPAutoGAN",
     "DPAutoGANConfig",
     "DPSYN",
