@@ -203,8 +203,10 @@ def test_pretraining_isolates_shards(shards_setup):
                zip(jax.tree_util.tree_leaves(base), jax.tree_util.tree_leaves(other)))
 
 
-def test_vmapped_pretraining_equals_a_loop_over_shards(shards_setup):
+@pytest.mark.parametrize("group", [32, 2])  # all shards in one vmap; groups of 2 and 1 (lax.map)
+def test_vmapped_pretraining_equals_a_loop_over_shards(shards_setup, group):
     cfg, xs, sh = shards_setup
+    cfg = cfg.replace(shard_group=group)
     key = jax.random.key(2)
     got = gw.pretrain(cfg, xs, sh, key)
     k_init, k_run = jax.random.split(key)

@@ -101,11 +101,12 @@ class GSWGANConfig(SynthesizerConfig):
     ema_decay: float = 0.999
     sample_from: str = "ema"
     pretrain_chunk: int = 50
+    shard_group: int = 32
     chunk_size: int = 500
 
     def validate(self) -> GSWGANConfig:
         for name in ("batch_size", "noise_dim", "critic_steps_per_generator_step",
-                     "pretrain_chunk", "chunk_size"):
+                     "pretrain_chunk", "shard_group", "chunk_size"):
             if check_steps(getattr(self, name), name) < 1:
                 raise ValueError(f"Expected {name}={getattr(self, name)!r} to be an integer >= 1.")
         if self.num_shards is not None and check_steps(self.num_shards, "num_shards") < 1:
@@ -303,11 +304,6 @@ def pretrain_iteration(config: GSWGANConfig, critic: Net, generator: Net, x: jax
     return critic, Net(optax.apply_updates(generator.params, updates), opt_state)
 
 
-def shard_keys(key: jax.Array, k: int) -> jax.Array:
-    """The per-shard keys ``fold_in(key, shard)`` of one iteration or step."""
-    return jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(k, dtype=jnp.uint32))
-
-
 def init_pretrain(config: GSWGANConfig, width: int, k: int, key: jax.Array) -> PretrainState:
     """Fresh critics and temporary generators (and Adam states) for the K shards."""
     k_d, k_g = jax.random.split(key)
@@ -318,28 +314,51 @@ def init_pretrain(config: GSWGANConfig, width: int, k: int, key: jax.Array) -> P
                          jnp.zeros((), jnp.int32))
 
 
-def _pretrain_step(config: GSWGANConfig):
-    def step(state: PretrainState, x, key, shards: Shards):
-        keys = shard_keys(key, shards.starts.shape[0])
-        critics, gens = jax.vmap(pretrain_iteration, in_axes=(None, 0, 0, None, 0, 0, 0))(
-            config, state.critics, state.generators, x, shards.starts, shards.sizes, keys)
-        return PretrainState(critics, gens, state.steps + 1), {}
+def _pretrain_runner(config: GSWGANConfig):
+    """A compiled ``run(state, x_sorted, key, shards, n)`` doing ``n`` iterations of every shard.
 
-    return step
+    The shards are processed in groups of ``shard_group``: inside a group the shards are one
+    ``vmap``-ed computation that runs all ``n`` iterations before the next group starts
+    (``lax.map``), so a group's parameters and activations stay in cache; with every shard in one
+    group each operation streams the state of all K networks through memory (measured 1.4x slower
+    per discriminator-iteration at K = 707 on this project's CPU). Iteration t of shard k uses
+    ``fold_in(fold_in(key, t), k)`` whatever the grouping and chunking.
+    """
+
+    def run(state: PretrainState, x, key, shards: Shards, n):
+        k = shards.starts.shape[0]
+
+        def one(args):
+            critic, gen, start, size, idx = args
+
+            def body(i, cg):
+                key_tk = jax.random.fold_in(jax.random.fold_in(key, state.steps + i), idx)
+                return pretrain_iteration(config, cg[0], cg[1], x, start, size, key_tk)
+
+            return lax.fori_loop(0, n, body, (critic, gen))
+
+        critics, gens = lax.map(one, (state.critics, state.generators, shards.starts, shards.sizes,
+                                      jnp.arange(k, dtype=jnp.uint32)),
+                                batch_size=min(config.shard_group, k))
+        return PretrainState(critics, gens, state.steps + n)
+
+    return jax.jit(run)
 
 
 def pretrain(config: GSWGANConfig, x_sorted: jax.Array, shards: Shards, key: jax.Array, *,
              iterations: int | None = None, progress=None, should_stop=None) -> PretrainState:
-    """Pretrains the K critics, each on its own shard against its own temporary generator, all at
-    once (``vmap``); iteration t of shard k uses the key ``fold_in(fold_in(k_run, t), k)`` where
-    ``k_run`` is the second half of ``split(key)`` (the first initialises)."""
+    """Pretrains the K critics, each on its own shard against its own temporary generator, all in
+    one compiled program (``vmap`` over groups of ``shard_group`` shards); iteration t of shard k
+    uses the key ``fold_in(fold_in(k_run, t), k)`` where ``k_run`` is the second half of
+    ``split(key)`` (the first initialises). Progress and ``should_stop`` act between chunks of
+    ``pretrain_chunk`` iterations."""
     k_init, k_run = jax.random.split(key)
     k = shards.starts.shape[0]
     state = init_pretrain(config, x_sorted.shape[1], k, k_init)
     total = config.pretrain_iterations if iterations is None else iterations
-    return dpsgd.run_phase(_pretrain_step(config), state, x_sorted, k_run, total, extra=shards,
+    return dpsgd.run_phase(None, state, x_sorted, k_run, total, extra=shards,
                            chunk_size=config.pretrain_chunk, progress=progress,
-                           should_stop=should_stop)
+                           runner=_pretrain_runner(config), should_stop=should_stop)
 
 
 class GeneratorState(NamedTuple):
