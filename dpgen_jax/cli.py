@@ -5,7 +5,7 @@ Subcommands (``dpgen-jax SUBCOMMAND --help`` for each; ``docs/cli.md`` for the w
     dpgen-jax schema draft [DATA] [--from-yaml META [--table T]] [--label L] -o schema.json
     dpgen-jax fit --method NAME --data data.csv --schema schema.json (--epsilon E | --preset P)
                   [--delta D] [--num-records N] [--seed S] [--set FIELD=VALUE ...] --out model.npz
-    dpgen-jax sample model.npz -n N -o synthetic.csv [--seed S]
+    dpgen-jax sample model.npz -n N -o synthetic.csv [--seed S] [--mode argmax|sample]
     dpgen-jax evaluate --real train.csv --test test.csv --synthetic synthetic.csv
                        --schema schema.json [--label L] --out DIR
     dpgen-jax privacy --method NAME --num-records N (--epsilon E | --preset P) [--schema S]
@@ -490,11 +490,35 @@ def config_overrides(method: str, pairs: Sequence[str]) -> dict[str, Any]:
     return out
 
 
-def _synthesizer(method: str, overrides: Sequence[str]):
+def _synthesizer(method: str, overrides: Sequence[str], *, to_fit: bool = False):
+    """A new synthesizer of ``method`` with the ``--set`` overrides, checked before any file is
+    read: an unknown method, a method that cannot fit here (``to_fit``: a missing optional
+    package, :meth:`Synthesizer.unavailable_reason`) and a ``--set`` value of the wrong type or
+    range are user errors naming the flag."""
     from dpgen_jax import synthesizers
 
-    synthesizers.get(method)  # an unknown method fails here, before any file is read
-    return synthesizers.create(method, **config_overrides(method, overrides))
+    cls = synthesizers.get(method)  # an unknown method fails here
+    if to_fit:
+        reason = cls.unavailable_reason()
+        if reason is not None:
+            raise UsageError(f"--method {method} cannot fit here: {reason}")
+    values = config_overrides(method, overrides)
+    try:
+        return synthesizers.create(method, **values)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"--set {_culprit(method, overrides)}: {exc}") from None
+
+
+def _culprit(method: str, pairs: Sequence[str]) -> str:
+    """The ``--set`` pair(s) a configuration refuses: the first refused on its own, else all."""
+    from dpgen_jax import synthesizers
+
+    for pair in pairs:
+        try:
+            synthesizers.create(method, **config_overrides(method, [pair]))
+        except (TypeError, ValueError):
+            return pair
+    return " ".join(pairs)
 
 
 # ----------------------------------------------------------------------------- privacy summary
@@ -523,10 +547,13 @@ def format_privacy(report: Mapping[str, Any], *, title: str) -> str:
     lines = [title]
     lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     by = report["epsilon_by_accountant"]
+    headline = report["accountant"].upper()
+    if report.get("conversion") and report["accountant"] != "pld":
+        headline += f" {report['conversion']}"
     if report["non_private"]:
         lines.append("  epsilon: inf (non-private run: no privacy guarantee)")
     else:
-        lines.append(f"  epsilon: {_num(report['epsilon'])} ({report['accountant'].upper()}, headline)"
+        lines.append(f"  epsilon: {_num(report['epsilon'])} ({headline}, headline)"
                      f" | RDP improved {_num(by.get('rdp_improved'))} | RDP classic "
                      f"{_num(by.get('rdp_classic'))}   at delta = {report['delta']:g}, "
                      f"{report['neighbouring_relation']} neighbours")
@@ -573,7 +600,7 @@ def cmd_fit(args) -> int:
     if args.epsilon is not None and not args.epsilon > 0:
         raise UsageError(f"--epsilon {args.epsilon} must be > 0 (or inf for a non-private run).")
     _existing_file(args.data, "data file")  # fail fast, before the library loads
-    model = _synthesizer(args.method, args.overrides)
+    model = _synthesizer(args.method, args.overrides, to_fit=True)
     schema = load_schema(args.schema)
     if schema.source == "public" and any(n.startswith(DRAFT_NOTE_PREFIX) for n in schema.notes):
         warnings.warn(f"{args.schema} is marked public but still carries the draft's notes; make "
@@ -612,7 +639,7 @@ def cmd_sample(args) -> int:
         raise UsageError(f"-n {args.n} must be a positive number of rows.")
     out = _new_file(args.out, args.force, "output file")
     model = synthesizers.load(_existing_file(args.model, "model file"))
-    rows = model.sample(args.n, seed=args.seed, mode=args.mode)
+    rows = model.sample(args.n, seed=args.seed, mode=args.mode)  # None: the method's DECODE_MODE
     write_csv(rows, out)
     eps = model.privacy_report().get("epsilon")
     print(f"wrote {out}: {len(rows)} synthetic rows from {args.model} ({model.METHOD}, epsilon "
@@ -664,14 +691,24 @@ def cmd_privacy(args) -> int:
         hint = (" (planned for Adult's public schema; pass --schema)"
                 if args.schema is None and args.preset is not None else "")
         raise UsageError(f"{exc}{hint}") from None
-    notes = [f"The sampling rates use N={plan.num_records} records (given with --num-records)."]
-    report = privacy.report(plan.phases, plan.delta, dataset_size=plan.num_records, assumptions=notes)
+    except ImportError as exc:  # a plan that needs a missing optional package
+        reason = model.unavailable_reason()
+        raise UsageError(f"--method {args.method} cannot plan here: {reason or exc}") from None
+    if model.USES_NUM_RECORDS:
+        notes = [f"The sampling rates use N={plan.num_records} records (given with --num-records)."]
+    else:
+        notes = [f"No record count enters this method's mechanisms: a fit takes any size it needs "
+                 f"from its own noisy counts, not from N. This plan uses N={plan.num_records} "
+                 "(given with --num-records) only in place of such counts, so a fit's schedule "
+                 "and epsilon can differ where they depend on them."]
+    # The plan's own headline accountant (RDP for a method with phases only RDP interprets).
+    report = privacy.report(plan.phases, plan.delta, accountant=plan.accountant,
+                            dataset_size=plan.num_records, assumptions=notes)
     # The paper's accounting of the method, as fit() reports it (a method hook of the skeleton).
     report["paper_accounting"] = model._paper_accounting(plan.phases, plan.delta, report) if plan.private else None
     target = None if args.epsilon is None or math.isinf(args.epsilon) else args.epsilon
     report["method"], report["preset"], report["target_epsilon"] = args.method, args.preset, target
-    report["noise"] = {field: getattr(plan.config, field)
-                       for field in type(plan.config).NOISE_FIELDS.values()}
+    report["noise"] = _noise(plan.config)
     if args.json:
         print(json.dumps(report, indent=2, allow_nan=False))
         return 0
@@ -680,10 +717,21 @@ def cmd_privacy(args) -> int:
     print(format_privacy(report, title=f"{args.method}: {target}, N={plan.num_records}, schema: "
                                        f"{where} (no data read)"))
     if plan.private:
-        noise = ", ".join(f"{k}={_num(v, 6)}" for k, v in report["noise"].items())
+        noise = ", ".join(f"{k}=({', '.join(_num(x, 6) for x in v)})" if isinstance(v, list)
+                          else f"{k}={_num(v, 6)}" for k, v in report["noise"].items())
         how = "calibrated to the target before training" if args.epsilon else "the preset's"
         print(f"  noise ({how}): {noise}")
     return 0
+
+
+def _noise(config) -> dict[str, Any]:
+    """The noise multipliers of a configuration: its ``NOISE_FIELDS`` (one per accounted phase),
+    then any other ``*_noise_multiplier(s)`` field a method calibrates (e.g. DP-SYN's per-group
+    autoencoders and DP-EM inside its parallel phase)."""
+    names = list(type(config).NOISE_FIELDS.values())
+    names += [f.name for f in dataclasses.fields(config) if f.name not in names
+              and f.name.endswith(("noise_multiplier", "noise_multipliers"))]
+    return {name: (list(v) if isinstance(v := getattr(config, name), tuple) else v) for name in names}
 
 
 def cmd_methods(args) -> int:
@@ -721,7 +769,8 @@ class _HelpFormatter(argparse.HelpFormatter):
 def _privacy_target(p: argparse.ArgumentParser) -> None:
     group = p.add_mutually_exclusive_group(required=True)
     group.add_argument("--epsilon", type=float,
-                       help="target epsilon under the headline accountant (PLD); the noise is "
+                       help="target epsilon under the method's headline accountant (PLD, or RDP "
+                            "for a method with phases only RDP accounts, e.g. mst); the noise is "
                             "calibrated before training; 'inf' trains without privacy")
     group.add_argument("--preset", help="one of the method's published settings (dpgen-jax methods)")
     p.add_argument("--delta", type=float, default=1e-5, help="target delta")
@@ -787,8 +836,11 @@ def build_parser() -> argparse.ArgumentParser:
     sample.add_argument("-n", type=int, required=True, help="number of rows")
     sample.add_argument("-o", "--out", required=True, help="the CSV file to write")
     sample.add_argument("--seed", type=int, help="reproducible sampling; default: OS entropy")
-    sample.add_argument("--mode", choices=("argmax", "sample"), default="argmax",
-                        help="how discrete columns are decoded")
+    sample.add_argument("--mode", choices=("argmax", "sample"), default=None,
+                        help="how discrete columns are decoded: the most likely category, or one "
+                             "drawn from the output probabilities (default: the method's own "
+                             "DECODE_MODE, e.g. 'sample' for dp-wgan, dp-vae and dp-syn, "
+                             "'argmax' for dp-auto-gan)")
     sample.add_argument("--force", action="store_true", help="replace an existing output file")
     sample.set_defaults(run=cmd_sample)
 
@@ -809,8 +861,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     pv = sub.add_parser("privacy", formatter_class=fmt, help="account a method's schedule without data",
                         description="Accounts a method's schedule without reading any data: the "
-                                    "phases, epsilon by each accountant (PLD headline, RDP improved "
-                                    "and classic, the paper's) and the calibrated noise.")
+                                    "phases, epsilon by each accountant (the method's headline, PLD "
+                                    "unless it is RDP; RDP improved and classic; the paper's) and "
+                                    "the calibrated noise.")
     pv.add_argument("--method", required=True, help="a registered method (dpgen-jax methods)")
     pv.add_argument("--num-records", type=int, required=True, help="the number of records N")
     _privacy_target(pv)
@@ -856,9 +909,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)
         return 2
-    except (ValueError, OSError) as exc:
+    except (ValueError, OSError, ImportError) as exc:
         # The library's checks raise ValueError with a message naming the argument or column
-        # (schema mismatch, unreachable epsilon, unknown method or preset, bad --set value).
+        # (schema mismatch, unreachable epsilon, unknown method or preset, bad --set value);
+        # ImportError: an optional package a method needs is missing (its message says which).
         if traceback:
             raise
         print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)

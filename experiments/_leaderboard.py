@@ -3,7 +3,8 @@
 :func:`write` reads every ``OUT/<dataset>/<method>/eps-<e>/seed-<s>/report.json`` (and the
 ``error.json`` of failed cells) and writes ``OUT/leaderboard.json``, ``OUT/leaderboard.md`` and
 ``OUT/plots/<dataset>-<metric>.png`` (each metric against epsilon, one line per method, published
-numbers as markers) and ``OUT/plots/<dataset>-fit-seconds.png``.
+numbers as markers) and ``OUT/plots/<dataset>-fit-seconds.png``. :func:`merge` adds a run folder's
+cells to a committed leaderboard (``docs/results``) whose other run folders are gone.
 """
 
 from __future__ import annotations
@@ -292,6 +293,54 @@ def plots(board: dict, folder: pathlib.Path) -> list[pathlib.Path]:
         fig.savefig(path, dpi=90, bbox_inches="tight")
         written.append(path)
     return written
+
+
+def _cell_key(c: dict) -> tuple:
+    return (c["dataset"], c["method"], c["target_epsilon"], c["seed"])
+
+
+def _cell_order(c: dict) -> tuple:
+    """The order :func:`write` lists cells in (its sorted folder paths, compared part by part)."""
+    return (c["dataset"], c["method"], f"eps-{c['target_epsilon']:g}", f"seed-{c['seed']}")
+
+
+def merge(committed: pathlib.Path, out: pathlib.Path, command: str) -> dict:
+    """Adds the cells of the run folder ``out`` to the leaderboard in the folder ``committed`` (its
+    ``leaderboard.json``, e.g. ``docs/results``) and rewrites that folder's ``leaderboard.json`` and
+    ``leaderboard.md`` (no plots).
+
+    The committed ``leaderboard.json`` holds every cell's row, so the other cells are kept as they
+    are (their run folders need not exist) and every row is aggregated again from all cells. A
+    finished cell of ``out`` replaces a committed cell of the same (dataset, method, target
+    epsilon, seed); a failed cell of ``out`` is listed unless that cell is finished. ``command``
+    (this merge) heads the page; the commands that produced ``out``'s cells are appended to the
+    committed list.
+    """
+    committed, out = pathlib.Path(committed), pathlib.Path(out)
+    old = json.loads((committed / "leaderboard.json").read_text())
+    reports = [json.loads(p.read_text()) for p in sorted(out.glob("*/*/eps-*/seed-*/report.json"))]
+    new = [cell_row(r) for r in reports]
+    replaced = {_cell_key(c) for c in new}
+    cells = sorted([c for c in old["cells"] if _cell_key(c) not in replaced] + new, key=_cell_order)
+    finished = {_cell_key(c) for c in cells}
+    failed = [f for f in old["failed"] if _cell_key(f) not in finished]
+    for p in sorted(out.glob("*/*/eps-*/seed-*/error.json")):
+        if not (p.parent / "report.json").exists():
+            failed.append({k: v for k, v in json.loads(p.read_text()).items() if k != "traceback"})
+    commands = {(r.get("benchmark") or {}).get("command") for r in reports} - {None}
+    board = {
+        "generated": time.strftime("%Y-%m-%d %H:%M %Z"),
+        "command": command,
+        "machine": machine(),
+        "commands": old["commands"] + sorted(commands - set(old["commands"])),
+        "cells": cells,
+        "rows": aggregate(cells),
+        "published": published_rows({c["dataset"] for c in cells}),
+        "failed": failed,
+    }
+    _common.write_json(committed / "leaderboard.json", board)
+    (committed / "leaderboard.md").write_text(markdown(board))
+    return board
 
 
 def write(out: pathlib.Path, command: str, with_plots: bool = True) -> dict:

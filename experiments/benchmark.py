@@ -143,9 +143,11 @@ QUICK_OVERRIDES: dict[str, dict[str, Any]] = {
                         chunk_size=10, ae_batch_size=32, critic_batch_size=32,
                         generator_batch_size=32, ae_clip_norm=0.05),
     "mst": dict(estimation_iters=100, selection_iters=50),
+    "aim": dict(max_rounds=3, round_iters=100, estimation_iters=100),
     "dp-wgan": dict(critic_steps=20, batch_size=64, chunk_size=10),
     "dp-vae": dict(steps=40, batch_size=32, chunk_size=20),
     "dp-syn": dict(epochs=1.0, em_iterations=3, chunk_size=20),
+    "gs-wgan": dict(pretrain_iterations=4, generator_steps=20, pretrain_chunk=4, chunk_size=10),
 }
 """Tiny schedules of ``--quick`` by method; any other method is bounded by ``QUICK_MAX_SECONDS``."""
 QUICK_MAX_SECONDS = 5.0

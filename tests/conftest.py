@@ -9,6 +9,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 from dpgen_jax import data  # noqa: E402  (after the environment above)
+from tests._compile import compilation_cache  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHARED_ADULT = ROOT.parent / "shared" / "data" / "adult"
@@ -31,3 +32,33 @@ def adult_dir() -> pathlib.Path:
         if (SHARED_ADULT / "adult.data").is_file() and (SHARED_ADULT / "adult.test").is_file():
             return SHARED_ADULT
         pytest.skip(f"{err} The tests also looked in {SHARED_ADULT}.")
+
+
+@pytest.fixture(scope="module")
+def adult(adult_dir):
+    """UCI Adult as ``(train, test)`` frames (``data.load_adult``), loaded once per module."""
+    return data.load_adult(adult_dir)
+
+
+@pytest.fixture(scope="module")
+def persistent_compilation_cache(tmp_path_factory):
+    """JAX's persistent compilation cache in a temporary folder for one module; a module opts in
+    with ``pytestmark = pytest.mark.usefixtures("persistent_compilation_cache")``.
+
+    Programs compiled again with new closures (a functional reproduction of a fit, the released
+    model's sampler, references) are loaded instead of recompiled. Results are unaffected: a
+    cached program is the same executable. The previous settings are restored afterwards.
+    """
+    with compilation_cache(str(tmp_path_factory.mktemp("xla_cache")), 0.3):
+        yield
+
+
+@pytest.fixture(scope="module")
+def xla_cache_home(tmp_path_factory):
+    """The experiments turn on JAX's persistent compilation cache under $XDG_CACHE_HOME (later
+    seeds then load the first seed's programs). Point it at a temporary folder, so that tests
+    never touch the user's cache, reset JAX's cache state so the experiments' setting takes
+    effect as it does on the command line, and restore both afterwards."""
+    with pytest.MonkeyPatch.context() as mp, compilation_cache(None):
+        mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg_cache")))
+        yield

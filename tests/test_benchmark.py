@@ -100,3 +100,36 @@ def test_bad_arguments_are_refused(tmp_path, capsys, argv, match):
         benchmark.main(["--quick", "--methods", "independent", *argv, "--out", str(tmp_path)])
     assert match in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
+
+
+def test_merge_adds_a_run_to_a_committed_leaderboard_without_the_other_runs(suite, tmp_path):
+    """A committed board (its run folders gone) plus a new run folder gives the board of all the
+    cells; a cell of the run replaces the committed one, and failed cells follow."""
+    import shutil
+
+    out, methods, _ = suite
+    full = _load(out / "leaderboard.json")
+    run = tmp_path / "run"  # the new run: the tiny-mixed independent cells only
+    shutil.copytree(out / "tiny-mixed" / "independent", run / "tiny-mixed" / "independent")
+    new = [c for c in full["cells"] if (c["dataset"], c["method"]) == ("tiny-mixed", "independent")]
+    assert len(new) == 2
+    stale = {**new[0], "rf_accuracy": -1.0}  # committed from an older run: replaced by the merge
+    committed = tmp_path / "docs"
+    committed.mkdir()
+    old_cells = [c for c in full["cells"] if c not in new] + [stale]
+    _common.write_json(committed / "leaderboard.json",
+                       {**full, "cells": old_cells, "commands": ["an older command"]})
+    board = _leaderboard.merge(committed, run, "merge-command")
+    assert board == _load(committed / "leaderboard.json")
+    assert board["cells"] == full["cells"] and board["rows"] == full["rows"]  # order and medians as write()
+    assert board["failed"] == full["failed"] and board["published"] == full["published"]
+    assert board["command"] == "merge-command" and board["commands"][0] == "an older command"
+    assert set(board["commands"][1:]) == {c for c in full["commands"] if "tiny-mixed" in c}
+    md = (committed / "leaderboard.md").read_text()
+    assert "by `merge-command`" in md and "## tiny-mixed" in md and "## adult-like" in md
+    (run / "broken" / "independent" / "eps-1" / "seed-0").mkdir(parents=True)  # a failed cell of the run
+    shutil.copy(benchmark.cell_dir(out, "broken", "independent", 1, 0) / "error.json",
+                run / "broken" / "independent" / "eps-1" / "seed-0" / "error.json")
+    _common.write_json(committed / "leaderboard.json", {**full, "failed": []})
+    again = _leaderboard.merge(committed, run, "merge-command")
+    assert again["failed"] == full["failed"] and again["cells"] == full["cells"]

@@ -157,6 +157,27 @@ def test_sample_writes_rows_that_read_back_under_the_schema(trip):
     pd.testing.assert_frame_equal(rows.astype(object), again.astype(object))
 
 
+def test_sample_decodes_with_the_methods_own_mode_by_default(trip, tmp_path, monkeypatch, capsys):
+    """Without --mode, sample decodes as the method does (``DECODE_MODE``: "sample" for dp-wgan,
+    dp-vae and dp-syn), not argmax for every method. DP-auto-GAN decodes with argmax; here its
+    class is given "sample", so the default must follow it (in-process, the same ``main``)."""
+    d, _, _ = trip
+    assert synthesizers.get("dp-vae").DECODE_MODE == "sample"  # a method the default matters for
+    monkeypatch.setattr(synthesizers.DPAutoGAN, "DECODE_MODE", "sample")
+    schema = cli.load_schema(d / "schema.json")
+    model = synthesizers.load(d / "model.npz")
+    cases = [([], "sample"), (["--mode", "argmax"], "argmax"), (["--mode", "sample"], "sample")]
+    for flags, mode in cases:
+        out = tmp_path / f"rows-{mode}-{len(flags)}.csv"
+        assert cli.main(["sample", str(d / "model.npz"), "-n", "300", "-o", str(out), "--seed", "2",
+                         *flags]) == 0, capsys.readouterr().err
+        rows = cli.read_csv(out, schema).astype(object)
+        pd.testing.assert_frame_equal(rows, model.sample(300, seed=2, mode=mode).astype(object))
+    argmax = model.sample(300, seed=2, mode="argmax").astype(object)
+    default = cli.read_csv(tmp_path / "rows-sample-0.csv", schema).astype(object)
+    assert not default.equals(argmax)  # the two modes differ on these rows, so the check has teeth
+
+
 def test_evaluate_writes_metrics_plots_and_summary(trip, env):
     d, _, _ = trip
     proc = run(env, d, "evaluate", "--real", "train.csv", "--test", "test.csv", "--synthetic",
@@ -217,6 +238,39 @@ def test_each_user_error_is_one_line_and_exit_status_2(trip, env):
     assert not (d / "never.npz").exists()
 
 
+def test_a_wrongly_typed_set_value_is_one_line_naming_the_field(env, tmp_path):
+    proc = run(env, tmp_path, "privacy", "--method", "dp-auto-gan", "--num-records", "1000",
+               "--epsilon", "1", "--set", "ae_steps=abc")
+    assert_user_error(proc, "--set ae_steps=abc", "ae_steps", "integer")
+
+
+def test_a_method_whose_optional_package_is_missing_is_one_line(tmp_path, monkeypatch, capsys):
+    """fit --method mst without mbi (hidden in-process: ``sys.modules["mbi"] = None``), refused
+    before any file is read; and a plan that needs a missing package (privacy)."""
+    monkeypatch.setitem(sys.modules, "mbi", None)
+    mst = synthesizers.get("mst")
+    reason = mst.unavailable_reason()
+    assert reason is not None and "mbi" in reason
+    reason = " ".join(reason.split())  # as printed: on one line, whitespace collapsed
+    schema_file = tmp_path / "s.json"
+    schema_file.write_text(MIXED_SCHEMA.to_json())
+    mixed_frame().to_csv(tmp_path / "d.csv", index=False)
+    out = tmp_path / "m.npz"
+    assert cli.main(["fit", "--method", "mst", "--epsilon", "1", "--data", str(tmp_path / "d.csv"),
+                     "--schema", str(schema_file), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"dpgen-jax: error: --method mst cannot fit here: {reason}"], err
+    assert not out.exists()
+
+    def plan_needing_a_package(self, *args, **kwargs):
+        raise ImportError("No module named 'somepkg'")
+
+    monkeypatch.setattr(mst, "plan", plan_needing_a_package)
+    assert cli.main(["privacy", "--method", "mst", "--num-records", "1000", "--epsilon", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"dpgen-jax: error: --method mst cannot plan here: {reason}"], err
+
+
 def test_argument_errors_are_one_line_too(tmp_path, capsys):
     """In-process (the same ``main``): flags argparse refuses, --set, presets, existing outputs."""
     schema_file = tmp_path / "s.json"
@@ -234,6 +288,9 @@ def test_argument_errors_are_one_line_too(tmp_path, capsys):
         (["fit", "--method", "dp-auto-gan", "--epsilon", "1", "--set", "critic_stepz=3", "--data",
           str(csv), "--schema", str(schema_file), "--out", str(tmp_path / "m.npz")],
          "has no field 'critic_stepz'"),
+        (["fit", "--method", "dp-auto-gan", "--epsilon", "1", "--set", "ae_steps=5", "--set",
+          "critic_steps=1.5", "--data", str(csv), "--schema", str(schema_file), "--out",
+          str(tmp_path / "m.npz")], "--set critic_steps=1.5: expected critic_steps to be an integer"),
         (["privacy", "--method", "dp-auto-gan", "--num-records", "100", "--preset", "paper-9"],
          "Unknown preset='paper-9'"),
         (["privacy", "--method", "dp-auto-gan", "--num-records", "46520", "--preset", "paper-0.81"],
@@ -321,6 +378,42 @@ def test_privacy_calibrates_the_noise_to_a_target(env, tmp_path):
               privacy.DPSGDPhase.from_batch_size("critic", 128, 32561, sigma_critic, 5_000)]
     assert 0.99 <= privacy.epsilon(phases, 1e-5) <= 1.0 + 1e-5  # the printed noise meets the target
     assert "5000" in out and "10000" in out
+
+
+@pytest.mark.parametrize("method", sorted(synthesizers.available()))
+def test_privacy_accounts_every_registered_method(method, capsys):
+    """Every registered method plans and is accounted under its own headline accountant (RDP for
+    MST's exponential mechanism), in-process and without data; the table formats its report."""
+    cls = synthesizers.get(method)
+    n = 32561
+    code = cli.main(["privacy", "--method", method, "--num-records", str(n), "--epsilon", "1", "--json"])
+    out, err = capsys.readouterr()
+    if code != 0 and cls.unavailable_reason() is not None:
+        pytest.skip(f"{method} cannot plan here: {cls.unavailable_reason()}")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["method"] == method and report["target_epsilon"] == 1.0
+    assert report["accountant"] == cls.ACCOUNTANT
+    headline = "pld" if cls.ACCOUNTANT == "pld" else f"rdp_{report['conversion']}"
+    assert report["epsilon"] == report["epsilon_by_accountant"][headline]
+    assert 0.9 <= report["epsilon"] <= 1.0 + 1e-6  # calibrated to the target under that accountant
+    assert set(cls.CONFIG.NOISE_FIELDS.values()) <= set(report["noise"])
+    says_rates_use_n = any(a.startswith(f"The sampling rates use N={n}") for a in report["assumptions"])
+    assert says_rates_use_n == cls.USES_NUM_RECORDS
+    if not cls.USES_NUM_RECORDS:
+        assert any("No record count enters this method's mechanisms" in a for a in report["assumptions"])
+    table = cli.format_privacy(report, title=method)
+    assert f"epsilon: {report['epsilon']:.4g} ({cls.ACCOUNTANT.upper()}" in table
+    assert all(p["name"] in table for p in report["phases"])
+
+
+def test_privacy_reports_mst_under_rdp(env, tmp_path):
+    """The audit's command: MST's selection is an exponential mechanism, which only RDP accounts."""
+    proc = run(env, tmp_path, "privacy", "--method", "mst", "--num-records", "1000", "--epsilon", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert "(RDP improved, headline)" in proc.stdout and "selection" in proc.stdout
+    assert "The sampling rates use N" not in proc.stdout
+    assert "No record count enters this method's mechanisms" in proc.stdout
 
 
 # ----------------------------------------------------------------------------- CSVs and schemas

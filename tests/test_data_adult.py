@@ -27,11 +27,6 @@ def original_test_bytes(cleaned: bytes) -> bytes:
     return b"|1x3 Cross validator\n" + b"\n".join(lines)
 
 
-@pytest.fixture(scope="module")
-def adult(adult_dir):
-    return data.load_adult(adult_dir)
-
-
 @pytest.fixture()
 def original_dir(adult_dir, tmp_path) -> Path:
     """A folder with adult.data and the *original-format* adult.test built from the cleaned one."""

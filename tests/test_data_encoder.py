@@ -18,11 +18,6 @@ PAPER_LAYOUT = [
 ]  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def adult(adult_dir):
-    return data.load_adult(adult_dir)
-
-
 def small_schema() -> Schema:
     return Schema(
         (

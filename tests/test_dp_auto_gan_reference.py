@@ -26,7 +26,6 @@ from dpgen_jax import data, dpsgd
 from dpgen_jax.synthesizers import DPAutoGAN, DPAutoGANConfig
 from dpgen_jax.synthesizers import dp_auto_gan as dag
 from tests import _tables
-from tests._compile import compilation_cache
 from tests._oracles import (
     adam as _adam,
     assert_close as _assert_close,
@@ -38,6 +37,8 @@ from tests._oracles import (
     rmsprop as _rmsprop,
     unflat as _unflat,
 )
+
+pytestmark = pytest.mark.usefixtures("persistent_compilation_cache")  # tests/conftest.py
 
 ADULT_ROWS = 2000
 SEED = 0
@@ -133,19 +134,6 @@ def _reference_generator_step(nets, cfg, like, gen_p, gen_v, critic_p, dec, key)
                               cfg.generator_batch_size, cfg.noise_dim))
     p, v = _rmsprop(gen_p, g, gen_v, cfg.generator_learning_rate)
     return p, v, g
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _persistent_compilation_cache(tmp_path_factory):
-    """JAX's persistent compilation cache in a temporary folder for this module only.
-
-    The functional reproduction and the released model's sampler compile exactly the programs
-    the fit compiled (new closures, same code), so with the cache they are loaded instead of
-    recompiled. Results are unaffected: a cached program is the same executable. The previous
-    settings are restored afterwards.
-    """
-    with compilation_cache(str(tmp_path_factory.mktemp("xla_cache")), 0.3):
-        yield
 
 
 @pytest.fixture(scope="module")

@@ -22,18 +22,13 @@ from dpgen_jax import data, synthesizers
 from dpgen_jax.synthesizers import DPVAE, DPVAEConfig
 from dpgen_jax.synthesizers import dp_vae as dv
 from tests import _oracles, _tables
-from tests._compile import compilation_cache
 from tests._contract import SynthesizerContract
 from tests._presets import check_paper_presets
 
 TINY = dict(steps=12, batch_size=16, chunk_size=4, clip_norm=0.5)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _persistent_compilation_cache(tmp_path_factory):
-    """Programs compiled again with new closures (fits, references) load from a temporary cache."""
-    with compilation_cache(str(tmp_path_factory.mktemp("xla_cache")), 0.3):
-        yield
+pytestmark = pytest.mark.usefixtures("persistent_compilation_cache")  # tests/conftest.py
 
 
 class TestDPVAEContract(SynthesizerContract):

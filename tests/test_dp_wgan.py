@@ -20,7 +20,6 @@ from dpgen_jax import data, synthesizers
 from dpgen_jax.synthesizers import DPWGAN, DPWGANConfig
 from dpgen_jax.synthesizers import dp_wgan as dw
 from tests import _oracles, _tables
-from tests._compile import compilation_cache
 from tests._contract import SynthesizerContract
 from tests._presets import check_paper_presets
 
@@ -28,11 +27,7 @@ TINY = dict(critic_steps=10, critic_steps_per_generator_step=5, chunk_size=4, ba
             hidden=(16, 16), clip_norm=0.01)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _persistent_compilation_cache(tmp_path_factory):
-    """Programs compiled again with new closures (fits, references) load from a temporary cache."""
-    with compilation_cache(str(tmp_path_factory.mktemp("xla_cache")), 0.3):
-        yield
+pytestmark = pytest.mark.usefixtures("persistent_compilation_cache")  # tests/conftest.py
 
 
 class TestDPWGANContract(SynthesizerContract):

@@ -610,3 +610,73 @@ def test_layernorm_called_with_a_mask_is_not_tapped():
     with pytest.warns(UserWarning, match="LayerNorm_0"):
         got, _ = fb(params, batch, jnp.asarray(MASK))
     _close(_flat64(got), _loop_clipped_sum(grads, norms, c, MASK), c)
+
+
+class NormNet(nn.Module):
+    """Dense -> LayerNorm(**norm) -> tanh -> Dense; ``bf16_input`` feeds the LayerNorm bfloat16."""
+
+    norm: dict = dataclasses.field(default_factory=dict)
+    bf16_input: bool = False
+
+    @nn.compact
+    def __call__(self, x):
+        h = nn.Dense(6)(x)
+        h = nn.LayerNorm(**self.norm)(h.astype(jnp.bfloat16) if self.bf16_input else h)
+        return nn.Dense(1)(jnp.tanh(h.astype(jnp.float32)))[..., 0]
+
+
+def _norm_case(seed, **net_fields):
+    """(loss, params, batch) of a NormNet; float32 parameters from the plain network's shapes."""
+    net, r = NormNet(**net_fields), _rng(seed)
+    batch = {"x": _normal(r, B, 5), "y": _normal(r, B)}
+    params = _random_params(NormNet(), batch["x"][:1], seed)
+    return lambda p, b: (net.apply(p, b["x"]) - b["y"]) ** 2, params, batch
+
+
+def _declined_then_vmap(loss, params, batch, wrap=lambda fn: fn, reference=None, rtol=2e-4):
+    """fallback="error" refuses LayerNorm_0; fallback="vmap" warns and equals the loop oracle
+    (of ``reference``, default ``loss``). ``wrap`` runs the clipped sum inside another transform."""
+    fn = wrap(dpsgd.clipped_grad_sum(loss, 1.0, method="ghost", fallback="error"))
+    with pytest.raises(dpsgd.UnsupportedLayerError, match="LayerNorm_0"):
+        jax.eval_shape(fn, params, batch, None)
+    grads, norms = _per_example_loop(reference or loss, params, batch)
+    c = float(np.median(norms))
+    fb = jax.jit(wrap(dpsgd.clipped_grad_sum(loss, c, method="ghost", fallback="vmap")),
+                 compiler_options=FAST_COMPILE)
+    with pytest.warns(UserWarning, match="LayerNorm_0"):
+        got, _ = fb(params, batch, jnp.asarray(MASK))
+    _close(_flat64(got), _loop_clipped_sum(grads, norms, c, MASK), c, rtol=rtol)
+
+
+def _in_one_shard(fn):
+    """``fn(params, batch, mask)`` under a vmap that binds the axis name "shards" to one shard
+    holding the whole batch, so that LayerNorm(axis_name="shards") has its axis."""
+    mapped = jax.vmap(fn, in_axes=(None, 0, None), axis_name="shards")
+
+    def call(params, batch, mask):
+        out = mapped(params, jax.tree_util.tree_map(lambda x: x[None], batch), mask)
+        return jax.tree_util.tree_map(lambda x: x[0], out)
+
+    return call
+
+
+def test_layernorm_with_a_named_axis_is_not_tapped():
+    """LayerNorm(axis_name=...) averages its statistics over the rows of every shard of the
+    named axis, which the ghost rule (each row normalised by its own statistics) does not cover.
+    The same network without the axis is tapped under the same vmap, so the axis is what declines."""
+    plain, params, batch = _norm_case(24)
+    jax.eval_shape(_in_one_shard(dpsgd.clipped_grad_sum(plain, 1.0, method="ghost", fallback="error")),
+                   params, batch, None)
+    named, _, _ = _norm_case(24, norm={"axis_name": "shards"})
+    # With one shard the statistics are each row's own: the plain network's loop is the reference.
+    _declined_then_vmap(named, params, batch, wrap=_in_one_shard, reference=plain)
+
+
+@pytest.mark.parametrize("low_precision", [{"norm": {"dtype": jnp.bfloat16}}, {"bf16_input": True}],
+                         ids=["dtype", "input"])
+def test_low_precision_layernorm_is_not_tapped(low_precision):
+    """A LayerNorm computing in bfloat16 (its ``dtype``, or a bfloat16 input) is outside the
+    float32 bound of the ghost norms: declined. The loop runs the same bfloat16 arithmetic per
+    example; the tolerance allows bfloat16 rounding (2^-8) between batched and single rows."""
+    loss, params, batch = _norm_case(25, **low_precision)
+    _declined_then_vmap(loss, params, batch, rtol=1e-2)

@@ -23,7 +23,6 @@ from dpgen_jax import data, metrics, privacy
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 from experiments import _common
-from tests._compile import compilation_cache
 
 ADULT_REPORT_KEYS = set(_common.REPORT_KEYS)
 MIMIC_REPORT_KEYS = set(_common.REPORT_KEYS) | {
@@ -70,17 +69,6 @@ def _check_summary(out: pathlib.Path, seeds: list[int], reports: dict[int, dict]
 # --------------------------------------------------------------------------------------------
 # MIMIC-like binary data (default run): non-private, two seeds
 # --------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def xla_cache_home(tmp_path_factory):
-    """The experiments turn on JAX's persistent compilation cache under $XDG_CACHE_HOME (later
-    seeds then load the first seed's programs). Point it at a temporary folder, so that tests
-    never touch the user's cache, reset JAX's cache state so the experiments' setting takes
-    effect as it does on the command line, and restore both afterwards."""
-    with pytest.MonkeyPatch.context() as mp, compilation_cache(None):
-        mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg_cache")))
-        yield
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,6 @@ import pytest
 
 from dpgen_jax import data, synthesizers
 from experiments import _common, adult_baselines, adult_table2
-from tests._compile import compilation_cache
 
 ROWS = 600
 TINY = {"dp-vae": ["--set", "steps=4", "--set", "batch_size=32"],  # explicit values beat the preset
@@ -27,13 +26,6 @@ TINY = {"dp-vae": ["--set", "steps=4", "--set", "batch_size=32"],  # explicit va
 
 def _load(path):
     return json.loads(path.read_text(), parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
-
-
-@pytest.fixture(scope="module")
-def xla_cache_home(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as mp, compilation_cache(None):
-        mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg_cache")))
-        yield
 
 
 def _run(method, out, *extra, preset="paper-0.36", seeds=("0", "1")):

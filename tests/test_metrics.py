@@ -143,8 +143,10 @@ def test_divergence_extremes():
 
 
 def test_mu_of_the_published_table():
-    # dp-auto-gan §6.5: race p1 = 0.855043 = 41762/48842 -> mu = 0.00100921; native-country
-    # p1 = 0.897424 = 43832/48842 -> 5.83587e-05 (the table's p1 is rounded; mu is sensitive to it)
+    # The mu of Adult in the DP-auto-GAN paper (Tantipongpipat et al. 2021, "Differentially Private
+    # Synthetic Mixed-Type Data Generation For Unsupervised Learning"; docs/metrics.md, "Diversity"):
+    # race p1 = 0.855043 = 41762/48842 -> mu = 0.00100921; native-country p1 = 0.897424 =
+    # 43832/48842 -> 5.83587e-05 (the table's p1 is rounded; mu is sensitive to it)
     n = 48842
     assert metrics.smoothing_mu([41762 / n, 1 - 41762 / n]) == pytest.approx(0.00100921, rel=5e-6)
     assert metrics.smoothing_mu([43832 / n, 1 - 43832 / n]) == pytest.approx(5.83587e-05, rel=5e-6)
@@ -276,7 +278,8 @@ def test_disjoint_and_constant_synthetic(frames):
     p_size = ref["size"].value_counts(normalize=True).reindex(["L", "M", "S"]).to_numpy()
     assert r["jsd"]["size"] == pytest.approx(scipy_js(p_size, [0.0, 1.0, 0.0]) ** 2, rel=1e-12)
     assert r["mu"]["size"] == pytest.approx(math.exp(-1 / (1 - p_size.max())), rel=1e-14)
-    # constant synthetic targets: the constant prediction's score, flagged (§6.2)
+    # constant synthetic targets: the constant prediction's score, flagged (docs/metrics.md,
+    # "Dimension-wise prediction and probability")
     color = r["dimension_wise_prediction"]["color"]
     assert color["flag"] == "constant_synthetic_target"
     assert color["synthetic"] == pytest.approx(np.mean(test["color"] == "?"))  # = 0.0

@@ -1,8 +1,9 @@
 """MST: contract, its three mechanisms against slow references, accounting against dp_accounting
 and the zCDP conversion of the paper's code, sampling from the released tree.
 
-The tests that fit need the optional ``mbi`` package (``pip install "dpgen-jax[baselines]"``) and
-skip with that message without it; the mechanisms that do not need it are tested either way.
+The tests that fit need the optional ``mbi`` package, which the ``test`` extra installs (as does
+``baselines``), and skip with that message without it; the mechanisms that do not need it are
+tested either way.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ without outputs.
 Execution needs the ``notebooks`` extra (nbclient, nbformat, ipykernel) and is marked
 ``notebooks`` (excluded from the default run): ``python -m pytest -m notebooks
 tests/test_notebooks.py``. ``.ci/run`` does this after the test suite, pointing notebook 03 at the
-throughput run it has just made (``DPGEN_THROUGHPUT_RUN``).
+throughput run it has just made (``DPGEN_THROUGHPUT_RUN``); notebook 04 reads the committed
+leaderboard unless ``DPGEN_LEADERBOARD`` names another.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 
 def test_the_notebooks_are_stored_without_outputs():
-    assert [p.stem for p in NOTEBOOKS] == ["01_quickstart", "02_privacy_accounting", "03_throughput"]
+    assert [p.stem for p in NOTEBOOKS] == ["01_quickstart", "02_privacy_accounting", "03_throughput",
+                                           "04_methods_compared"]
     for path in NOTEBOOKS:
         book = json.loads(path.read_text())
         for cell in book["cells"]:
@@ -40,8 +42,9 @@ def test_notebook_runs_without_error(path, monkeypatch):
                                    "extra: pip install -e '.[notebooks]'")
     monkeypatch.setenv("DPGEN_NOTEBOOK_SMALL", "1")
     monkeypatch.setenv("JAX_PLATFORMS", "cpu")
-    if os.environ.get("DPGEN_THROUGHPUT_RUN"):  # the notebook runs in notebooks/: pass an absolute path
-        monkeypatch.setenv("DPGEN_THROUGHPUT_RUN", str(pathlib.Path(os.environ["DPGEN_THROUGHPUT_RUN"]).resolve()))
+    for var in ("DPGEN_THROUGHPUT_RUN", "DPGEN_LEADERBOARD"):  # the notebooks run in notebooks/: absolute paths
+        if os.environ.get(var):
+            monkeypatch.setenv(var, str(pathlib.Path(os.environ[var]).resolve()))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     try:
         data.find_adult()

@@ -19,8 +19,11 @@ from dpgen_jax.privacy import DPSGDPhase, ShardedSanitizerPhase
 
 DELTA = 1e-5
 
-# dp-auto-gan §2.3: (AE q, psi, T), (critic q, psi, T), classic eps on the integer grid 2..1024,
-# dp-accounting's improved eps, published value (rounded up), per-phase classic eps at delta/2.
+# The published DP-auto-GAN schedules (Tantipongpipat et al. 2021, "Differentially Private
+# Synthetic Mixed-Type Data Generation For Unsupervised Learning"; docs/dp-auto-gan.md, "Privacy
+# analysis" and "Presets"): (AE q, psi, T), (critic q, psi, T), classic eps on the integer grid
+# 2..1024, dp-accounting's improved eps, the paper's epsilon (rounded up), per-phase classic eps at
+# delta/2.
 SETTINGS = {
     "ADULT a": ((64 / 32561, 5.0, 10000), (128 / 32561, 8.0, 15000), 0.350319, 0.264898, 0.36, 0.197970, 0.301103),
     "ADULT b": ((64 / 32561, 2.5, 10000), (128 / 32561, 7.5, 15000), 0.508439, 0.394365, 0.51, 0.412308, 0.321534),
@@ -64,10 +67,12 @@ def test_lemma4_rdp_composition_beats_basic_composition(setting):
     assert alone[0] == pytest.approx(eps_ae, abs=1e-3)
     assert alone[1] == pytest.approx(eps_cr, abs=1e-3)
     assert composed < sum(alone)
-    assert 0.65 < composed / sum(alone) < 0.72  # the "about 30 % smaller" of dp-auto-gan §2.2
+    # one composition of both phases is about 30 % below the sum of the phases' epsilons at delta/2
+    assert 0.65 < composed / sum(alone) < 0.72
 
 
-# dp-auto-gan §2.4 single-step RDP (T = 1): (q, psi, order, value)
+# Single-step RDP (T = 1) of the subsampled Gaussian at the DP-auto-GAN rates and noise levels
+# above: (q, psi, order, value)
 SINGLE_STEP = [
     (64 / 32561, 2.5, 2.0, 6.703336541e-07),
     (64 / 32561, 2.5, 32.0, 1.084292557e-05),
@@ -164,7 +169,7 @@ def test_gs_wgan_strict_accounting_is_in_the_hundreds():
 def test_gs_wgan_paper_golden_value_k1500():
     phase = [ShardedSanitizerPhase("generator", 1500, 21000, 32, 1.07, 70000, accounting="paper")]
     assert privacy.epsilon(phase, DELTA, "rdp", "classic") == pytest.approx(6.469, abs=1e-3)
-    # the same event through dp_accounting's improved conversion (gs-wgan §2.4, second table)
+    # the same event through dp_accounting's improved conversion (docs/gs-wgan.md, "Privacy analysis")
     assert privacy.epsilon(phase, DELTA, "rdp", "improved") == pytest.approx(5.843, abs=1e-3)
     strict = [ShardedSanitizerPhase("generator", 1500, 21000, 32, 1.07, 70000)]
     assert privacy.epsilon(strict, DELTA, "rdp", "classic") > 17 * 6.469  # the paper accounting understates epsilon many times over
@@ -197,7 +202,8 @@ def test_calibrate_rdp_classic_round_trip_keeps_ratios_and_is_tight():
 def test_calibrate_pld_strict_gs_wgan_matches_the_reference_sigma():
     phase = [ShardedSanitizerPhase("generator", 1500, 21000, 32, 1.07, 70000)]
     (out,) = privacy.calibrate(phase, 6.45, DELTA)
-    assert out.noise_multiplier == pytest.approx(2.666, abs=0.03)  # gs-wgan §2.8 (PLD)
+    # docs/gs-wgan.md, "Privacy analysis": sigma of about 2.67 reaches 6.45 strictly (PLD)
+    assert out.noise_multiplier == pytest.approx(2.666, abs=0.03)
     assert out.num_shards == 1500 and out.steps == 21000 and out.rows_per_step == 32
     eps = privacy.epsilon([out], DELTA)
     assert 6.45 - 5e-3 <= eps <= 6.45

@@ -8,6 +8,8 @@
   steps per compiled call.
 - :func:`add_gaussian_noise` / :func:`gaussian_noise`: float32 noise with tails beyond 9 sigma from
   Threefry-2x32-20, fused with its addition.
+- :func:`sanitized` / :func:`sanitize_rows`: the generator-side gradient sanitiser (an identity
+  whose backward pass clips each row's gradient and adds Gaussian noise once; GS-WGAN).
 - :func:`make_key`: 64-bit OS-entropy keys unless a seed is given.
 - :func:`dp_em_ssp`: DP-EM for a Gaussian mixture by sufficient-statistics perturbation
   (:func:`init_mixture`, :func:`sample_mixture`, :func:`sufficient_statistics`).
@@ -33,6 +35,7 @@ from dpgen_jax.dpsgd._dp_em import (
 )
 from dpgen_jax.dpsgd._keys import RunKey, make_key
 from dpgen_jax.dpsgd._noise import add_gaussian_noise, gaussian_noise
+from dpgen_jax.dpsgd._sanitizer import sanitize_rows, sanitized
 from dpgen_jax.dpsgd._sampling import (
     PoissonChunk,
     default_capacity,
@@ -80,5 +83,7 @@ __all__ = [
     "poisson_sample_indices",
     "run_phase",
     "sample_mixture",
+    "sanitize_rows",
+    "sanitized",
     "sufficient_statistics",
 ]

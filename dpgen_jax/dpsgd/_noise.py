@@ -19,8 +19,8 @@ Here every coordinate uses 64 random bits:
   and ``1/2 - p`` is formed from the complemented bits, so both are exact to float32 rounding
   however close they are to 0. The magnitude is the normal quantile of ``p`` by Wichura's algorithm
   AS 241 (PPND7; Wichura 1988, "The percentage points of the normal distribution", Applied
-  Statistics 37(3)), accurate to about 1e-7 relative. The smallest ``p`` is 2^-64, so the reachable
-  extremes are +-9.155.
+  Statistics 37(3)), accurate to about 1e-7 relative. The smallest ``p`` is 2^-65 (``K = 0``), so
+  the reachable extremes are +-9.155.
 * **Cost.** One Threefry block (two 32-bit words) per value, a logarithm, a square root and one
   rational function, fused with the addition: about half the cost of ``jax.random.normal`` on
   CPU, near torch's ``normal_`` (see ``docs/engine.md`` for measurements).
@@ -50,7 +50,7 @@ _TAIL_DEN = (1.0, 0.73700164250, 0.12021132975)
 _FAR_NUM = (6.6579051150, 3.0812263860, 0.42868294337, 0.017337203997)
 _FAR_DEN = (1.0, 0.24197894225, 0.012258202635)
 
-#: The largest magnitude the sampler can return, in units of the standard deviation (p = 2^-64).
+#: The largest magnitude the sampler can return, in units of the standard deviation (p = 2^-65).
 MAX_ABS_VALUE = 9.155
 
 

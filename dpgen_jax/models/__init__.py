@@ -4,6 +4,7 @@ All modules are per-example (no BatchNorm), initialised like their PyTorch origi
 """
 
 from dpgen_jax.models._baselines import VAE, DPWGANNetworks, dp_wgan_networks, gaussian_kl, vae_decoder
+from dpgen_jax.models._gswgan import GSWGANMLP, GSWGANNetworks, gs_wgan_networks
 from dpgen_jax.models._layers import ACTIVATIONS, TorchDense, get_activation, leaky_relu, torch_bias_init
 from dpgen_jax.models._networks import (
     MLP,
@@ -26,6 +27,8 @@ __all__ = [
     "MLP",
     "Autoencoder",
     "Critic",
+    "GSWGANMLP",
+    "GSWGANNetworks",
     "DPAutoGANNetworks",
     "DPWGANNetworks",
     "ResidualGenerator",
@@ -38,6 +41,7 @@ __all__ = [
     "dp_auto_gan_networks",
     "dp_wgan_networks",
     "gaussian_kl",
+    "gs_wgan_networks",
     "get_activation",
     "leaky_relu",
     "mimic_autoencoder",

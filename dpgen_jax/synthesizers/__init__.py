@@ -9,6 +9,8 @@ a thin class).
   baselines :class:`DPWGAN` and :class:`DPVAE`.
 - :mod:`~dpgen_jax.synthesizers.dp_syn`: :class:`DPSYN` (Abay et al. 2018), per-label DP
   autoencoders and DP-EM.
+- :mod:`~dpgen_jax.synthesizers.gs_wgan`: :class:`GSWGAN` (Chen et al. 2020, for tables), K
+  discriminators on secret shards as one vectorised ensemble and a sanitised generator.
 - :mod:`~dpgen_jax.synthesizers.independent`: :class:`Independent`, noisy one-way marginals
   sampled independently (the benchmark's reference floor).
 - :mod:`~dpgen_jax.synthesizers.mst`: :class:`MST` (McKenna et al. 2021) on public bins, with the
@@ -31,10 +33,14 @@ from dpgen_jax.synthesizers.dp_auto_gan import PAPER_PRESETS, DPAutoGAN, DPAutoG
 from dpgen_jax.synthesizers.dp_syn import DPSYN, DPSYNConfig
 from dpgen_jax.synthesizers.dp_vae import DPVAE, DPVAEConfig
 from dpgen_jax.synthesizers.dp_wgan import DPWGAN, DPWGANConfig
+from dpgen_jax.synthesizers.gs_wgan import GSWGAN, GSWGANConfig
 from dpgen_jax.synthesizers.independent import Independent, IndependentConfig
 from dpgen_jax.synthesizers.mst import MST, MSTConfig
+from dpgen_jax.synthesizers.aim import AIM, AIMConfig
 
 __all__ = [
+    "AIM",
+    "AIMConfig",
     "DPAutoGAN",
     "DPAutoGANConfig",
     "DPSYN",
@@ -44,6 +50,8 @@ __all__ = [
     "DPWGAN",
     "DPWGANConfig",
     "FitContext",
+    "GSWGAN",
+    "GSWGANConfig",
     "Independent",
     "IndependentConfig",
     "MST",

@@ -155,6 +155,12 @@ class FitContext:
     progress: Callable[[str], ProgressFn | None]
     should_stop: Callable[[], bool]
 
+    def phase_args(self, name: str) -> dict[str, Any]:
+        """What every training-phase function takes from the fit: ``num_records``, the
+        ``progress`` callback of phase ``name`` and ``should_stop``."""
+        return {"num_records": self.num_records, "progress": self.progress(name),
+                "should_stop": self.should_stop}
+
 
 # ----------------------------------------------------------------------------- registry
 

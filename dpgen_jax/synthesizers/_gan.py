@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import optax
 
 from dpgen_jax import dpsgd
-from dpgen_jax.synthesizers._training import make_private_step
+from dpgen_jax.synthesizers._training import make_private_step, torch_rmsprop, weight_clamp
 
 PyTree = Any
 CRITIC_CLIPPINGS = ("paired", "real_only")
@@ -38,6 +38,14 @@ CRITIC_CLIPPINGS = ("paired", "real_only")
 class GANState(NamedTuple):
     critic: dpsgd.TrainState
     generator: dpsgd.TrainState
+
+
+class GANRunner(NamedTuple):
+    """A compiled GAN phase (:func:`make_gan_runner`) and the optimizers its states start from."""
+
+    run: Callable
+    critic_optimizer: optax.GradientTransformation
+    generator_optimizer: optax.GradientTransformation
 
 
 def paired_critic_loss(critic_fn: Callable[[PyTree, jax.Array], jax.Array]):
@@ -188,4 +196,41 @@ def run_gan(runner, state: GANState, data, frozen, key, *, critic_steps: int,
     return state
 
 
-__all__ = ["CRITIC_CLIPPINGS", "GANState", "make_gan_runner", "paired_critic_loss", "run_gan"]
+def rmsprop_gan_runner(critic_fn, fake_fn, *, critic_learning_rate: float,
+                       generator_learning_rate: float, weight_clamp_bound: float | None,
+                       **runner_kwargs) -> GANRunner:
+    """:func:`make_gan_runner` with PyTorch-style RMSProp for both networks and the WGAN weight
+    clamp on the critic (``weight_clamp_bound=None``: no clamp), the WGAN training of Arjovsky,
+    Chintala and Bottou (2017) that DP-auto-GAN and DP-WGAN use. Other keywords go to
+    :func:`make_gan_runner`."""
+    critic_opt = torch_rmsprop(critic_learning_rate)
+    gen_opt = torch_rmsprop(generator_learning_rate)
+    run = make_gan_runner(critic_fn, fake_fn, critic_opt, gen_opt,
+                          post_update=weight_clamp(weight_clamp_bound), **runner_kwargs)
+    return GANRunner(run, critic_opt, gen_opt)
+
+
+def train_gan(runner: GANRunner, critic_params: PyTree, generator_params: PyTree, data, frozen,
+              key, *, critic_steps: int, critic_steps_per_generator_step: int,
+              chunk_size: int = 1000, progress: Callable[[int, int], None] | None = None,
+              should_stop: Callable[[], bool] | None = None) -> GANState:
+    """The GAN phase from fresh optimizer states at the given parameters (see :func:`run_gan`)."""
+    state = GANState(dpsgd.init_state(critic_params, runner.critic_optimizer),
+                     dpsgd.init_state(generator_params, runner.generator_optimizer))
+    return run_gan(runner.run, state, data, frozen, key, critic_steps=critic_steps,
+                   critic_steps_per_generator_step=critic_steps_per_generator_step,
+                   chunk_size=chunk_size, progress=progress, should_stop=should_stop)
+
+
+def critic_term_note(clipping: str, dp_outputs: str, paired_note: str = "") -> str:
+    """The privacy report's sentence on the critic's per-example term; ``dp_outputs`` says which
+    released networks the generated rows come from (e.g. "the generator is a DP output")."""
+    if clipping == "paired":
+        return ("Critic per-example term: each real row paired with one fresh generated row and "
+                f"clipped together{paired_note}.")
+    return ("Critic per-example term: only the real-data term is clipped and noised; the generated "
+            f"rows' term depends on no private row ({dp_outputs}, z is fresh noise).")
+
+
+__all__ = ["CRITIC_CLIPPINGS", "GANRunner", "GANState", "critic_term_note", "make_gan_runner",
+           "paired_critic_loss", "rmsprop_gan_runner", "run_gan", "train_gan"]

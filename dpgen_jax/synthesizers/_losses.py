@@ -21,12 +21,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpgen_jax import data as data_lib
+from dpgen_jax.models import bce_with_logits as _bce_with_logits
 
 CONTINUOUS_LOSSES = ("mse", "bce")
-
-
-def _bce_with_logits(logits: jax.Array, targets: jax.Array) -> jax.Array:
-    return jnp.maximum(logits, 0) - logits * targets + jnp.log1p(jnp.exp(-jnp.abs(logits)))
 
 
 class BlockLayout:

@@ -123,10 +123,27 @@ def median_grad_norm(loss_fn: Callable[[PyTree, PyTree], jax.Array], params: PyT
     return float(jnp.median(aux["norms"]))
 
 
+def median_grad_norm_after(loss_fn: Callable[[PyTree, PyTree], jax.Array],
+                           optimizer: optax.GradientTransformation, params: PyTree, rows: PyTree,
+                           eval_rows: PyTree, key: jax.Array, *, steps: int, batch_size: int) -> float:
+    """:func:`median_grad_norm` over ``eval_rows`` after ``steps`` non-private steps on ``rows``.
+
+    The same rule for a clip norm chosen later in training; private only when ``rows``,
+    ``eval_rows`` and ``params`` depend on no private row (e.g. ``data.uniform_rows`` and initial
+    parameters).
+    """
+    num_rows = jax.tree_util.tree_leaves(rows)[0].shape[0]
+    state = run_private_phase(loss_fn, optimizer, params, rows, key, steps=steps, batch_size=batch_size,
+                              num_records=num_rows, clip_norm=None, noise_multiplier=0.0,
+                              chunk_size=max(1, steps))
+    return median_grad_norm(loss_fn, state.params, eval_rows)
+
+
 __all__ = [
     "dpsgd_phase",
     "make_private_step",
     "median_grad_norm",
+    "median_grad_norm_after",
     "run_private_phase",
     "torch_adam",
     "torch_rmsprop",

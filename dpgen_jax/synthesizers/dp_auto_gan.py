@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpgen_jax import data as data_lib
-from dpgen_jax import dpsgd, models, privacy
+from dpgen_jax import dpsgd, models
 from dpgen_jax import _validate as _v
 from dpgen_jax._validate import check_choice, check_steps
 from dpgen_jax.synthesizers import _gan, _training
@@ -41,22 +41,19 @@ from dpgen_jax.synthesizers._base import Synthesizer, SynthesizerConfig, TrainRe
 
 PyTree = Any
 
+# The paper's settings by its epsilon (RDP + classic conversion): family, autoencoder and critic
+# sigma, steps. Adult: 10,000 autoencoder and 15,000 critic steps on any table size; MIMIC-III
+# (binary data): one sigma for both phases and the published critic steps.
+_ADULT_STEPS = {"ae_steps": 10_000, "critic_steps": 15_000}
 PAPER_PRESETS: dict[str, dict[str, Any]] = {
-    # Adult: (autoencoder sigma, critic sigma); the paper's epsilon by RDP + classic conversion.
-    # The paper's step counts (10,000 autoencoder and 15,000 critic steps) on any table size.
-    "paper-0.36": {"family": "adult", "ae_noise_multiplier": 5.0, "critic_noise_multiplier": 8.0,
-                   "ae_steps": 10_000, "critic_steps": 15_000},
-    "paper-0.51": {"family": "adult", "ae_noise_multiplier": 2.5, "critic_noise_multiplier": 7.5,
-                   "ae_steps": 10_000, "critic_steps": 15_000},
-    "paper-1.01": {"family": "adult", "ae_noise_multiplier": 1.5, "critic_noise_multiplier": 3.5,
-                   "ae_steps": 10_000, "critic_steps": 15_000},
-    # MIMIC-III (binary data): one sigma for both phases, 6000/7000/7000 critic steps.
-    "paper-0.81": {"family": "binary", "ae_noise_multiplier": 3.5, "critic_noise_multiplier": 3.5,
-                   "critic_steps": 6000},
-    "paper-1.33": {"family": "binary", "ae_noise_multiplier": 2.3, "critic_noise_multiplier": 2.3,
-                   "critic_steps": 7000},
-    "paper-2.70": {"family": "binary", "ae_noise_multiplier": 1.3, "critic_noise_multiplier": 1.3,
-                   "critic_steps": 7000},
+    f"paper-{eps}": {"family": family, "ae_noise_multiplier": ae, "critic_noise_multiplier": critic, **steps}
+    for eps, family, ae, critic, steps in (
+        ("0.36", "adult", 5.0, 8.0, _ADULT_STEPS),
+        ("0.51", "adult", 2.5, 7.5, _ADULT_STEPS),
+        ("1.01", "adult", 1.5, 3.5, _ADULT_STEPS),
+        ("0.81", "binary", 3.5, 3.5, {"critic_steps": 6000}),
+        ("1.33", "binary", 2.3, 2.3, {"critic_steps": 7000}),
+        ("2.70", "binary", 1.3, 1.3, {"critic_steps": 7000}))
 }
 CLIP_NORM_RULES = ("paper-joint", "public-median")
 CONTINUOUS_ENCODINGS = ("paper", "bins")
@@ -153,30 +150,27 @@ class DPAutoGANConfig(SynthesizerConfig):
         return cls(**base)
 
     def validate(self) -> DPAutoGANConfig:
-        check_choice(self.family, ("adult", "binary"), "family")
-        check_choice(self.ae_loss, ("mean", "sum"), "ae_loss")
-        check_choice(self.continuous_encoding, CONTINUOUS_ENCODINGS, "continuous_encoding")
-        check_choice(self.bin_spacing, data_lib.SPACINGS, "bin_spacing")
-        _v.count(self.bins, "bins", 1)
-        check_choice(self.critic_clipping, _gan.CRITIC_CLIPPINGS, "critic_clipping")
-        check_choice(self.method, dpsgd.METHODS, "method")
-        for name in ("latent_dim", "noise_dim", "ae_batch_size", "critic_batch_size",
+        for name, options in (("family", ("adult", "binary")), ("ae_loss", ("mean", "sum")),
+                              ("continuous_encoding", CONTINUOUS_ENCODINGS),
+                              ("bin_spacing", data_lib.SPACINGS),
+                              ("critic_clipping", _gan.CRITIC_CLIPPINGS), ("method", dpsgd.METHODS)):
+            check_choice(getattr(self, name), options, name)
+        for name in ("bins", "latent_dim", "noise_dim", "ae_batch_size", "critic_batch_size",
                      "critic_steps_per_generator_step", "generator_batch_size", "chunk_size"):
             _v.count(getattr(self, name), name, 1)
         check_steps(self.clip_calibration_steps, "clip_calibration_steps")
         for name in ("ae_steps", "critic_steps"):
             if getattr(self, name) is not None:
                 check_steps(getattr(self, name), name)
-        for name in ("ae_epochs", "critic_epochs"):
-            _v.positive_finite(getattr(self, name), name)
         if isinstance(self.ae_clip_norm, str):
             check_choice(self.ae_clip_norm, CLIP_NORM_RULES, "ae_clip_norm")
         else:
             _v.positive_finite(self.ae_clip_norm, "ae_clip_norm")
-        for name in ("critic_clip_norm", "ae_noise_multiplier", "critic_noise_multiplier"):
-            _v.positive_finite(getattr(self, name), name)
         if self.weight_clamp is not None:
             _v.positive_finite(self.weight_clamp, "weight_clamp")
+        for name in ("ae_epochs", "critic_epochs", "critic_clip_norm", "ae_noise_multiplier",
+                     "critic_noise_multiplier"):
+            _v.positive_finite(getattr(self, name), name)
         if any(h != self.noise_dim for h in self.generator_hidden):
             raise ValueError(f"generator_hidden={self.generator_hidden!r}: residual blocks need width "
                              f"noise_dim={self.noise_dim}.")
@@ -233,6 +227,13 @@ def _ae_optimizer(config: DPAutoGANConfig):
     return _training.torch_adam(config.ae_learning_rate)
 
 
+def ae_clip_value(config: DPAutoGANConfig) -> float | None:
+    """The autoencoder clip norm when it is known without training (None for "public-median")."""
+    if config.ae_clip_norm == "paper-joint":
+        return PAPER_DECODER_CLIP[config.family] * math.sqrt(2.0)
+    return None if config.ae_clip_norm == "public-median" else float(config.ae_clip_norm)
+
+
 def resolve_ae_clip_norm(config: DPAutoGANConfig, schema: data_lib.Schema, ae_params,
                          key: jax.Array) -> tuple[float, str]:
     """The joint autoencoder clip norm and the report sentence saying how it was chosen.
@@ -240,43 +241,35 @@ def resolve_ae_clip_norm(config: DPAutoGANConfig, schema: data_lib.Schema, ae_pa
     No private row is used: ``"paper-joint"`` uses published numbers, ``"public-median"`` trains
     a copy of the autoencoder without privacy on rows drawn uniformly from the public schema.
     """
-    rule = config.ae_clip_norm
+    value = ae_clip_value(config)
     critic = (f"The critic clip norm C3={config.critic_clip_norm} is the paper's value (tuned by its "
               "authors on the real data; that tuning is not accounted).")
-    if rule == "paper-joint":
-        value = PAPER_DECODER_CLIP[config.family] * math.sqrt(2.0)
+    if config.ae_clip_norm == "paper-joint":
         return value, (
             f"The joint autoencoder clip norm C1={value:.6g} is the paper's published decoder-only "
             f"clip norm ({PAPER_DECODER_CLIP[config.family]}) times sqrt(2) for the joint "
             "encoder+decoder gradient; no private row was used to choose it, but the authors tuned "
             "their value on the real data (not accounted; see docs/dp-auto-gan.md). " + critic)
-    if rule == "public-median":
-        enc = encoder(config, schema)
-        loss = ae_loss_fn(config, enc.width)
-        k_rows, k_train, k_eval = jax.random.split(key, 3)
+    if value is not None:
+        return value, (f"The joint autoencoder clip norm C1={value} and the critic clip norm "
+                       f"C3={config.critic_clip_norm} are fixed configuration values.")
+    enc = encoder(config, schema)
+    loss = ae_loss_fn(config, enc.width)
+    k_rows, k_train, k_eval = jax.random.split(key, 3)
 
-        def uniform(n, k):  # rows drawn uniformly from the public schema, in the model's encoding
-            rows = data_lib.uniform_rows(schema, n, k)
-            if config.continuous_encoding == "paper":
-                return rows
-            return jnp.asarray(enc.encode(data_lib.TableEncoder(schema).decode(rows)))
+    def uniform(n, k):  # rows drawn uniformly from the public schema, in the model's encoding
+        rows = data_lib.uniform_rows(schema, n, k)
+        if config.continuous_encoding == "paper":
+            return rows
+        return jnp.asarray(enc.encode(data_lib.TableEncoder(schema).decode(rows)))
 
-        public = uniform(4096, k_rows)
-        state = _training.run_private_phase(
-            loss, _ae_optimizer(config), ae_params, public, k_train,
-            steps=config.clip_calibration_steps, batch_size=config.ae_batch_size,
-            num_records=public.shape[0], clip_norm=None, noise_multiplier=0.0,
-            chunk_size=max(1, config.clip_calibration_steps))
-        rows = uniform(1024, k_eval)
-        _, aux = jax.jit(dpsgd.clipped_grad_sum(loss, 1e30, method="vmap"))(state.params, rows)
-        value = float(np.median(np.asarray(aux["norms"])))
-        return value, (
-            f"The joint autoencoder clip norm C1={value:.6g} was chosen without the private rows: the "
-            f"median per-example gradient norm after {config.clip_calibration_steps} non-private "
-            "steps on rows drawn uniformly from the public schema. " + critic)
-    value = float(rule)
-    return value, (f"The joint autoencoder clip norm C1={value} and the critic clip norm "
-                   f"C3={config.critic_clip_norm} are fixed configuration values.")
+    value = _training.median_grad_norm_after(
+        loss, _ae_optimizer(config), ae_params, uniform(4096, k_rows), uniform(1024, k_eval), k_train,
+        steps=config.clip_calibration_steps, batch_size=config.ae_batch_size)
+    return value, (
+        f"The joint autoencoder clip norm C1={value:.6g} was chosen without the private rows: the "
+        f"median per-example gradient norm after {config.clip_calibration_steps} non-private "
+        "steps on rows drawn uniformly from the public schema. " + critic)
 
 
 def train_autoencoder(config: DPAutoGANConfig, ae_params, data: jax.Array, key: jax.Array, *,
@@ -307,51 +300,41 @@ def fake_rows(nets: models.DPAutoGANNetworks, gen_params, dec_params, key, n: in
 
 
 def make_gan_runner(config: DPAutoGANConfig, width: int, num_rows: int, *, clip_norm: float | None,
-                    noise_multiplier: float, num_records: int | None = None):
-    """Compiles the GAN phase ``run(state, data, dec_params, key, n_iterations, total) -> state``.
-
-    ``clip_norm=None``: a non-private critic (no clipping, no noise). Returns ``(run,
-    critic_optimizer, generator_optimizer)``; see ``_gan.make_gan_runner``.
-    """
+                    noise_multiplier: float, num_records: int | None = None) -> _gan.GANRunner:
+    """The compiled GAN phase ``run(state, data, dec_params, key, n_iterations, total) -> state``
+    and its optimizers (``_gan.rmsprop_gan_runner``); ``clip_norm=None``: a non-private critic."""
     nets = networks(config, width)
-    critic_opt = _training.torch_rmsprop(config.critic_learning_rate)
-    gen_opt = _training.torch_rmsprop(config.generator_learning_rate)
-    run = _gan.make_gan_runner(
+    return _gan.rmsprop_gan_runner(
         lambda p, x: nets.critic.apply({"params": p}, x),
         lambda gp, dec, k, n: fake_rows(nets, gp, dec, k, n, config.noise_dim),
-        critic_opt, gen_opt, num_rows=num_rows, batch_size=config.critic_batch_size,
-        num_records=num_records or num_rows, clip_norm=clip_norm,
-        noise_multiplier=noise_multiplier, clipping=config.critic_clipping,
+        critic_learning_rate=config.critic_learning_rate,
+        generator_learning_rate=config.generator_learning_rate,
+        weight_clamp_bound=config.weight_clamp, num_rows=num_rows,
+        batch_size=config.critic_batch_size, num_records=num_records or num_rows,
+        clip_norm=clip_norm, noise_multiplier=noise_multiplier, clipping=config.critic_clipping,
         critic_steps_per_generator_step=config.critic_steps_per_generator_step,
-        generator_batch_size=config.generator_batch_size,
-        post_update=_training.weight_clamp(config.weight_clamp), method=config.method)
-    return run, critic_opt, gen_opt
+        generator_batch_size=config.generator_batch_size, method=config.method)
 
 
 def train_gan(config: DPAutoGANConfig, params: Params, dec_params, data: jax.Array, key: jax.Array, *,
               clip_norm: float | None, noise_multiplier: float, critic_steps: int,
               num_records: int | None = None, progress=None, should_stop=None) -> _gan.GANState:
-    """Phase 2: ``critic_steps`` critic steps with interleaved generator steps.
+    """Phase 2: ``critic_steps`` critic steps with interleaved generator steps (``_gan.train_gan``).
 
     The critic is DP-SGD with clip norm ``clip_norm`` (``None``: non-private, no noise).
     """
-    m, width = data.shape
-    run, critic_opt, gen_opt = make_gan_runner(config, width, m, clip_norm=clip_norm,
-                                               noise_multiplier=noise_multiplier,
-                                               num_records=num_records)
-    state = _gan.GANState(dpsgd.init_state(params.critic, critic_opt),
-                          dpsgd.init_state(params.generator, gen_opt))
-    return _gan.run_gan(run, state, data, dec_params, key, critic_steps=critic_steps,
-                        critic_steps_per_generator_step=config.critic_steps_per_generator_step,
-                        chunk_size=config.chunk_size, progress=progress, should_stop=should_stop)
+    runner = make_gan_runner(config, data.shape[1], data.shape[0], clip_norm=clip_norm,
+                             noise_multiplier=noise_multiplier, num_records=num_records)
+    return _gan.train_gan(runner, params.critic, params.generator, data, dec_params, key,
+                          critic_steps=critic_steps, chunk_size=config.chunk_size,
+                          critic_steps_per_generator_step=config.critic_steps_per_generator_step,
+                          progress=progress, should_stop=should_stop)
 
 
 # ----------------------------------------------------------------------------- sampling, privacy
 
 
-@functools.partial(jax.jit, static_argnums=(0, 4, 5))
-def _sample_jit(nets, gen_params, dec_params, key, n: int, noise_dim: int):
-    return fake_rows(nets, gen_params, dec_params, key, n, noise_dim)
+_sample_jit = functools.partial(jax.jit, static_argnums=(0, 4, 5))(fake_rows)
 
 
 def sample_encoded(config: DPAutoGANConfig, width: int, gen_params, dec_params, n: int,
@@ -359,15 +342,6 @@ def sample_encoded(config: DPAutoGANConfig, width: int, gen_params, dec_params, 
     """``n`` synthetic rows in the encoded layout, values in [0, 1] (compiled once per shape)."""
     return np.asarray(_sample_jit(networks(config, width), gen_params, dec_params, key, int(n),
                                   config.noise_dim))
-
-
-def ae_clip_value(config: DPAutoGANConfig) -> float | None:
-    """The autoencoder clip norm when it is known without training (None for "public-median")."""
-    if config.ae_clip_norm == "paper-joint":
-        return PAPER_DECODER_CLIP[config.family] * math.sqrt(2.0)
-    if config.ae_clip_norm == "public-median":
-        return None
-    return float(config.ae_clip_norm)
 
 
 def schedule(config: DPAutoGANConfig, num_records: int) -> dict[str, int]:
@@ -388,17 +362,13 @@ def privacy_phases(config: DPAutoGANConfig, num_records: int, *,
     ``steps``: phase name -> executed steps (default: :func:`schedule`).
     """
     steps = {**schedule(config, num_records), **(steps or {})}
-    ae, critic = steps["autoencoder"], steps["critic"]
-    if not private:
-        return [privacy.NonPrivatePhase("autoencoder", ae), privacy.NonPrivatePhase("critic", critic)]
-    return [
-        privacy.DPSGDPhase.from_batch_size("autoencoder", config.ae_batch_size, num_records,
-                                           config.ae_noise_multiplier, ae,
-                                           clip_norm=ae_clip_value(config)),
-        privacy.DPSGDPhase.from_batch_size("critic", config.critic_batch_size, num_records,
-                                           config.critic_noise_multiplier, critic,
-                                           clip_norm=config.critic_clip_norm),
-    ]
+    return [_training.dpsgd_phase(name, batch_size=batch, num_records=num_records,
+                                  noise_multiplier=sigma, steps=steps[name], clip_norm=clip,
+                                  private=private)
+            for name, batch, sigma, clip in (
+                ("autoencoder", config.ae_batch_size, config.ae_noise_multiplier, ae_clip_value(config)),
+                ("critic", config.critic_batch_size, config.critic_noise_multiplier,
+                 config.critic_clip_norm))]
 
 
 @register
@@ -439,25 +409,21 @@ class DPAutoGAN(Synthesizer):
         if ctx.private:
             ae_clip, note = resolve_ae_clip_norm(config, ctx.schema, params.autoencoder, k_clip)
             config = config.replace(ae_clip_norm=ae_clip)
-            notes += [note, "Critic per-example term: " + (
-                "each real row paired with one fresh generated row and clipped together (the "
-                "paper's form)." if config.critic_clipping == "paired" else
-                "only the real-data term is clipped and noised; the generated rows' term depends "
-                "on no private row (generator and decoder are DP outputs, z is fresh noise)."),
-                "Hyperparameters (architecture, learning rates, schedule, critic clip norm) are the "
-                "paper's, which its authors tuned on the real data; that search is not accounted."]
+            notes += [note, _gan.critic_term_note(config.critic_clipping, "generator and decoder "
+                                                  "are DP outputs", " (the paper's form)"),
+                      "Hyperparameters (architecture, learning rates, schedule, critic clip norm) are "
+                      "the paper's, which its authors tuned on the real data; that search is not "
+                      "accounted."]
         ae_state = train_autoencoder(
-            config, params.autoencoder, x, k_ae, clip_norm=ae_clip,
+            config, params.autoencoder, x, k_ae, clip_norm=ae_clip, steps=config.ae_steps,
             noise_multiplier=config.ae_noise_multiplier if ctx.private else 0.0,
-            steps=config.ae_steps, num_records=ctx.num_records, progress=ctx.progress("autoencoder"),
-            should_stop=ctx.should_stop)
+            **ctx.phase_args("autoencoder"))
         jax.block_until_ready(ae_state.params)
         t1 = time.perf_counter()
         gan = train_gan(config, params, ae_state.params["decoder"], x, k_gan,
                         clip_norm=config.critic_clip_norm if ctx.private else None,
                         noise_multiplier=config.critic_noise_multiplier,
-                        critic_steps=config.critic_steps, num_records=ctx.num_records,
-                        progress=ctx.progress("critic"), should_stop=ctx.should_stop)
+                        critic_steps=config.critic_steps, **ctx.phase_args("critic"))
         jax.block_until_ready(gan.generator.params)
         t2 = time.perf_counter()
         return TrainResult(

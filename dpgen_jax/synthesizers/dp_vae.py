@@ -228,8 +228,7 @@ class DPVAE(Synthesizer):
         t1 = time.perf_counter()
         state = train_vae(config, blocks, params, x, k_train, clip_norm=clip,
                           noise_multiplier=config.noise_multiplier, steps=config.steps,
-                          num_records=ctx.num_records, progress=ctx.progress("vae"),
-                          should_stop=ctx.should_stop)
+                          **ctx.phase_args("vae"))
         jax.block_until_ready(state.params)
         t2 = time.perf_counter()
         return TrainResult(config=config, released={"decoder": state.params["decoder"]},

@@ -172,42 +172,34 @@ _sample_jit = functools.partial(jax.jit, static_argnums=(0, 1, 4))(fake_rows)
 
 
 def make_gan_runner(config: DPWGANConfig, blocks: tuple, num_rows: int, *, clip_norm: float | None,
-                    noise_multiplier: float, num_records: int | None = None):
-    """Compiles the GAN phase ``run(state, data, None, key, n_iterations, total) -> state``.
-
-    ``clip_norm=None``: a non-private critic. Returns ``(run, critic_optimizer,
-    generator_optimizer)``; see ``_gan.make_gan_runner``.
-    """
-    width = max(b.stop for b in blocks)
+                    noise_multiplier: float, num_records: int | None = None) -> _gan.GANRunner:
+    """The compiled GAN phase ``run(state, data, None, key, n_iterations, total) -> state`` and
+    its optimizers (``_gan.rmsprop_gan_runner``); ``clip_norm=None``: a non-private critic."""
     batch = batch_size_for(config, num_records or num_rows)
-    critic = networks(config, width).critic
-    critic_opt = _training.torch_rmsprop(config.critic_learning_rate)
-    gen_opt = _training.torch_rmsprop(config.generator_learning_rate)
-    run = _gan.make_gan_runner(
+    critic = networks(config, max(b.stop for b in blocks)).critic
+    return _gan.rmsprop_gan_runner(
         lambda p, x: critic.apply({"params": p}, x),
         lambda gp, _frozen, k, n: fake_rows(config, blocks, gp, k, n),
-        critic_opt, gen_opt, num_rows=num_rows, batch_size=batch,
+        critic_learning_rate=config.critic_learning_rate,
+        generator_learning_rate=config.generator_learning_rate,
+        weight_clamp_bound=config.weight_clamp, num_rows=num_rows, batch_size=batch,
         num_records=num_records or num_rows, clip_norm=clip_norm, noise_multiplier=noise_multiplier,
         clipping=config.critic_clipping,
         critic_steps_per_generator_step=config.critic_steps_per_generator_step,
-        generator_batch_size=config.generator_batch_size or batch,
-        post_update=_training.weight_clamp(config.weight_clamp), method=config.method)
-    return run, critic_opt, gen_opt
+        generator_batch_size=config.generator_batch_size or batch, method=config.method)
 
 
 def train_gan(config: DPWGANConfig, blocks: tuple, params: Params, data: jax.Array, key: jax.Array, *,
               clip_norm: float | None, noise_multiplier: float, critic_steps: int,
               num_records: int | None = None, progress=None, should_stop=None) -> _gan.GANState:
     """``critic_steps`` DP-SGD critic steps (``clip_norm=None``: non-private) with interleaved
-    generator steps, from ``params``."""
-    run, critic_opt, gen_opt = make_gan_runner(config, blocks, data.shape[0], clip_norm=clip_norm,
-                                               noise_multiplier=noise_multiplier,
-                                               num_records=num_records)
-    state = _gan.GANState(dpsgd.init_state(params.critic, critic_opt),
-                          dpsgd.init_state(params.generator, gen_opt))
-    return _gan.run_gan(run, state, data, None, key, critic_steps=critic_steps,
-                        critic_steps_per_generator_step=config.critic_steps_per_generator_step,
-                        chunk_size=config.chunk_size, progress=progress, should_stop=should_stop)
+    generator steps, from ``params`` (``_gan.train_gan``)."""
+    runner = make_gan_runner(config, blocks, data.shape[0], clip_norm=clip_norm,
+                             noise_multiplier=noise_multiplier, num_records=num_records)
+    return _gan.train_gan(runner, params.critic, params.generator, data, None, key,
+                          critic_steps=critic_steps, chunk_size=config.chunk_size,
+                          critic_steps_per_generator_step=config.critic_steps_per_generator_step,
+                          progress=progress, should_stop=should_stop)
 
 
 def resolve_clip_norm(config: DPWGANConfig, schema: data_lib.Schema, params: Params,
@@ -313,11 +305,7 @@ class DPWGAN(Synthesizer):
         if ctx.private:
             clip, note = resolve_clip_norm(config, ctx.schema, params, k_clip)
             config = config.replace(clip_norm=clip)
-            notes += [note, "Critic per-example term: " + (
-                "each real row paired with one fresh generated row and clipped together."
-                if config.critic_clipping == "paired" else
-                "only the real-data term is clipped and noised; the generated rows' term depends "
-                "on no private row (the generator is a DP output, z is fresh noise).")]
+            notes += [note, _gan.critic_term_note(config.critic_clipping, "the generator is a DP output")]
             if ctx.plan.preset is not None:
                 notes.append("The preset's noise multiplier is the paper's, which its authors chose "
                              "by evaluating synthetic data against the real data; that search is not "
@@ -325,8 +313,7 @@ class DPWGAN(Synthesizer):
         t1 = time.perf_counter()
         state = train_gan(config, blocks, params, x, k_gan, clip_norm=clip,
                           noise_multiplier=config.noise_multiplier, critic_steps=config.critic_steps,
-                          num_records=ctx.num_records, progress=ctx.progress("critic"),
-                          should_stop=ctx.should_stop)
+                          **ctx.phase_args("critic"))
         jax.block_until_ready(state.generator.params)
         t2 = time.perf_counter()
         return TrainResult(config=config, released={"generator": state.generator.params},
