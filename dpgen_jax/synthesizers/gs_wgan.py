@@ -314,6 +314,7 @@ def init_pretrain(config: GSWGANConfig, width: int, k: int, key: jax.Array) -> P
                          jnp.zeros((), jnp.int32))
 
 
+@functools.lru_cache(maxsize=32)
 def _pretrain_runner(config: GSWGANConfig):
     """A compiled ``run(state, x_sorted, key, shards, n)`` doing ``n`` iterations of every shard.
 
@@ -351,7 +352,7 @@ def pretrain(config: GSWGANConfig, x_sorted: jax.Array, shards: Shards, key: jax
     one compiled program (``vmap`` over groups of ``shard_group`` shards); iteration t of shard k
     uses the key ``fold_in(fold_in(k_run, t), k)`` where ``k_run`` is the second half of
     ``split(key)`` (the first initialises). Progress and ``should_stop`` act between chunks of
-    ``pretrain_chunk`` iterations."""
+    ``pretrain_chunk`` iterations. The compiled runner is cached per configuration."""
     k_init, k_run = jax.random.split(key)
     k = shards.starts.shape[0]
     state = init_pretrain(config, x_sorted.shape[1], k, k_init)
@@ -428,8 +429,15 @@ def train_generator(config: GSWGANConfig, state: GeneratorState, x_sorted: jax.A
     """``generator_steps`` generator steps (step t uses ``fold_in(key, t)``); ``int(state.steps)``
     is the executed count the accountant is given."""
     total = config.generator_steps if steps is None else steps
-    return dpsgd.run_phase(generator_step(config, private), state, x_sorted, key, total, extra=shards,
-                           chunk_size=config.chunk_size, progress=progress, should_stop=should_stop)
+    return dpsgd.run_phase(None, state, x_sorted, key, total, extra=shards,
+                           chunk_size=config.chunk_size, progress=progress,
+                           runner=_generator_runner(config, private), should_stop=should_stop)
+
+
+@functools.lru_cache(maxsize=32)
+def _generator_runner(config: GSWGANConfig, private: bool):
+    """The compiled runner of :func:`generator_step`, cached per configuration."""
+    return dpsgd.make_phase_runner(generator_step(config, private))
 
 
 # ----------------------------------------------------------------------------- sampling, privacy
