@@ -229,7 +229,8 @@ def run_phase(
     """Runs ``num_steps`` steps of ``step`` in compiled chunks of at most ``chunk_size`` steps.
 
     Args:
-        step: a step from :func:`make_dp_step` (or any function of the same signature).
+        step: a step from :func:`make_dp_step` (or any function of the same signature); may be
+            None when ``runner`` is given.
         state: initial :class:`TrainState`; ``state.steps`` counts executed steps.
         data: the dataset pytree (device-resident; leading axis m).
         key: the phase key (secret for DP phases).
@@ -237,7 +238,9 @@ def run_phase(
         extra: passed to every step (e.g. frozen generator and decoder parameters).
         chunk_size: steps per compiled call; progress is reported between chunks.
         progress: ``progress(done, total)`` called after each chunk.
-        runner: a compiled runner from :func:`make_phase_runner`, to reuse its compilation.
+        runner: a compiled ``runner(state, data, key, extra, num_steps) -> state``, e.g. from
+            :func:`make_phase_runner` to reuse its compilation (GS-WGAN passes its own grouped
+            pretraining runner).
         should_stop: called after each chunk; when it returns True the phase ends early (the
             state's step count then says how many steps ran).
 
