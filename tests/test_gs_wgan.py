@@ -290,3 +290,15 @@ def test_bad_shard_counts_are_refused_before_training(overrides, n, match):
 def test_bad_configuration_is_refused(field, value):
     with pytest.raises(ValueError, match=field):
         synthesizers.create("gs-wgan", **{field: value})
+
+
+def test_batch_normalised_critic_uses_the_statistics_of_its_batch():
+    """critic_norm="batch": normalisation by the batch's own statistics (no running averages), so a
+    shift of every row by one vector leaves the scores unchanged; LayerNorm does not have that."""
+    rows = 2 * jax.random.uniform(jax.random.key(0), (16, 5)) - 1
+    shift = jnp.linspace(-0.5, 0.5, 5)
+    for norm, invariant in (("batch", True), ("layer", False)):
+        cfg = CFG.replace(critic_norm=norm)
+        params = gw.init_critic(cfg, 5, jax.random.key(1))
+        a, b = gw.critic_scores(cfg, params, rows), gw.critic_scores(cfg, params, rows + shift)
+        assert np.allclose(np.asarray(a), np.asarray(b), atol=1e-4) == invariant
