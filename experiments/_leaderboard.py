@@ -167,6 +167,49 @@ def summary_table(board: dict, dataset: str) -> list[str]:
     return lines
 
 
+#: The README's generated tables: the lines between these markers are :func:`summary_table` of the
+#: committed leaderboard (``python -m experiments._leaderboard --readme README.md``).
+README_START = "<!-- leaderboard table: {dataset} (generated from docs/results/leaderboard.json) -->"
+README_END = "<!-- end of leaderboard table: {dataset} -->"
+
+
+def update_readme(text: str, board: dict) -> str:
+    """``text`` (a README) with every marked leaderboard table replaced by :func:`summary_table`.
+
+    A table is marked by :data:`README_START` / :data:`README_END` lines naming its dataset.
+
+    Raises:
+        ValueError: a start marker without its end marker, or a dataset the board does not hold.
+    """
+    lines = text.split("\n")
+    out, i = [], 0
+    datasets = {r["dataset"] for r in board["rows"]}
+    while i < len(lines):
+        out.append(lines[i])
+        ds = _marked_dataset(lines[i])
+        if ds is None:
+            i += 1
+            continue
+        if ds not in datasets:
+            raise ValueError(f"README marks a leaderboard table for dataset {ds!r}, which the leaderboard "
+                             f"does not hold (it has {sorted(datasets)}).")
+        end = README_END.format(dataset=ds)
+        try:
+            j = lines.index(end, i + 1)
+        except ValueError:
+            raise ValueError(f"README has {lines[i]!r} without its end marker {end!r}.") from None
+        out += summary_table(board, ds) + [end]
+        i = j + 1
+    return "\n".join(out)
+
+
+def _marked_dataset(line: str) -> str | None:
+    head, _, rest = README_START.partition("{dataset}")
+    if line.startswith(head) and line.endswith(rest) and len(line) > len(head) + len(rest):
+        return line[len(head):len(line) - len(rest)]
+    return None
+
+
 def _load_sentence(board: dict) -> str:
     loads = [c["load_at_start"] for c in board["cells"] if c.get("load_at_start") is not None]
     if not loads:
@@ -369,3 +412,24 @@ def write(out: pathlib.Path, command: str, with_plots: bool = True) -> dict:
     board["plots"] = [str(p) for p in plots(board, out / "plots")] if with_plots else []
     return board
 
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m experiments._leaderboard --readme README.md [--board docs/results/leaderboard.json]``:
+    regenerates the README's marked tables from the committed leaderboard."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m experiments._leaderboard", description=main.__doc__)
+    parser.add_argument("--readme", type=pathlib.Path, required=True)
+    parser.add_argument("--board", type=pathlib.Path, default=pathlib.Path("docs/results/leaderboard.json"))
+    args = parser.parse_args(argv)
+    board = json.loads(args.board.read_text())
+    text = args.readme.read_text()
+    new = update_readme(text, board)
+    args.readme.write_text(new)
+    print(f"{args.readme}: {'updated' if new != text else 'already up to date'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pathlib
 import statistics
 
 import pytest
@@ -133,3 +134,33 @@ def test_merge_adds_a_run_to_a_committed_leaderboard_without_the_other_runs(suit
     _common.write_json(committed / "leaderboard.json", {**full, "failed": []})
     again = _leaderboard.merge(committed, run, "merge-command")
     assert again["failed"] == full["failed"] and again["cells"] == full["cells"]
+
+
+def test_readme_tables_are_generated_from_the_committed_leaderboard():
+    """The README's reproduction tables are exactly the committed grid's summary tables (regenerate
+    with ``python -m experiments._leaderboard --readme README.md`` after a merge)."""
+    root = pathlib.Path(__file__).resolve().parents[1]
+    board = json.loads((root / "docs" / "results" / "leaderboard.json").read_text())
+    text = (root / "README.md").read_text()
+    assert _leaderboard.README_START.format(dataset="adult") in text
+    assert _leaderboard.update_readme(text, board) == text
+
+
+def test_update_readme_replaces_only_marked_tables_and_refuses_bad_markers():
+    board = {"rows": [], "published": []}
+    row = {"dataset": "toy", "method": "m", "target_epsilon": 1.0, "epsilon": 1.0, "accountant": "pld",
+           "seeds": [0], "rf_accuracy": 0.5, "jsd_total": 0.1, "tv_continuous": None, "l1_3way": 0.2,
+           "tstr_auroc": 0.6, "fit_seconds": 3.0}
+    board["rows"].append(row)
+    start, end = (m.format(dataset="toy") for m in (_leaderboard.README_START, _leaderboard.README_END))
+    text = "\n".join(["intro", start, "| stale |", end, "outro | untouched |"])
+    new = _leaderboard.update_readme(text, board)
+    assert new.split("\n")[0] == "intro" and new.split("\n")[-1] == "outro | untouched |"
+    assert "| stale |" not in new
+    assert "| m | 1.00 | 1.000 (pld) | 1 | 0.500 | 0.100 | — | 0.200 | 0.600 | 3.0 |" in new
+    assert _leaderboard.update_readme(new, board) == new
+    with pytest.raises(ValueError, match="without its end marker"):
+        _leaderboard.update_readme("\n".join([start, "| x |"]), board)
+    other = _leaderboard.README_START.format(dataset="nope")
+    with pytest.raises(ValueError, match="'nope'"):
+        _leaderboard.update_readme("\n".join([other, _leaderboard.README_END.format(dataset="nope")]), board)
