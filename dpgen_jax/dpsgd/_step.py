@@ -225,6 +225,7 @@ def run_phase(
     progress: Callable[[int, int], None] | None = None,
     runner: Callable | None = None,
     should_stop: Callable[[], bool] | None = None,
+    checkpoint: Any = None,
 ) -> TrainState:
     """Runs ``num_steps`` steps of ``step`` in compiled chunks of at most ``chunk_size`` steps.
 
@@ -243,6 +244,13 @@ def run_phase(
             pretraining runner).
         should_stop: called after each chunk; when it returns True the phase ends early (the
             state's step count then says how many steps ran).
+        checkpoint: a hook with ``restore(state, total) -> (state, done)``, called once before the
+            first chunk (it may return a saved state of this phase and the number of its steps
+            already executed, which are then not run again), and ``save(state, done, total,
+            stopping)``, called after every chunk (``stopping``: ``should_stop`` ended the phase
+            early). Step t uses ``fold_in(key, state.steps)``, so a phase continued from a saved
+            state with the same key executes exactly the steps of an uninterrupted run. ``save``
+            may raise to end the run (a paused fit, ``docs/checkpoints.md``). None: no hook.
 
     Returns:
         The final state; ``int(state.steps)`` is the number of steps actually executed.
@@ -253,6 +261,8 @@ def run_phase(
         raise ValueError(f"Expected chunk_size={chunk_size!r} to be an integer >= 1.")
     runner = runner or make_phase_runner(step)
     done = 0
+    if checkpoint is not None:
+        state, done = checkpoint.restore(state, total)
     while done < total:
         n = min(chunk, total - done)
         state = runner(state, data, key, extra, jnp.int32(n))
@@ -260,7 +270,10 @@ def run_phase(
         if progress is not None:
             jax.block_until_ready(state.steps)
             progress(done, total)
-        if should_stop is not None and done < total and should_stop():
+        stop = should_stop is not None and done < total and should_stop()
+        if checkpoint is not None:
+            checkpoint.save(state, done, total, stop)
+        if stop:
             break
     return state
 

@@ -17,6 +17,7 @@ a thin class).
   optional ``mbi`` package.
 """
 
+from dpgen_jax.synthesizers._checkpoint import FitPaused
 from dpgen_jax.synthesizers._base import (
     FitContext,
     Plan,
@@ -50,6 +51,7 @@ __all__ = [
     "DPWGAN",
     "DPWGANConfig",
     "FitContext",
+    "FitPaused",
     "GSWGAN",
     "GSWGANConfig",
     "Independent",

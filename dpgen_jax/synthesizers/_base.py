@@ -32,7 +32,7 @@ import pandas as pd
 
 from dpgen_jax import data as data_lib
 from dpgen_jax import dpsgd, privacy
-from dpgen_jax.synthesizers import _release
+from dpgen_jax.synthesizers import _checkpoint, _release
 
 PyTree = Any
 ProgressFn = Callable[[int, int], None]
@@ -146,6 +146,7 @@ class FitContext:
         should_stop: called between compiled chunks; True once the fit's time budget
             (``max_seconds``) is spent, and a phase must then end (its executed steps are what the
             report accounts for).
+        checkpointer: the fit's private checkpoints (``fit(checkpoint_dir=...)``), or None.
     """
 
     num_records: int
@@ -154,12 +155,18 @@ class FitContext:
     schema: data_lib.Schema
     progress: Callable[[str], ProgressFn | None]
     should_stop: Callable[[], bool]
+    checkpointer: _checkpoint.Checkpointer | None = None
+
+    def checkpoint(self, name: str):
+        """The checkpoint hook of training phase ``name`` for ``dpsgd.run_phase(checkpoint=...)``
+        (None when the fit keeps no checkpoints). Phase names are unique within a method."""
+        return None if self.checkpointer is None else self.checkpointer.phase(name)
 
     def phase_args(self, name: str) -> dict[str, Any]:
         """What every training-phase function takes from the fit: ``num_records``, the
-        ``progress`` callback of phase ``name`` and ``should_stop``."""
+        ``progress`` callback of phase ``name``, ``should_stop`` and its ``checkpoint`` hook."""
         return {"num_records": self.num_records, "progress": self.progress(name),
-                "should_stop": self.should_stop}
+                "should_stop": self.should_stop, "checkpoint": self.checkpoint(name)}
 
 
 # ----------------------------------------------------------------------------- registry
@@ -285,7 +292,9 @@ class Synthesizer(abc.ABC):
     ``"argmax"``, or ``"sample"`` for a method whose generative model draws each category from its
     output probabilities), ``ACCOUNTANT`` (the headline accountant, ``"pld"`` by default;
     ``"rdp"`` with the improved conversion for a method with phases only RDP interprets, such as
-    the exponential mechanism) and ``USES_NUM_RECORDS`` (False for a method whose mechanisms use
+    the exponential mechanism), ``CHECKPOINTS`` (True for a method whose ``_train`` passes every
+    phase its ``ctx.checkpoint`` hook, so that ``fit(checkpoint_dir=...)`` can resume it) and
+    ``USES_NUM_RECORDS`` (False for a method whose mechanisms use
     no record count, e.g. noisy histograms normalised by their own noisy total).
 
     Attributes:
@@ -303,6 +312,7 @@ class Synthesizer(abc.ABC):
     DECODE_MODE: ClassVar[str] = "argmax"
     ACCOUNTANT: ClassVar[str] = "pld"
     USES_NUM_RECORDS: ClassVar[bool] = True
+    CHECKPOINTS: ClassVar[bool] = False
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
@@ -454,7 +464,8 @@ class Synthesizer(abc.ABC):
             delta: float = 1e-5, preset: str | None = None, num_records: int | None = None,
             seed: int | None = None, progress: bool = False,
             max_seconds: float | None = None,
-            allow_data_derived_schema: bool = False) -> Synthesizer:
+            allow_data_derived_schema: bool = False, checkpoint_dir=None,
+            resume: bool = False, checkpoint_every: int = 10) -> Synthesizer:
         """Trains on the private table ``df`` under (epsilon, delta)-DP.
 
         Args:
@@ -475,17 +486,32 @@ class Synthesizer(abc.ABC):
             max_seconds: a time budget for training. Once it is spent, every remaining phase stops
                 after its current compiled chunk (each phase runs at least one chunk); the report
                 accounts for the steps actually executed, and a warning says the schedule was cut.
+                With ``checkpoint_dir`` it pauses the fit instead (:class:`FitPaused`).
             allow_data_derived_schema: the explicit opt-out for a schema read from the data
                 (``schema.source == "data-derived"``, e.g. ``data.infer_schema``). Without it such a
                 schema is refused; with it the fit runs and its report says the result is not
                 end-to-end differentially private.
+            checkpoint_dir: a directory for private, resumable checkpoints (``docs/checkpoints.md``):
+                the secret key, every phase's state and a manifest, saved with orbax every
+                ``checkpoint_every`` compiled chunks and at the end of each phase. The directory is
+                SECRET (never part of a release); delete or protect it after training. Only
+                methods with ``CHECKPOINTS`` accept it.
+            resume: continue the training saved in ``checkpoint_dir`` (same data, method,
+                configuration, target, schema, N and seed, checked); every mechanism before the
+                saved point is replayed with the same keys or restored, and the report counts each
+                step once.
+            checkpoint_every: compiled chunks of a phase between two checkpoints.
 
         Returns:
             ``self``, fitted.
 
         Raises:
             ValueError: bad arguments, a frame that does not match the schema, an unreachable
-                epsilon, or a data-derived schema without ``allow_data_derived_schema=True``.
+                epsilon, a data-derived schema without ``allow_data_derived_schema=True``, a
+                ``checkpoint_dir`` for a method without checkpoints, or a resume of another
+                training (the message lists the differences).
+            FitPaused: a checkpointed fit spent its ``max_seconds``; its state is saved and
+                nothing is released (resume it).
             ImportError: the method needs an optional package that is not installed
                 (:meth:`unavailable_reason` says which).
         """
@@ -512,15 +538,42 @@ class Synthesizer(abc.ABC):
         x = jax.numpy.asarray(self._encoder(schema, plan.config).encode(df))
         if max_seconds is not None and (isinstance(max_seconds, bool) or not max_seconds >= 0):
             raise ValueError(f"Expected max_seconds={max_seconds!r} to be a number >= 0 or None.")
-        run_key = dpsgd.make_key(seed)
+        # -- checkpoints (docs/checkpoints.md) ---------------------------------------------
+        if resume not in (True, False):
+            raise ValueError(f"Expected resume={resume!r} to be True or False.")
+        ckpt = None
+        if checkpoint_dir is None:
+            if resume:
+                raise ValueError("resume=True needs checkpoint_dir=<the training's checkpoint directory>.")
+            run_key = dpsgd.make_key(seed)
+        else:
+            if not self.CHECKPOINTS:
+                raise ValueError(
+                    f"{self.METHOD} does not take checkpoint_dir: it has no DP-SGD phase to resume "
+                    "(its mechanisms run in one pass; a fresh fit costs about what a resume would).")
+            flat = privacy.flat_phases(plan.phases)
+            identity = {
+                "method": self.METHOD, "target_epsilon": plan.target_epsilon, "delta": plan.delta,
+                "preset": preset, "private": plan.private, "accountant": plan.accountant,
+                "num_records": n, "num_records_public": public_n, "rows": m,
+                "schema": schema.to_dict(), "config": plan.config.to_dict(),
+                "noise_multipliers": {p.name: p.noise_multiplier_or_none for p in flat},
+                "planned_steps": {p.name: p.steps for p in flat}, "seeded": seed is not None}
+            ckpt, run_key = _checkpoint.open_checkpoint(
+                checkpoint_dir, resume=resume, every=checkpoint_every, identity=identity, x=x,
+                seed=seed, pause_reason=f"the time budget max_seconds={max_seconds} was spent")
+        # -- end checkpoints ----------------------------------------------------------------
         bar = _Progress(progress, plan)
         deadline = math.inf if max_seconds is None else time.monotonic() + float(max_seconds)
         ctx = FitContext(num_records=n, private=plan.private, plan=plan, schema=schema,
-                         progress=bar.phase, should_stop=lambda: time.monotonic() >= deadline)
+                         progress=bar.phase, should_stop=lambda: time.monotonic() >= deadline,
+                         checkpointer=ckpt)
         try:
             result = self._train(plan.config, x, run_key.key, ctx)
         finally:
             bar.close()
+            if ckpt is not None:
+                ckpt.close()
         phases = self._phases(result.config, n, result.steps, plan.private)
         # the schedule of the fitted configuration (DP-SYN's depends on counts released in _train)
         planned_phases = self._phases(result.config, n, None, plan.private)
@@ -546,6 +599,11 @@ class Synthesizer(abc.ABC):
                 "rates q = expected batch size / n (and a schedule given in epochs). Pass num_records=N (a public count) to avoid "
                 "this assumption.")
         assumptions.extend(result.assumptions)
+        if ckpt is not None and ckpt.resumed is not None:
+            assumptions.append(
+                "Training was resumed from a private checkpoint: the steps reported are every "
+                "distinct step executed across the runs; mechanisms before the saved point were "
+                "replayed with the same keys on the same inputs (the same outputs) or restored.")
         if cut and plan.private:
             assumptions.append(
                 f"A time budget (max_seconds={max_seconds}) stopped training early, after the "

@@ -174,24 +174,31 @@ def make_gan_runner(
 def run_gan(runner, state: GANState, data, frozen, key, *, critic_steps: int,
             critic_steps_per_generator_step: int, chunk_size: int = 1000,
             progress: Callable[[int, int], None] | None = None,
-            should_stop: Callable[[], bool] | None = None) -> GANState:
+            should_stop: Callable[[], bool] | None = None, checkpoint=None) -> GANState:
     """Runs ``critic_steps`` critic steps with interleaved generator steps, in compiled chunks.
 
     Progress (critic steps done, total) is reported between chunks, and ``should_stop()``, when
     given, may end the phase early there; ``int(state.critic.steps)`` is the executed count the
-    accountant is given.
+    accountant is given. ``checkpoint``: a hook as in :func:`dpgen_jax.dpsgd.run_phase`, counting
+    iterations (one generator step each); critic and generator steps use keys folded with their
+    own step counts, so a continued phase equals an uninterrupted one.
     """
     t_d = critic_steps_per_generator_step
     total_iters = -(-critic_steps // t_d)
     per_chunk = max(1, chunk_size // t_d)
     done = 0
+    if checkpoint is not None:
+        state, done = checkpoint.restore(state, total_iters)
     while done < total_iters:
         n = min(per_chunk, total_iters - done)
         state = runner(state, data, frozen, key, jnp.int32(n), jnp.int32(critic_steps))
         done += n
         if progress is not None:
             progress(int(state.critic.steps), critic_steps)
-        if should_stop is not None and done < total_iters and should_stop():
+        stop = should_stop is not None and done < total_iters and should_stop()
+        if checkpoint is not None:
+            checkpoint.save(state, done, total_iters, stop)
+        if stop:
             break
     return state
 
@@ -213,13 +220,14 @@ def rmsprop_gan_runner(critic_fn, fake_fn, *, critic_learning_rate: float,
 def train_gan(runner: GANRunner, critic_params: PyTree, generator_params: PyTree, data, frozen,
               key, *, critic_steps: int, critic_steps_per_generator_step: int,
               chunk_size: int = 1000, progress: Callable[[int, int], None] | None = None,
-              should_stop: Callable[[], bool] | None = None) -> GANState:
+              should_stop: Callable[[], bool] | None = None, checkpoint=None) -> GANState:
     """The GAN phase from fresh optimizer states at the given parameters (see :func:`run_gan`)."""
     state = GANState(dpsgd.init_state(critic_params, runner.critic_optimizer),
                      dpsgd.init_state(generator_params, runner.generator_optimizer))
     return run_gan(runner.run, state, data, frozen, key, critic_steps=critic_steps,
                    critic_steps_per_generator_step=critic_steps_per_generator_step,
-                   chunk_size=chunk_size, progress=progress, should_stop=should_stop)
+                   chunk_size=chunk_size, progress=progress, should_stop=should_stop,
+                   checkpoint=checkpoint)
 
 
 def critic_term_note(clipping: str, dp_outputs: str, paired_note: str = "") -> str:

@@ -77,12 +77,14 @@ def run_private_phase(
     progress: Callable[[int, int], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     batch_fn: Callable[[PyTree, jax.Array, jax.Array, PyTree], PyTree] | None = None,
+    checkpoint: Any = None,
 ) -> dpsgd.TrainState:
     """``steps`` DP-SGD steps of ``loss_fn`` from ``params`` (see :func:`make_private_step`).
 
     ``batch_fn`` (default: gather the sampled rows) builds each padded batch from the sampled
     indices and a fresh key per sampler chunk, e.g. to add per-example reparameterisation noise
-    (see :func:`dpgen_jax.dpsgd.make_dp_step`).
+    (see :func:`dpgen_jax.dpsgd.make_dp_step`). ``checkpoint``: the phase's checkpoint hook
+    (``FitContext.checkpoint``, see :func:`dpgen_jax.dpsgd.run_phase`), or None.
 
     Returns the final state; ``int(state.steps)`` is the number of steps executed, which the
     caller gives to the accountant.
@@ -93,7 +95,8 @@ def run_private_phase(
                              num_records=num_records, clip_norm=clip_norm,
                              noise_multiplier=noise_multiplier, method=method, **extra)
     return dpsgd.run_phase(step, dpsgd.init_state(params, optimizer), data, key, steps,
-                           chunk_size=chunk_size, progress=progress, should_stop=should_stop)
+                           chunk_size=chunk_size, progress=progress, should_stop=should_stop,
+                           checkpoint=checkpoint)
 
 
 def dpsgd_phase(name: str, *, batch_size: int, num_records: int, noise_multiplier: float, steps: int,

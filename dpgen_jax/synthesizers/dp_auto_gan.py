@@ -275,7 +275,7 @@ def resolve_ae_clip_norm(config: DPAutoGANConfig, schema: data_lib.Schema, ae_pa
 def train_autoencoder(config: DPAutoGANConfig, ae_params, data: jax.Array, key: jax.Array, *,
                       clip_norm: float | None, noise_multiplier: float, steps: int,
                       num_records: int | None = None, progress=None,
-                      should_stop=None) -> dpsgd.TrainState:
+                      should_stop=None, checkpoint=None) -> dpsgd.TrainState:
     """Phase 1: ``steps`` DP-SGD steps of the joint autoencoder (``clip_norm=None``: non-private).
 
     ``num_records`` is the N of the sampling rate B / N (default: the rows of ``data``).
@@ -285,7 +285,7 @@ def train_autoencoder(config: DPAutoGANConfig, ae_params, data: jax.Array, key: 
         ae_loss_fn(config, width), _ae_optimizer(config), ae_params, data, key, steps=steps,
         batch_size=config.ae_batch_size, num_records=num_records or m, clip_norm=clip_norm,
         noise_multiplier=noise_multiplier, method=config.method, chunk_size=config.chunk_size,
-        progress=progress, should_stop=should_stop)
+        progress=progress, should_stop=should_stop, checkpoint=checkpoint)
 
 
 # ----------------------------------------------------------------------------- phase 2
@@ -318,7 +318,8 @@ def make_gan_runner(config: DPAutoGANConfig, width: int, num_rows: int, *, clip_
 
 def train_gan(config: DPAutoGANConfig, params: Params, dec_params, data: jax.Array, key: jax.Array, *,
               clip_norm: float | None, noise_multiplier: float, critic_steps: int,
-              num_records: int | None = None, progress=None, should_stop=None) -> _gan.GANState:
+              num_records: int | None = None, progress=None, should_stop=None,
+              checkpoint=None) -> _gan.GANState:
     """Phase 2: ``critic_steps`` critic steps with interleaved generator steps (``_gan.train_gan``).
 
     The critic is DP-SGD with clip norm ``clip_norm`` (``None``: non-private, no noise).
@@ -328,7 +329,7 @@ def train_gan(config: DPAutoGANConfig, params: Params, dec_params, data: jax.Arr
     return _gan.train_gan(runner, params.critic, params.generator, data, dec_params, key,
                           critic_steps=critic_steps, chunk_size=config.chunk_size,
                           critic_steps_per_generator_step=config.critic_steps_per_generator_step,
-                          progress=progress, should_stop=should_stop)
+                          progress=progress, should_stop=should_stop, checkpoint=checkpoint)
 
 
 # ----------------------------------------------------------------------------- sampling, privacy
@@ -386,6 +387,7 @@ class DPAutoGAN(Synthesizer):
                    "(Tantipongpipat et al. 2021)")
     CONFIG = DPAutoGANConfig
     PRESETS = PAPER_PRESETS
+    CHECKPOINTS = True
 
     def _default_config(self, schema):
         if all(c.kind == "binary" for c in schema.columns):

@@ -308,8 +308,13 @@ def stack_groups(codes, feats, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def train_autoencoders(config: DPSYNConfig, blocks: tuple, codes, feats, init_key, key, counts, *,
-                       private: bool = True, should_stop=None) -> dpsgd.TrainState:
-    """Phase 2: every group's autoencoder at once (stacked states, one vmapped DP-SGD step)."""
+                       private: bool = True, should_stop=None, checkpoint=None) -> dpsgd.TrainState:
+    """Phase 2: every group's autoencoder at once (stacked states, one vmapped DP-SGD step).
+
+    ``should_stop`` may end the phase after a chunk; ``checkpoint`` is a hook as in
+    :func:`dpgen_jax.dpsgd.run_phase` (iteration t of every group uses ``fold_in(key, t)``, so a
+    continued phase equals an uninterrupted one).
+    """
     k = len(counts)
     data, sizes = stack_groups(codes, feats, k)
     big = max(int(sizes.max()), config.batch_size)
@@ -325,10 +330,17 @@ def train_autoencoders(config: DPSYNConfig, blocks: tuple, codes, feats, init_ke
     planned = jnp.asarray(planned_steps(config, counts), jnp.int32)
     done, total = 0, int(planned.max())
     data = jnp.asarray(data)
-    while done < total and not (done and should_stop is not None and should_stop()):
+    if checkpoint is not None:
+        states, done = checkpoint.restore(states, total)
+    while done < total:
         n = min(config.chunk_size, total - done)
         states = run(states, data, key, rates, planned, jnp.int32(done), jnp.int32(n))
         done += n
+        stop = should_stop is not None and done < total and should_stop()
+        if checkpoint is not None:
+            checkpoint.save(states, done, total, stop)
+        if stop:
+            break
     return states
 
 
@@ -359,6 +371,7 @@ class DPSYN(Synthesizer):
     PRESETS: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
     DECODE_MODE = "sample"  # the decoder's softmax blocks are distributions over categories
     USES_NUM_RECORDS = False  # rates and sizes come from the released (or declared) group counts
+    CHECKPOINTS = True
 
     def _check_schema(self, schema):
         label_column(schema)
@@ -414,7 +427,8 @@ class DPSYN(Synthesizer):
                                                         ctx.plan.delta))
         blocks = tuple(encoder_for(config, feature_schema(ctx.schema)).blocks)
         states = train_autoencoders(config, blocks, codes, feats, k_init, k_ae, counts,
-                                    private=ctx.private, should_stop=ctx.should_stop)
+                                    private=ctx.private, should_stop=ctx.should_stop,
+                                    checkpoint=ctx.checkpoint("autoencoders"))
         t1 = time.perf_counter()
         mixtures = fit_mixtures(config, blocks, codes, feats, states.params, k_em, private=ctx.private)
         t2 = time.perf_counter()

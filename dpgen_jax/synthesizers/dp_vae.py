@@ -134,14 +134,15 @@ def reparameterised_batch(latent_dim: int):
 
 def train_vae(config: DPVAEConfig, blocks: tuple, params, data: jax.Array, key: jax.Array, *,
               clip_norm: float | None, noise_multiplier: float, steps: int,
-              num_records: int | None = None, progress=None, should_stop=None) -> dpsgd.TrainState:
+              num_records: int | None = None, progress=None, should_stop=None,
+              checkpoint=None) -> dpsgd.TrainState:
     """``steps`` DP-SGD steps of the joint encoder and decoder (``clip_norm=None``: non-private)."""
     return _training.run_private_phase(
         elbo_loss_fn(config, blocks), _training.torch_adam(config.learning_rate), params, data, key,
         steps=steps, batch_size=config.batch_size, num_records=num_records or data.shape[0],
         clip_norm=clip_norm, noise_multiplier=noise_multiplier, method=config.method,
         chunk_size=config.chunk_size, progress=progress, should_stop=should_stop,
-        batch_fn=reparameterised_batch(config.latent_dim))
+        batch_fn=reparameterised_batch(config.latent_dim), checkpoint=checkpoint)
 
 
 def resolve_clip_norm(config: DPVAEConfig, schema: data_lib.Schema, params,
@@ -207,6 +208,7 @@ class DPVAE(Synthesizer):
     CONFIG = DPVAEConfig
     PRESETS = PAPER_PRESETS
     DECODE_MODE = "sample"
+    CHECKPOINTS = True
 
     def _phases(self, config, num_records, steps, private):
         return privacy_phases(config, num_records, steps=steps, private=private)

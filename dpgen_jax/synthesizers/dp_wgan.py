@@ -191,7 +191,8 @@ def make_gan_runner(config: DPWGANConfig, blocks: tuple, num_rows: int, *, clip_
 
 def train_gan(config: DPWGANConfig, blocks: tuple, params: Params, data: jax.Array, key: jax.Array, *,
               clip_norm: float | None, noise_multiplier: float, critic_steps: int,
-              num_records: int | None = None, progress=None, should_stop=None) -> _gan.GANState:
+              num_records: int | None = None, progress=None, should_stop=None,
+              checkpoint=None) -> _gan.GANState:
     """``critic_steps`` DP-SGD critic steps (``clip_norm=None``: non-private) with interleaved
     generator steps, from ``params`` (``_gan.train_gan``)."""
     runner = make_gan_runner(config, blocks, data.shape[0], clip_norm=clip_norm,
@@ -199,7 +200,7 @@ def train_gan(config: DPWGANConfig, blocks: tuple, params: Params, data: jax.Arr
     return _gan.train_gan(runner, params.critic, params.generator, data, None, key,
                           critic_steps=critic_steps, chunk_size=config.chunk_size,
                           critic_steps_per_generator_step=config.critic_steps_per_generator_step,
-                          progress=progress, should_stop=should_stop)
+                          progress=progress, should_stop=should_stop, checkpoint=checkpoint)
 
 
 def resolve_clip_norm(config: DPWGANConfig, schema: data_lib.Schema, params: Params,
@@ -278,6 +279,7 @@ class DPWGAN(Synthesizer):
     CONFIG = DPWGANConfig
     PRESETS = PAPER_PRESETS
     DECODE_MODE = "sample"
+    CHECKPOINTS = True
 
     def _preprocessing(self) -> str:
         base = self.config if self.config is not None else DPWGANConfig()

@@ -347,7 +347,8 @@ def _pretrain_runner(config: GSWGANConfig):
 
 
 def pretrain(config: GSWGANConfig, x_sorted: jax.Array, shards: Shards, key: jax.Array, *,
-             iterations: int | None = None, progress=None, should_stop=None) -> PretrainState:
+             iterations: int | None = None, progress=None, should_stop=None,
+             checkpoint=None) -> PretrainState:
     """Pretrains the K critics, each on its own shard against its own temporary generator, all in
     one compiled program (``vmap`` over groups of ``shard_group`` shards); iteration t of shard k
     uses the key ``fold_in(fold_in(k_run, t), k)`` where ``k_run`` is the second half of
@@ -359,7 +360,8 @@ def pretrain(config: GSWGANConfig, x_sorted: jax.Array, shards: Shards, key: jax
     total = config.pretrain_iterations if iterations is None else iterations
     return dpsgd.run_phase(None, state, x_sorted, k_run, total, extra=shards,
                            chunk_size=config.pretrain_chunk, progress=progress,
-                           runner=_pretrain_runner(config), should_stop=should_stop)
+                           runner=_pretrain_runner(config), should_stop=should_stop,
+                           checkpoint=checkpoint)
 
 
 class GeneratorState(NamedTuple):
@@ -425,13 +427,14 @@ def generator_step(config: GSWGANConfig, private: bool):
 
 def train_generator(config: GSWGANConfig, state: GeneratorState, x_sorted: jax.Array, shards: Shards,
                     key: jax.Array, *, private: bool = True, steps: int | None = None, progress=None,
-                    should_stop=None) -> GeneratorState:
+                    should_stop=None, checkpoint=None) -> GeneratorState:
     """``generator_steps`` generator steps (step t uses ``fold_in(key, t)``); ``int(state.steps)``
     is the executed count the accountant is given."""
     total = config.generator_steps if steps is None else steps
     return dpsgd.run_phase(None, state, x_sorted, key, total, extra=shards,
                            chunk_size=config.chunk_size, progress=progress,
-                           runner=_generator_runner(config, private), should_stop=should_stop)
+                           runner=_generator_runner(config, private), should_stop=should_stop,
+                           checkpoint=checkpoint)
 
 
 @functools.lru_cache(maxsize=32)
@@ -480,6 +483,7 @@ class GSWGAN(Synthesizer):
                    "gradients (Chen et al. 2020, for tables)")
     CONFIG = GSWGANConfig
     PRESETS = THESIS_PRESETS
+    CHECKPOINTS = True
 
     def _phases(self, config, num_records, steps, private):
         return privacy_phases(config, num_records, steps=steps, private=private)
@@ -499,13 +503,14 @@ class GSWGAN(Synthesizer):
         x_sorted, shards = partition(rows, k_part, k)
         t0 = time.perf_counter()
         pre = pretrain(config, x_sorted, shards, k_pre, progress=ctx.progress("pretrain"),
-                       should_stop=ctx.should_stop)
+                       should_stop=ctx.should_stop, checkpoint=ctx.checkpoint("pretrain"))
         pretrained = int(pre.steps)
         t1 = time.perf_counter()
         state = init_generator_phase(config, x.shape[1], pre.critics.params, k_init)
         del pre
         state = train_generator(config, state, x_sorted, shards, k_gen, private=ctx.private,
-                                progress=ctx.progress("generator"), should_stop=ctx.should_stop)
+                                progress=ctx.progress("generator"), should_stop=ctx.should_stop,
+                                checkpoint=ctx.checkpoint("generator"))
         jax.block_until_ready(state.ema)
         t2 = time.perf_counter()
         notes = [
