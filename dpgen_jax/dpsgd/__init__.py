@@ -50,6 +50,7 @@ from dpgen_jax.dpsgd._sharding import (
     data_parallel,
     pad_to_devices,
     replicate,
+    resolve_mesh,
     shared_key,
 )
 from dpgen_jax.dpsgd._step import (
@@ -96,6 +97,7 @@ __all__ = [
     "poisson_chunk",
     "poisson_sample_indices",
     "replicate",
+    "resolve_mesh",
     "run_phase",
     "sample_mixture",
     "sanitize_rows",

@@ -454,7 +454,7 @@ class Synthesizer(abc.ABC):
             delta: float = 1e-5, preset: str | None = None, num_records: int | None = None,
             seed: int | None = None, progress: bool = False,
             max_seconds: float | None = None,
-            allow_data_derived_schema: bool = False) -> Synthesizer:
+            allow_data_derived_schema: bool = False, mesh: Any = None) -> Synthesizer:
         """Trains on the private table ``df`` under (epsilon, delta)-DP.
 
         Args:
@@ -479,6 +479,9 @@ class Synthesizer(abc.ABC):
                 (``schema.source == "data-derived"``, e.g. ``data.infer_schema``). Without it such a
                 schema is refused; with it the fit runs and its report says the result is not
                 end-to-end differentially private.
+            mesh: a one-axis ``jax.sharding.Mesh`` (``dpsgd.data_mesh()``): every DP-SGD phase
+                runs data-parallel over its devices (``dpsgd.data_parallel``), with the same result
+                and the same privacy accounting as on one device (docs/scaling.md).
 
         Returns:
             ``self``, fitted.
@@ -518,7 +521,8 @@ class Synthesizer(abc.ABC):
         ctx = FitContext(num_records=n, private=plan.private, plan=plan, schema=schema,
                          progress=bar.phase, should_stop=lambda: time.monotonic() >= deadline)
         try:
-            result = self._train(plan.config, x, run_key.key, ctx)
+            with dpsgd.data_parallel(mesh):  # multi-host: every process must use process 0's key
+                result = self._train(plan.config, x, dpsgd.shared_key(run_key.key), ctx)
         finally:
             bar.close()
         phases = self._phases(result.config, n, result.steps, plan.private)
