@@ -207,6 +207,35 @@ def _fit_worker(out: dict) -> dict:
                                        for n, st, nm in phases_run], 1e-5),
     }
 
+    # Every other DP-SGD method (and GS-WGAN, whose pretraining is sharded along K): fit(mesh=)
+    # against fit(), same seed, on small schedules.
+    import dataclasses
+
+    from dpgen_jax import data
+
+    labelled = data.Schema(tuple(dataclasses.replace(c, label=(c.name == "b"))
+                                 for c in _tables.MIXED_SCHEMA.columns))
+    methods = {
+        "dp-vae": (dict(steps=12, batch_size=16, chunk_size=4, clip_norm=0.5), _tables.MIXED_SCHEMA),
+        "dp-wgan": (dict(critic_steps=10, critic_steps_per_generator_step=5, chunk_size=4,
+                         batch_size=16, hidden=(16, 16), clip_norm=0.01), _tables.MIXED_SCHEMA),
+        "dp-syn": (dict(latent_dim=3, batch_size=16, epochs=2.0, chunk_size=5, em_components=2,
+                        em_iterations=3), labelled),
+        "gs-wgan": (dict(records_per_shard=50.0, batch_size=8, noise_dim=4, generator_hidden=(16, 16),
+                         critic_hidden=(8,), pretrain_iterations=6, generator_steps=12,
+                         pretrain_chunk=3, chunk_size=4), _tables.MIXED_SCHEMA),
+    }
+    frame = _tables.mixed_frame(300, 0)
+    out["methods"] = {}
+    for name, (over, schema) in methods.items():
+        got = {}
+        for devices in (None, 4):
+            mesh = None if devices is None else dpsgd.data_mesh(devices)
+            model = synthesizers.create(name, **over).fit(frame, schema, epsilon=4.0, seed=0,
+                                                          mesh=mesh)
+            got[str(devices)] = {"released": _flat(model.released),
+                                 "epsilon": model.privacy_report()["epsilon"]}
+        out["methods"][name] = got
     return out
 
 
@@ -325,6 +354,15 @@ def test_fit_with_a_mesh_equals_fit_and_accounts_the_same(fit_results):
     assert [p[1] for p in f["phases"]] == [12, 10]
     assert f["epsilon"] == pytest.approx(f["accountant"], rel=1e-9)
     assert f["epsilon"] <= 4.0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["dp-vae", "dp-wgan", "dp-syn", "gs-wgan"])
+def test_every_method_fits_the_same_with_a_mesh(fit_results, method):
+    got = fit_results["methods"][method]
+    assert len(got["None"]["released"]) > 0
+    np.testing.assert_allclose(got["4"]["released"], got["None"]["released"], rtol=1e-3, atol=1e-4)
+    assert got["4"]["epsilon"] == got["None"]["epsilon"]
 
 
 def test_gswgan_pretraining_sharded_along_k_equals_unsharded(results):
