@@ -239,6 +239,47 @@ def _fit_worker(out: dict) -> dict:
     return out
 
 
+def _multihost_worker(process_id: int, num_processes: int, port: int) -> dict:
+    """One process of a multi-process run (``jax.distributed``): a 7-step phase on a mesh over
+    the devices of every process, with a key that differs per process until ``shared_key``."""
+    import jax
+
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    if num_processes > 1:
+        jax.distributed.initialize(coordinator_address=f"127.0.0.1:{port}",
+                                   num_processes=num_processes, process_id=process_id)
+    import flax.linen as nn
+    import jax.numpy as jnp
+    import optax
+
+    from dpgen_jax import dpsgd
+
+    class Net(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            return nn.Dense(6)(nn.relu(nn.LayerNorm()(nn.Dense(16)(x))))
+
+    net = Net()
+    x = jax.random.normal(jax.random.key(0), (200, 6))  # the same data on every process
+
+    def mse(params, batch):
+        return jnp.sum((net.apply(params, batch) - batch) ** 2, axis=-1)
+
+    opt = optax.adam(1e-2)
+    mesh = dpsgd.data_mesh() if num_processes > 1 else None
+    step = dpsgd.make_dp_step(mse, opt, num_records=200, sample_rate=0.2, clip_norm=0.5,
+                              noise_multiplier=0.8, mesh=mesh)
+    key = dpsgd.shared_key(jax.random.key(2 + 10 * process_id))  # process 0's key everywhere
+    state, data = dpsgd.init_state(net.init(jax.random.key(1), x[:1]), opt), x
+    if mesh is not None:
+        state, data = dpsgd.replicate((state, data), mesh)
+    got = dpsgd.run_phase(step, state, data, key, 7, chunk_size=3)
+    leaves = [np.asarray(a.addressable_data(0), np.float64).ravel()
+              for a in jax.tree_util.tree_leaves(got.params)]
+    return {"devices": len(jax.devices()), "local_devices": len(jax.local_devices()),
+            "steps": int(got.steps), "params": np.concatenate(leaves).tolist()}
+
+
 def _flat(tree) -> list[float]:
     import jax
 
@@ -255,10 +296,15 @@ WORKER_XLA_FLAGS = (f"--xla_force_host_platform_device_count={DEVICES} "
                     "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true")
 
 
+def _env(devices: int) -> dict:
+    return {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT),
+            "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} {WORKER_XLA_FLAGS}".replace(
+                f"device_count={DEVICES}", f"device_count={devices}").strip()}
+
+
 def _run_worker(part: str) -> dict:
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT),
-           "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} {WORKER_XLA_FLAGS}".strip()}
-    proc = subprocess.run([sys.executable, "-m", "tests.test_dpsgd_sharding", part], cwd=ROOT, env=env,
+    proc = subprocess.run([sys.executable, "-m", "tests.test_dpsgd_sharding", part], cwd=ROOT,
+                          env=_env(DEVICES),
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -374,4 +420,37 @@ def test_gswgan_pretraining_sharded_along_k_equals_unsharded(results):
 
 
 if __name__ == "__main__":
-    print(json.dumps(_worker(sys.argv[1] if len(sys.argv) > 1 else "steps")))
+    if len(sys.argv) > 1 and sys.argv[1] == "multihost":
+        print(json.dumps(_multihost_worker(*map(int, sys.argv[2:5]))))
+    else:
+        print(json.dumps(_worker(sys.argv[1] if len(sys.argv) > 1 else "steps")))
+
+
+@pytest.mark.slow
+def test_two_processes_with_jax_distributed_equal_one_process():
+    """Multi-host as on several machines, here two processes of 2 host devices each on this one
+    (one 4-device mesh, CPU collectives over gloo): both processes end with the single-process
+    result, although each starts from its own key (``shared_key`` makes them one)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    cmd = [sys.executable, "-m", "tests.test_dpsgd_sharding", "multihost"]
+    procs = [subprocess.Popen(cmd + [str(i), "2", str(port)], cwd=ROOT, env=_env(2),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(2)]
+    outs = []
+    for p in procs:
+        stdout, stderr = p.communicate(timeout=600)
+        assert p.returncode == 0, stderr[-4000:]
+        outs.append(json.loads(stdout.strip().splitlines()[-1]))
+    single = subprocess.run(cmd + ["0", "1", "0"], cwd=ROOT, env=_env(1), capture_output=True,
+                            text=True, timeout=600)
+    assert single.returncode == 0, single.stderr[-4000:]
+    ref = json.loads(single.stdout.strip().splitlines()[-1])
+    assert ref["devices"] == 1 and ref["steps"] == 7
+    for out in outs:
+        assert (out["devices"], out["local_devices"], out["steps"]) == (4, 2, 7)
+        np.testing.assert_allclose(out["params"], ref["params"], rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(outs[0]["params"], outs[1]["params"])
