@@ -454,3 +454,45 @@ def test_two_processes_with_jax_distributed_equal_one_process():
         assert (out["devices"], out["local_devices"], out["steps"]) == (4, 2, 7)
         np.testing.assert_allclose(out["params"], ref["params"], rtol=1e-4, atol=1e-5)
     np.testing.assert_array_equal(outs[0]["params"], outs[1]["params"])
+
+
+# ----------------------------------------------------------------------------- in this process
+
+
+def test_bad_meshes_are_refused_with_the_argument_named():
+    import jax
+    from jax.sharding import Mesh
+
+    from dpgen_jax import dpsgd
+
+    n = len(jax.devices())
+    with pytest.raises(ValueError, match="devices=.*available devices"):
+        dpsgd.data_mesh(n + 1)
+    with pytest.raises(ValueError, match="devices"):
+        dpsgd.data_mesh([])
+    two_axes = Mesh(np.asarray(jax.devices()[:1], dtype=object).reshape(1, 1), ("a", "b"))
+    with pytest.raises(ValueError, match="exactly one"):
+        dpsgd.pad_to_devices(10, two_axes)
+    with pytest.raises(ValueError, match="exactly one"):
+        with dpsgd.data_parallel(two_axes):
+            pass
+    with pytest.raises(TypeError, match="mesh"):
+        dpsgd.replicate({}, "data")
+
+
+def test_ambient_mesh_is_scoped_and_one_device_is_no_mesh():
+    import jax
+
+    from dpgen_jax import dpsgd
+
+    mesh = dpsgd.data_mesh(1)
+    assert dpsgd.current_mesh() is None
+    with dpsgd.data_parallel(mesh):
+        assert dpsgd.current_mesh() is mesh
+        with dpsgd.data_parallel(None):
+            assert dpsgd.current_mesh() is None
+        assert dpsgd.resolve_mesh(None) is None  # one device: the ordinary step
+    assert dpsgd.current_mesh() is None
+    assert dpsgd.pad_to_devices(10, mesh) == 10
+    key = jax.random.key(3)
+    assert dpsgd.shared_key(key) is key  # one process: the key itself
