@@ -163,7 +163,7 @@ def _worker(part: str) -> dict:  # runs in the subprocess, with DEVICES host dev
         groups[str(devices)] = _flat(got.params)
     out["dp_syn_groups"] = groups
 
-    # 6. GS-WGAN pretraining: K = 3 shards over 2 devices (padded to 4) and 4 devices (padded to 4).
+    # 6. GS-WGAN pretraining: K = 3 shards over 4 devices (padded to 4, the padding dropped).
     gcfg = gw.GSWGANConfig(records_per_shard=30.0, batch_size=8, noise_dim=4,
                            generator_hidden=(16, 16), critic_hidden=(8,), pretrain_iterations=4,
                            pretrain_chunk=3, shard_group=2)

@@ -125,8 +125,9 @@ def make_dp_step(
             drawn once on the replicated sum, from the same key as without a mesh: the step equals
             the single-device step with the same capacity to float rounding. The capacity is
             rounded up to a multiple of the device count (the default capacity, a multiple of 8,
-            is unchanged for 2, 4 or 8 devices); the extra slots are padding, masked out, so the
-            sample is the same exact Poisson sample. Batch building (``batch_fn``),
+            is unchanged for 2, 4 or 8 devices); the extra slots are padding, masked out, and the
+            sample is still exactly Poisson (a draw that overflows is processed in further
+            chunks, which a rounded capacity cuts elsewhere). Batch building (``batch_fn``),
             ``public_grad_fn`` and the optimizer run replicated. See ``docs/scaling.md``.
 
     Returns:
