@@ -10,6 +10,8 @@
   Threefry-2x32-20, fused with its addition.
 - :func:`sanitized` / :func:`sanitize_rows`: the generator-side gradient sanitiser (an identity
   whose backward pass clips each row's gradient and adds Gaussian noise once; GS-WGAN).
+- :func:`data_mesh` / :func:`data_parallel`: data-parallel DP-SGD over several devices
+  (``make_dp_step(..., mesh=...)``; :func:`replicate`, :func:`shared_key`; docs/scaling.md).
 - :func:`make_key`: 64-bit OS-entropy keys unless a seed is given.
 - :func:`dp_em_ssp`: DP-EM for a Gaussian mixture by sufficient-statistics perturbation
   (:func:`init_mixture`, :func:`sample_mixture`, :func:`sufficient_statistics`).
@@ -42,6 +44,15 @@ from dpgen_jax.dpsgd._sampling import (
     poisson_chunk,
     poisson_sample_indices,
 )
+from dpgen_jax.dpsgd._sharding import (
+    current_mesh,
+    data_mesh,
+    data_parallel,
+    pad_to_devices,
+    replicate,
+    resolve_mesh,
+    shared_key,
+)
 from dpgen_jax.dpsgd._step import (
     GroupRates,
     TrainState,
@@ -66,6 +77,9 @@ __all__ = [
     "clip_factors",
     "clip_rows",
     "clipped_grad_sum",
+    "current_mesh",
+    "data_mesh",
+    "data_parallel",
     "default_capacity",
     "dp_em_ssp",
     "expected_batch_size",
@@ -78,12 +92,16 @@ __all__ = [
     "make_dp_step",
     "make_key",
     "make_phase_runner",
+    "pad_to_devices",
     "per_example_grads",
     "poisson_chunk",
     "poisson_sample_indices",
+    "replicate",
+    "resolve_mesh",
     "run_phase",
     "sample_mixture",
     "sanitize_rows",
     "sanitized",
+    "shared_key",
     "sufficient_statistics",
 ]

@@ -23,6 +23,7 @@ import optax
 from dpgen_jax.dpsgd._clipping import METHODS, clipped_grad_sum, grad_sum
 from dpgen_jax.dpsgd._noise import add_gaussian_noise
 from dpgen_jax.dpsgd._sampling import default_capacity, poisson_chunk
+from dpgen_jax.dpsgd._sharding import mesh_axis, pad_to_devices, resolve_mesh
 from dpgen_jax._validate import (
     check_choice,
     check_clip_norm,
@@ -85,6 +86,7 @@ def make_dp_step(
     post_update: Callable[[PyTree], PyTree] | None = None,
     public_grad_fn: Callable[[PyTree, jax.Array, PyTree], PyTree] | None = None,
     expected_batch_size: float | None = None,
+    mesh: jax.sharding.Mesh | None = None,
 ) -> Callable[[TrainState, PyTree, jax.Array, PyTree], tuple[TrainState, dict]]:
     """Builds one (DP-)SGD step ``step(state, data, key, extra=None) -> (state, metrics)``.
 
@@ -116,6 +118,17 @@ def make_dp_step(
             num_records``. Pass ``q * N`` for a public dataset size N (with ``q = B / N``) so
             that the real row count m enters only the sampler's scan and nothing released
             depends on it (see ``docs/engine.md``).
+        mesh: a one-axis :class:`jax.sharding.Mesh` (``dpsgd.data_mesh()``) for data-parallel
+            steps; default: the mesh of an enclosing :func:`dpsgd.data_parallel` block, if any. The
+            padded batch (rows and mask) is split along the mesh axis, each device computes the
+            clipped gradient sum of its rows, the sums are added once (``psum``) and the noise is
+            drawn once on the replicated sum, from the same key as without a mesh: the step equals
+            the single-device step with the same capacity to float rounding. The capacity is
+            rounded up to a multiple of the device count (the default capacity, a multiple of 8,
+            is unchanged for 2, 4 or 8 devices); the extra slots are padding, masked out, and the
+            sample is still exactly Poisson (a draw that overflows is processed in further
+            chunks, which a rounded capacity cuts elsewhere). Batch building (``batch_fn``),
+            ``public_grad_fn`` and the optimizer run replicated. See ``docs/scaling.md``.
 
     Returns:
         ``step(state, data, key, extra=None, rates=None)``; ``metrics`` has ``batch_size``
@@ -151,6 +164,10 @@ def make_dp_step(
         raise ValueError(f"Expected capacity={capacity!r} to be a positive integer.")
     else:
         cap = int(capacity)
+    mesh = resolve_mesh(mesh)
+    if mesh is not None:
+        cap = pad_to_devices(cap, mesh)
+        grads_fn = _sharded_grads(grads_fn, mesh)
     if expected_batch_size is None:
         expected_batch = q * m
     else:
@@ -192,6 +209,37 @@ def make_dp_step(
         return new_state, {"batch_size": count, "chunks": n_chunks}
 
     return step
+
+
+def _sharded_grads(grads_fn: Callable, mesh: jax.sharding.Mesh) -> Callable:
+    """``grads_fn`` with the batch and mask split over ``mesh``'s axis and the sums added once.
+
+    Each device runs ``grads_fn`` on its contiguous slice of the padded batch (its rows' clip
+    factors depend on those rows only: the loss is per-example), and one ``psum`` adds the
+    per-device clipped sums; the result is replicated. The per-example ``aux`` stays on the
+    devices (it is diagnostics only, and the step does not return it).
+
+    ``check_vma=False`` is required for correctness, not speed: with JAX's varying-axes checks on,
+    ``jax.grad`` inside the body treats the replicated parameters (and the ghost path's zero
+    perturbations) as broadcast to every device and transposes that broadcast into a ``psum``, so
+    each device's "per-example" gradient would be the sum of one example from every device and the
+    clip factors would be wrong. With the checks off the body is a plain per-device program
+    (tested against the single-device step in ``tests/test_dpsgd_sharding.py``).
+    """
+    axis, _ = mesh_axis(mesh)
+    P = jax.sharding.PartitionSpec
+
+    def local(params, batch, mask):
+        g, _ = grads_fn(params, batch, mask)
+        return jax.lax.psum(g, axis)
+
+    sharded = jax.shard_map(local, mesh=mesh, in_specs=(P(), P(axis), P(axis)), out_specs=P(),
+                            check_vma=False)
+
+    def fn(params, batch, mask):
+        return sharded(params, batch, mask), None
+
+    return fn
 
 
 def make_phase_runner(step: Callable, *, donate: bool = False) -> Callable:

@@ -465,7 +465,8 @@ class Synthesizer(abc.ABC):
             seed: int | None = None, progress: bool = False,
             max_seconds: float | None = None,
             allow_data_derived_schema: bool = False, checkpoint_dir=None,
-            resume: bool = False, checkpoint_every: int = 10) -> Synthesizer:
+            resume: bool = False, checkpoint_every: int = 10,
+            mesh: Any = None) -> Synthesizer:
         """Trains on the private table ``df`` under (epsilon, delta)-DP.
 
         Args:
@@ -501,6 +502,9 @@ class Synthesizer(abc.ABC):
                 saved point is replayed with the same keys or restored, and the report counts each
                 step once.
             checkpoint_every: compiled chunks of a phase between two checkpoints.
+            mesh: a one-axis ``jax.sharding.Mesh`` (``dpsgd.data_mesh()``): every DP-SGD phase
+                runs data-parallel over its devices (``dpsgd.data_parallel``), with the same result
+                and the same privacy accounting as on one device (docs/scaling.md).
 
         Returns:
             ``self``, fitted.
@@ -569,7 +573,8 @@ class Synthesizer(abc.ABC):
                          progress=bar.phase, should_stop=lambda: time.monotonic() >= deadline,
                          checkpointer=ckpt)
         try:
-            result = self._train(plan.config, x, run_key.key, ctx)
+            with dpsgd.data_parallel(mesh):  # multi-host: every process must use process 0's key
+                result = self._train(plan.config, x, dpsgd.shared_key(run_key.key), ctx)
         finally:
             bar.close()
             if ckpt is not None:

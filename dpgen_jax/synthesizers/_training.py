@@ -52,7 +52,8 @@ def make_private_step(
     The sampling rate is q = B / N (``privacy.DPSGDPhase.from_batch_size`` computes the same q
     for the accountant) and the noised sum is divided by B = q * N. ``num_rows`` (the real row
     count m) is only the sampler's scan length. ``clip_norm=None`` gives the non-private step.
-    Other keywords go to :func:`dpgen_jax.dpsgd.make_dp_step`.
+    Other keywords go to :func:`dpgen_jax.dpsgd.make_dp_step`, among them ``mesh`` (a one-axis
+    ``jax.sharding.Mesh``: data-parallel steps, docs/scaling.md).
     """
     return dpsgd.make_dp_step(
         loss_fn, optimizer, num_records=num_rows, sample_rate=batch_size / num_records,
@@ -78,6 +79,7 @@ def run_private_phase(
     should_stop: Callable[[], bool] | None = None,
     batch_fn: Callable[[PyTree, jax.Array, jax.Array, PyTree], PyTree] | None = None,
     checkpoint: Any = None,
+    mesh: jax.sharding.Mesh | None = None,
 ) -> dpsgd.TrainState:
     """``steps`` DP-SGD steps of ``loss_fn`` from ``params`` (see :func:`make_private_step`).
 
@@ -86,15 +88,24 @@ def run_private_phase(
     (see :func:`dpgen_jax.dpsgd.make_dp_step`). ``checkpoint``: the phase's checkpoint hook
     (``FitContext.checkpoint``, see :func:`dpgen_jax.dpsgd.run_phase`), or None.
 
+    ``mesh`` (default: the mesh of an enclosing :func:`dpgen_jax.dpsgd.data_parallel` block, if
+    any) makes the steps data-parallel over its devices; the data and the initial state are then
+    replicated on every device of the mesh. Same key, same result as without a mesh (to float
+    rounding), and the same accounting (docs/scaling.md).
+
     Returns the final state; ``int(state.steps)`` is the number of steps executed, which the
     caller gives to the accountant.
     """
     m = jax.tree_util.tree_leaves(data)[0].shape[0]
     extra = {} if batch_fn is None else {"batch_fn": batch_fn}
+    mesh = dpsgd.current_mesh() if mesh is None else mesh
     step = make_private_step(loss_fn, optimizer, num_rows=m, batch_size=batch_size,
                              num_records=num_records, clip_norm=clip_norm,
-                             noise_multiplier=noise_multiplier, method=method, **extra)
-    return dpsgd.run_phase(step, dpsgd.init_state(params, optimizer), data, key, steps,
+                             noise_multiplier=noise_multiplier, method=method, mesh=mesh, **extra)
+    state = dpsgd.init_state(params, optimizer)
+    if mesh is not None:
+        state, data = dpsgd.replicate((state, data), mesh)
+    return dpsgd.run_phase(step, state, data, key, steps,
                            chunk_size=chunk_size, progress=progress, should_stop=should_stop,
                            checkpoint=checkpoint)
 

@@ -315,7 +315,7 @@ def init_pretrain(config: GSWGANConfig, width: int, k: int, key: jax.Array) -> P
 
 
 @functools.lru_cache(maxsize=32)
-def _pretrain_runner(config: GSWGANConfig):
+def _pretrain_runner(config: GSWGANConfig, mesh: jax.sharding.Mesh | None = None):
     """A compiled ``run(state, x_sorted, key, shards, n)`` doing ``n`` iterations of every shard.
 
     The shards are processed in groups of ``shard_group``: inside a group the shards are one
@@ -324,44 +324,85 @@ def _pretrain_runner(config: GSWGANConfig):
     group each operation streams the state of all K networks through memory (measured 1.4x slower
     per discriminator-iteration at K = 707 on this project's CPU). Iteration t of shard k uses
     ``fold_in(fold_in(key, t), k)`` whatever the grouping and chunking.
+
+    With a ``mesh`` (one axis of D devices) the stacked shards are split along K over the devices
+    (``shard_map``; K must be a multiple of D, see :func:`pretrain`): each device runs the same
+    grouped loop over its K / D shards, with the shards' global indices, so the keys and results
+    are those of the unsharded runner. The shards never communicate, so there is no reduction.
     """
 
-    def run(state: PretrainState, x, key, shards: Shards, n):
-        k = shards.starts.shape[0]
-
+    def local(critics, gens, starts, sizes, idx, x, key, steps, n):
         def one(args):
-            critic, gen, start, size, idx = args
+            critic, gen, start, size, i_shard = args
 
             def body(i, cg):
-                key_tk = jax.random.fold_in(jax.random.fold_in(key, state.steps + i), idx)
+                key_tk = jax.random.fold_in(jax.random.fold_in(key, steps + i), i_shard)
                 return pretrain_iteration(config, cg[0], cg[1], x, start, size, key_tk)
 
             return lax.fori_loop(0, n, body, (critic, gen))
 
-        critics, gens = lax.map(one, (state.critics, state.generators, shards.starts, shards.sizes,
-                                      jnp.arange(k, dtype=jnp.uint32)),
-                                batch_size=min(config.shard_group, k))
+        return lax.map(one, (critics, gens, starts, sizes, idx),
+                       batch_size=min(config.shard_group, starts.shape[0]))
+
+    if mesh is not None:
+        axis = mesh.axis_names[0]
+        P = jax.sharding.PartitionSpec
+        # check_vma=False: a plain per-device program (see dpsgd._step._sharded_grads).
+        local = jax.shard_map(local, mesh=mesh, in_specs=(P(axis),) * 5 + (P(),) * 4,
+                              out_specs=(P(axis), P(axis)), check_vma=False)
+
+    def run(state: PretrainState, x, key, shards: Shards, n):
+        k = shards.starts.shape[0]
+        critics, gens = local(state.critics, state.generators, shards.starts, shards.sizes,
+                              jnp.arange(k, dtype=jnp.uint32), x, key, state.steps, n)
         return PretrainState(critics, gens, state.steps + n)
 
     return jax.jit(run)
 
 
+def _pad_shards(state: PretrainState, shards: Shards, size: int) -> tuple[PretrainState, Shards]:
+    """K shards padded to ``size``: copies of shard 0's networks on empty shards (start 0, size 0),
+    trained and then dropped; an empty shard's critic sees no real row."""
+    extra = size - shards.starts.shape[0]
+
+    def pad(x):
+        return jnp.concatenate([x, jnp.repeat(x[:1], extra, axis=0)], axis=0)
+
+    nets = jax.tree_util.tree_map(pad, (state.critics, state.generators))
+    zeros = jnp.zeros((extra,), jnp.int32)
+    return (PretrainState(nets[0], nets[1], state.steps),
+            Shards(jnp.concatenate([shards.starts, zeros]), jnp.concatenate([shards.sizes, zeros])))
+
+
 def pretrain(config: GSWGANConfig, x_sorted: jax.Array, shards: Shards, key: jax.Array, *,
              iterations: int | None = None, progress=None, should_stop=None,
-             checkpoint=None) -> PretrainState:
+             checkpoint=None, mesh: jax.sharding.Mesh | None = None) -> PretrainState:
     """Pretrains the K critics, each on its own shard against its own temporary generator, all in
     one compiled program (``vmap`` over groups of ``shard_group`` shards); iteration t of shard k
     uses the key ``fold_in(fold_in(k_run, t), k)`` where ``k_run`` is the second half of
     ``split(key)`` (the first initialises). Progress and ``should_stop`` act between chunks of
-    ``pretrain_chunk`` iterations. The compiled runner is cached per configuration."""
+    ``pretrain_chunk`` iterations. The compiled runner is cached per configuration.
+
+    ``mesh`` (default: the mesh of an enclosing ``dpsgd.data_parallel`` block, if any; one axis
+    of D devices) splits the K shards over the devices; K is padded to a multiple of D with empty
+    shards whose networks are dropped at the end. Same key, same critics as without a mesh (to
+    float rounding); pretraining releases nothing either way (docs/scaling.md)."""
     k_init, k_run = jax.random.split(key)
     k = shards.starts.shape[0]
     state = init_pretrain(config, x_sorted.shape[1], k, k_init)
     total = config.pretrain_iterations if iterations is None else iterations
-    return dpsgd.run_phase(None, state, x_sorted, k_run, total, extra=shards,
-                           chunk_size=config.pretrain_chunk, progress=progress,
-                           runner=_pretrain_runner(config), should_stop=should_stop,
-                           checkpoint=checkpoint)
+    mesh = dpsgd.resolve_mesh(mesh)
+    if mesh is not None:
+        state, shards = _pad_shards(state, shards, dpsgd.pad_to_devices(k, mesh))
+        x_sorted = dpsgd.replicate(x_sorted, mesh)
+    state = dpsgd.run_phase(None, state, x_sorted, k_run, total, extra=shards,
+                            chunk_size=config.pretrain_chunk, progress=progress,
+                            runner=_pretrain_runner(config, mesh), should_stop=should_stop,
+                            checkpoint=checkpoint)
+    if mesh is not None:
+        nets = jax.tree_util.tree_map(lambda x: x[:k], (state.critics, state.generators))
+        state = PretrainState(nets[0], nets[1], state.steps)
+    return state
 
 
 class GeneratorState(NamedTuple):

@@ -1,0 +1,153 @@
+"""Data-parallel training over several devices with JAX's own sharding (see ``docs/scaling.md``).
+
+A *data mesh* is a :class:`jax.sharding.Mesh` with one axis. A DP-SGD step built with
+``make_dp_step(..., mesh=mesh)`` splits its padded Poisson batch (rows and mask) along that axis
+with :func:`jax.shard_map`: each device clips its share of the examples, the per-device clipped
+sums are added with one ``psum``, and the Gaussian noise is drawn once, from the step's noise key,
+on the replicated sum. Everything else (sampling, building the batch, the optimizer) is replicated:
+every device computes the same values from the same key.
+
+- :func:`data_mesh`: a one-axis mesh over the given (default: all) devices.
+- :func:`mesh_axis`: the axis name and device count of a data mesh (validated).
+- :func:`pad_to_devices`: a size rounded up to a multiple of the device count.
+- :func:`replicate`: places a pytree on every device of the mesh (the dataset, the state).
+- :func:`shared_key`: the same key on every process of a multi-host run.
+- :func:`data_parallel` / :func:`current_mesh`: an ambient mesh, so that a whole ``fit`` can run
+  data-parallel without each phase function taking a ``mesh`` argument.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+PyTree = Any
+
+DATA_AXIS = "data"
+
+_AMBIENT: contextvars.ContextVar[Mesh | None] = contextvars.ContextVar("dpgen_jax_mesh", default=None)
+
+
+def data_mesh(devices: Sequence[jax.Device] | int | None = None, axis_name: str = DATA_AXIS) -> Mesh:
+    """A one-axis :class:`jax.sharding.Mesh` for data-parallel DP-SGD.
+
+    Args:
+        devices: the devices (default: ``jax.devices()``, every device of every process), or an
+            int n for the first n of them.
+        axis_name: the mesh axis name.
+
+    Raises:
+        ValueError: an empty device list, or more devices asked for than exist.
+    """
+    available = jax.devices()
+    if devices is None:
+        chosen = available
+    elif isinstance(devices, (int, np.integer)) and not isinstance(devices, bool):
+        if not 1 <= devices <= len(available):
+            raise ValueError(
+                f"Expected devices={devices!r} between 1 and the {len(available)} available devices "
+                "(on CPU, XLA_FLAGS=--xla_force_host_platform_device_count=N makes N host devices).")
+        chosen = available[: int(devices)]
+    else:
+        chosen = list(devices)
+        if not chosen:
+            raise ValueError("Expected devices to list at least one jax.Device.")
+    return Mesh(np.asarray(chosen, dtype=object), (axis_name,))
+
+
+def mesh_axis(mesh: Mesh) -> tuple[str, int]:
+    """The axis name and device count of a one-axis data mesh.
+
+    Raises:
+        TypeError: ``mesh`` is not a :class:`jax.sharding.Mesh`.
+        ValueError: the mesh has more or fewer than one axis.
+    """
+    if not isinstance(mesh, Mesh):
+        raise TypeError(f"Expected mesh to be a jax.sharding.Mesh, got {type(mesh).__name__}.")
+    if len(mesh.axis_names) != 1:
+        raise ValueError(
+            f"Expected mesh to have exactly one (data) axis, got axes {mesh.axis_names!r}; "
+            "build one with dpsgd.data_mesh().")
+    name = mesh.axis_names[0]
+    return name, int(mesh.shape[name])
+
+
+def pad_to_devices(size: int, mesh: Mesh) -> int:
+    """``size`` rounded up to a multiple of the mesh's device count."""
+    _, n = mesh_axis(mesh)
+    return int(-(-int(size) // n) * n)
+
+
+def replicate(tree: PyTree, mesh: Mesh) -> PyTree:
+    """Every array of ``tree`` placed, whole, on every device of ``mesh``.
+
+    In a multi-host run every process must pass the same values (e.g. the same dataset, loaded on
+    every host, and parameters initialised from the same key).
+    """
+    mesh_axis(mesh)
+    return jax.device_put(tree, NamedSharding(mesh, PartitionSpec()))
+
+
+def shared_key(key: jax.Array) -> jax.Array:
+    """``key`` as drawn by process 0, on every process (the key itself when there is one process).
+
+    A multi-host run must use one key everywhere: each process samples the batch and draws the
+    noise itself, and the copies must agree. With OS-entropy keys (no seed) every process draws a
+    different key, so process 0's is broadcast to all (``multihost_utils.broadcast_one_to_all``).
+    """
+    if jax.process_count() == 1:
+        return key
+    from jax.experimental import multihost_utils
+
+    data = multihost_utils.broadcast_one_to_all(np.asarray(jax.random.key_data(key)))
+    return jax.random.wrap_key_data(np.asarray(data), impl=jax.random.key_impl(key))
+
+
+@contextlib.contextmanager
+def data_parallel(mesh: Mesh | None) -> Iterator[Mesh | None]:
+    """Within the block, DP-SGD steps built without an explicit ``mesh`` use ``mesh``.
+
+    ``make_dp_step(..., mesh=None)`` and GS-WGAN's pretraining read :func:`current_mesh` when they
+    are built, so ``with dpsgd.data_parallel(mesh): model.fit(...)`` (or ``fit(..., mesh=mesh)``)
+    runs every DP-SGD phase of a method data-parallel. ``None`` turns it off inside the block.
+    """
+    if mesh is not None:
+        mesh_axis(mesh)
+    token = _AMBIENT.set(mesh)
+    try:
+        yield mesh
+    finally:
+        _AMBIENT.reset(token)
+
+
+def current_mesh() -> Mesh | None:
+    """The mesh set by the innermost :func:`data_parallel` block, or None."""
+    return _AMBIENT.get()
+
+
+def resolve_mesh(mesh: Mesh | None) -> Mesh | None:
+    """``mesh`` if given, else the ambient one; a one-device mesh counts as no mesh."""
+    mesh = current_mesh() if mesh is None else mesh
+    if mesh is None:
+        return None
+    _, n = mesh_axis(mesh)
+    return mesh if n > 1 else None
+
+
+__all__ = [
+    "DATA_AXIS",
+    "current_mesh",
+    "data_mesh",
+    "data_parallel",
+    "mesh_axis",
+    "pad_to_devices",
+    "replicate",
+    "resolve_mesh",
+    "shared_key",
+]
