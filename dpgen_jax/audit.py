@@ -214,19 +214,21 @@ class ObserverState(NamedTuple):
     alignment: jax.Array
     baseline: jax.Array
     level: jax.Array
+    history: jax.Array
 
 
 def observer(directions: jax.Array, *, scale: float, sample_rate: float,
-             noise_multiplier: float, baseline_decay: float = 0.5) -> optax.GradientTransformation:
+             noise_multiplier: float, baseline_decay: float = 0.5,
+             history: int = 8) -> optax.GradientTransformation:
     """An optax transformation that records, and passes on unchanged, each privatised gradient.
 
     For every step it computes ``y_j = <r, u_j> * scale``, where ``r`` is the gradient ``g``
-    with its component along ``b`` removed, ``b`` an exponential moving average of the *previous*
-    privatised gradients (decay ``baseline_decay``), and ``x_j = y_j - l_j`` with ``l_j`` the same
-    moving average of canary j's previous ``y_j``. The real rows' clipped gradients are nearly
-    aligned (their sum has a norm close to B * C), and that slowly turning direction would
-    otherwise leak about |sum| / sqrt(d) into every canary's alignment at every step; ``l_j``
-    removes what persists along canary j's own direction. A canary's own contribution is a
+    minus its least-squares projection on the span of the previous ``history`` privatised
+    gradients and ``b``, their exponential moving average (decay ``baseline_decay``), and
+    ``x_j = y_j - l_j`` with ``l_j`` the same moving average of canary j's previous ``y_j``. The
+    real rows' clipped gradients are nearly aligned (their sum has a norm close to B * C), and
+    those slowly turning directions would otherwise leak about |sum| / sqrt(d) into every canary's
+    alignment at every step; ``l_j`` removes what persists along canary j's own direction. A canary's own contribution is a
     spike in one step and survives. ``scale = B / C``: a sampled canary of norm C
     contributes 1 and the noise has standard deviation sigma. Canary j's scores accumulate the
     log-likelihood ratio ``log(1 - q + q exp((x_j - 1/2) / sigma^2))`` of one subsampled Gaussian
@@ -240,6 +242,8 @@ def observer(directions: jax.Array, *, scale: float, sample_rate: float,
         sample_rate: the claimed q.
         noise_multiplier: the claimed sigma (> 0).
         baseline_decay: in [0, 1); 0 uses the previous gradient's direction only.
+        history: how many previous gradients (besides the running average) span the subspace
+            that is projected away.
     """
     q = float(sample_rate)
     inv_var = 1.0 / positive_finite(noise_multiplier, "noise_multiplier") ** 2
@@ -247,23 +251,28 @@ def observer(directions: jax.Array, *, scale: float, sample_rate: float,
     if not 0.0 <= beta < 1.0:
         raise ValueError(f"Expected baseline_decay={baseline_decay!r} in [0, 1).")
     m, d = directions.shape
+    k_hist = count(history, "history", 0)
 
     def init(params):
         del params
         zeros = jnp.zeros((m,), jnp.float32)
-        return ObserverState(zeros, zeros, zeros, jnp.zeros((d,), jnp.float32), zeros)
+        return ObserverState(zeros, zeros, zeros, jnp.zeros((d,), jnp.float32), zeros,
+                             jnp.zeros((k_hist, d), jnp.float32))
 
     def update(updates, state, params=None):
         del params
         flat, _ = ravel_pytree(updates)
-        v = state.baseline / jnp.maximum(jnp.linalg.norm(state.baseline), 1e-30)
-        raw = (directions @ (flat - jnp.vdot(flat, v) * v)) * scale
+        past = jnp.concatenate([state.baseline[None], state.history])  # (1 + history, d)
+        coef = jnp.linalg.pinv(past @ past.T, hermitian=True) @ (past @ flat)
+        raw = (directions @ (flat - coef @ past)) * scale
         x = raw - state.level
         llr = jnp.logaddexp(math.log1p(-q), math.log(q) + (x - 0.5) * inv_var)
         baseline = beta * state.baseline + (1.0 - beta) * flat
         return updates, ObserverState(state.log_ratio + llr, state.count + (x > 0.5),
                                       state.alignment + x, baseline,
-                                      beta * state.level + (1.0 - beta) * raw)
+                                      beta * state.level + (1.0 - beta) * raw,
+                                      state.history if k_hist == 0 else
+                                      jnp.roll(state.history, 1, axis=0).at[0].set(flat))
 
     return optax.GradientTransformation(init, update)
 
@@ -349,6 +358,7 @@ def audit_dpsgd(
     canary_scale: float = 1.0,
     score: str | Sequence[str] = ("likelihood_ratio", "count"),
     baseline_decay: float = 0.5,
+    history: int = 8,
     significance: float = 0.05,
     method: str = "vmap",
     chunk_size: int = 1000,
@@ -376,8 +386,8 @@ def audit_dpsgd(
             ``significance / k`` and the largest is reported (a union bound, so still valid at
             ``significance``). Default: the likelihood ratio (the best test against a sound
             phase) and the count (robust when the noise is absent).
-        baseline_decay: decay of the observer's running average of past gradients
-            (:func:`observer`).
+        baseline_decay, history: the observer's removal of the real rows' common gradient
+            directions (:func:`observer`).
         significance: failure probability of the bound.
         method: clipping method of the engine; ``"vmap"`` because the canaries' linear loss has
             no ghost-norm rule (the two methods give the same clipped sums; tests/test_dpsgd_*).
@@ -418,7 +428,7 @@ def audit_dpsgd(
     table = {"rows": rows, "canary": jnp.concatenate([jnp.full((n,), -1, jnp.int32),
                                                       jnp.asarray(inserted)])}
     obs = observer(directions, scale=batch_size / c, sample_rate=q, noise_multiplier=sigma,
-                   baseline_decay=baseline_decay)
+                   baseline_decay=baseline_decay, history=history)
     opt = optax.chain(obs, optimizer)
     step_clip, step_sigma = c, sigma
     if broken == "noise_off":

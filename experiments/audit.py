@@ -54,6 +54,9 @@ def main(argv=None):
     p.add_argument("--delta", type=float, default=1e-5)
     p.add_argument("--canaries", type=int, default=1000)
     p.add_argument("--broken", choices=["noise_off", "no_clip"], default="noise_off")
+    p.add_argument("--canary-scale", type=float, default=None,
+                   help="canary gradient norm in units of the clip norm, in every run (default 1; "
+                        "10 with --broken no_clip, which only a canary above the clip norm shows)")
     p.add_argument("--steps", type=int, default=None, help="override the 10,000-step schedule")
     p.add_argument("--quick", action="store_true", help="2,000 steps")
     p.add_argument("--significance", type=float, default=0.05)
@@ -78,11 +81,13 @@ def main(argv=None):
     root = dpsgd.make_key(args.seed).key
     broken_eps = args.epsilons if args.broken_epsilons is None else args.broken_epsilons
     runs = [(None, e) for e in args.epsilons] + [(args.broken, e) for e in broken_eps]
+    scale = args.canary_scale or (10.0 if args.broken == "no_clip" else 1.0)
     rows = []
     for i, (broken, eps) in enumerate(runs):
         res = audit.audit_dp_auto_gan_autoencoder(
             x, jax.random.fold_in(root, i), target_epsilon=eps, delta=args.delta, steps=steps,
-            canaries=args.canaries, broken=broken, significance=args.significance)
+            canaries=args.canaries, broken=broken, significance=args.significance,
+            canary_scale=scale)
         row = _row("sound" if broken is None else f"broken ({broken})", res)
         rows.append(row)
         print(f"{row['variant']}: claimed eps {row['claimed_epsilon']:.3f}, lower bound "
@@ -100,7 +105,7 @@ def main(argv=None):
                              "auditing for one rule at 5%).")
     rep = {"experiment": "audit", "target": "dp-auto-gan autoencoder phase on adult",
            "delta": args.delta, "significance": args.significance, "canaries": args.canaries,
-           "steps": rows[0]["steps"] if rows else None, "seeded": args.seed is not None,
+           "steps": rows[0]["steps"] if rows else None, "canary_scale": scale, "seeded": args.seed is not None,
            "threat_model": "all iterates (white-box gradient canaries; the observer sees every "
                            "privatised gradient)",
            "runs": rows, "one_run_limits": limits, "wall_seconds": time.perf_counter() - t0,

@@ -163,3 +163,26 @@ def test_no_synthesizer_imports_the_audit():
     for path in list((root / "synthesizers").glob("*.py")) + [root / "cli.py"]:
         text = path.read_text()
         assert "audit" not in text, path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_tiny_phase_over_several_keys(seed):
+    """The fast test's two claims again under other secret keys (the bound is a random variable)."""
+    test_tiny_phase_broken_is_detected_sound_stays_below(seed)
+
+
+@pytest.mark.slow
+def test_experiment_writes_report_and_table(adult_dir, tmp_path):
+    from experiments import audit as experiment
+
+    rep = experiment.main(["--epsilons", "4", "--broken-epsilons", "4", "--steps", "30",
+                           "--canaries", "200", "--seed", "0", "--data-dir", str(adult_dir),
+                           "--out", str(tmp_path)])
+    assert [r["variant"] for r in rep["runs"]] == ["sound", "broken (noise_off)"]
+    for r in rep["runs"]:
+        assert r["steps"] == 30 and r["canaries"] == 200
+        assert r["claimed_epsilon"] == pytest.approx(4.0, abs=1e-3)
+        assert 0 <= r["correct_guesses"] <= r["guesses"] <= 200
+    assert (tmp_path / "report.json").is_file()
+    assert "| sound | 4.000 |" in (tmp_path / "summary.md").read_text()
