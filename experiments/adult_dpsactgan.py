@@ -28,7 +28,10 @@ at its published epsilon 1, which the paper does not account for soundly; ``docs
 and say which of the issue's goals hold. All evaluations use one evaluation seed (0), so the
 real-data scores are computed once (``OUT/real_scores.json``) and differences between rows come
 from the synthetic rows. ``--set FIELD=VALUE`` sets a field of the first method,
-``--set METHOD:FIELD=VALUE`` one of any method. ``--quick`` runs tiny schedules on 600 training
+``--set METHOD:FIELD=VALUE`` one of any method. ``--resume`` loads the ``report.json`` of a
+method and seed already finished in ``OUT`` with the same settings instead of fitting it again
+(so methods can be added to a finished comparison). ``--plan-only`` writes each method's planned
+phases and epsilon (``Synthesizer.plan``, no training) to ``OUT/plan.json``. ``--quick`` runs tiny schedules on 600 training
 and 400 test rows (seconds per method; for CI), with a 50-tree forest for the label accuracy.
 
 DP-SACTGAN: Li and Wang (2023), arXiv:2312.13031. DP-auto-GAN: Tantipongpipat et al. (2021). UCI
@@ -133,11 +136,33 @@ def quick_sets(method: str) -> list[str]:
             for k, v in QUICK_OVERRIDES.get(method, {}).items()]
 
 
+def _finished(args, seed, out: pathlib.Path) -> dict | None:
+    """With ``--resume``: the ``report.json`` of a finished run of the same method, data, seed,
+    target epsilon (or preset), delta, quick mode and configuration overrides; else None."""
+    path = out / "report.json"
+    if not args.resume or not path.exists():
+        return None
+    rep = json.loads(path.read_text())
+    proto = rep.get("protocol") or {}
+    same = (rep.get("method") == args.method and rep.get("dataset") == args.dataset
+            and rep.get("seed") == seed and rep.get("delta") == args.delta
+            and rep.get("target_epsilon") == _common.finite_or_none(args.epsilon)
+            and (rep.get("privacy") or {}).get("preset") == args.preset
+            and proto.get("quick") == args.quick and proto.get("overrides") == args.config_overrides)
+    if same:
+        print(f"[{out}] resumed: {args.method} seed {seed} is done with the same settings")
+    return rep if same else None
+
+
 def run_one(args, seed, out: pathlib.Path) -> dict:
-    """One method and seed: fit, sample, evaluate, ``report.json``."""
+    """One method and seed: fit, sample, evaluate, ``report.json`` (or a finished run's, with
+    ``--resume``)."""
     from dpgen_jax import data, metrics
     from experiments.benchmark import QUICK_MAX_SECONDS
 
+    done = _finished(args, seed, out)
+    if done is not None:
+        return done
     t0 = time.perf_counter()
     train, test = args.split
     cache = args.root / "real_scores.json"
@@ -243,6 +268,35 @@ def comparison_markdown(comp: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def plan_only(args, methods: Sequence[str], sets: dict[str, list[str]], n: int) -> dict:
+    """``--plan-only``: each method's planned phases and epsilon (``Synthesizer.plan``: public
+    values only, no training, no private row read), written to ``OUT/plan.json``."""
+    from dpgen_jax import data, privacy, synthesizers
+
+    schema = data.adult_ctab_schema()
+    out: dict[str, Any] = {"dataset": DATASET, "num_records": n, "delta": args.delta,
+                           "target_epsilon": _common.finite_or_none(args.epsilon),
+                           "preset": args.preset, "methods": {}}
+    for i, m in enumerate(methods):
+        model = synthesizers.create(m, None, **_common.config_overrides(m, sets[m]))
+        preset = args.preset if i == 0 else None
+        epsilon = args.epsilon if preset is None else None
+        if i > 0 and args.preset is not None:
+            first = out["methods"][methods[0]]["report"]["epsilon"]
+            epsilon = math.inf if first is None else first
+        plan = model.plan(schema, n, epsilon=epsilon, delta=args.delta, preset=preset)
+        rep = privacy.report(plan.phases, plan.delta, accountant=plan.accountant)
+        classic = privacy.epsilon(plan.phases, plan.delta, accountant="rdp", conversion="classic") \
+            if plan.private else math.inf
+        out["methods"][m] = {"preset": preset, "target_epsilon": _common.finite_or_none(epsilon),
+                             "report": rep, "epsilon_rdp_classic": _common.finite_or_none(classic)}
+        print(f"{m}: planned epsilon {rep['epsilon']} ({plan.accountant}), RDP classic "
+              f"{_common.finite_or_none(classic)}, at delta {plan.delta}")
+        _common.print_privacy(rep)
+    _common.write_json(args.out / "plan.json", out)
+    return out
+
+
 def main(argv=None) -> dict:
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--methods", nargs="+", default=list(METHODS))
@@ -256,6 +310,11 @@ def main(argv=None) -> dict:
                    help="methods to run, in order; --preset names a preset of the first")
     p.add_argument("--quick", action="store_true",
                    help="tiny schedules on 600 training / 400 test rows (seconds per method; CI)")
+    p.add_argument("--plan-only", action="store_true",
+                   help="write each method's planned phases and epsilon to OUT/plan.json; no training")
+    p.add_argument("--resume", action="store_true",
+                   help="load the report of a method and seed already finished in --out with the "
+                        "same settings instead of fitting it again")
     args = p.parse_args(argv)
     if unknown or len(set(methods)) != len(methods):
         p.error(f"--methods {methods}: expected distinct methods among {sorted(synthesizers.available())}")
@@ -269,6 +328,9 @@ def main(argv=None) -> dict:
         p.error(str(exc))
     command = "python -m experiments.adult_dpsactgan " + " ".join(sys.argv[1:] if argv is None else argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.plan_only:
+        n = args.num_records if args.num_records is not None else len(load(args.data_dir, args.quick)[0])
+        return plan_only(args, methods, sets, n)
     split = load(args.data_dir, args.quick)
     dataset = DATASET + (f" (quick: first {len(split[0])} train / {len(split[1])} test rows)" if args.quick else "")
     seeds = args.seeds or [None]
