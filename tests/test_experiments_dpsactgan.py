@@ -162,3 +162,36 @@ def test_arguments_are_checked_before_anything_is_written(tmp_path, capsys):
     assert "expected distinct methods" in err and "no-such-method" in err
     assert "expected METHOD:FIELD=VALUE" in err and "has no field 'binz'" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_resume_loads_finished_runs_and_refits_changed_ones(quick_run, adult_dir):
+    out, comp = quick_run
+    common = ["--quick", "--epsilon", "1", "--seeds", *map(str, SEEDS), "--no-progress",
+              "--data-dir", str(adult_dir), "--out", str(out), "--resume"]
+    stamps = {p: p.stat().st_mtime_ns for p in out.rglob("model.npz")}
+    again = adult_dpsactgan.main([*common, "--methods", *METHODS, "--set", "independent:bins=20"])
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("model.npz")} == stamps  # nothing refitted
+    assert again["methods"] == comp["methods"]
+    # other settings of a method: that method is fitted again, the others are not
+    changed = adult_dpsactgan.main([*common, "--methods", "independent", "--set", "bins=10"])
+    for s in SEEDS:
+        rep = _strict_load(out / "independent" / f"seed-{s}" / "report.json")
+        assert rep["protocol"]["overrides"] == {"bins": 10}
+        assert (out / "independent" / f"seed-{s}" / "model.npz").stat().st_mtime_ns > stamps[
+            out / "independent" / f"seed-{s}" / "model.npz"]
+    assert list(changed["methods"]) == ["independent"]
+
+
+def test_plan_only_gives_the_planned_epsilon_without_data(tmp_path):
+    from dpgen_jax import privacy
+
+    plan = adult_dpsactgan.main(["--plan-only", "--epsilon", "0.5", "--methods", "independent",
+                                 "--num-records", "39073", "--out", str(tmp_path)])
+    assert _strict_load(tmp_path / "plan.json") == json.loads(json.dumps(plan))
+    rep = plan["methods"]["independent"]["report"]
+    assert plan["num_records"] == 39073 and 0.49 < rep["epsilon"] <= 0.5
+    phases = [privacy.GaussianPhase(p["name"], noise_multiplier=p["noise_multiplier"], steps=p["steps"])
+              for p in rep["phases"]]
+    assert plan["methods"]["independent"]["epsilon_rdp_classic"] == pytest.approx(
+        privacy.epsilon(phases, 1e-5, accountant="rdp", conversion="classic"), rel=1e-9)
+    assert not any(tmp_path.rglob("model.npz"))
