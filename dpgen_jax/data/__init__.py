@@ -12,7 +12,9 @@
 - :class:`Discretizer`: every column as a small integer code on public bins, and back (values
   drawn uniformly inside their bin); the domain of marginal-based synthesizers.
 - :func:`load_adult` / :func:`fetch_adult` / :func:`find_adult`: UCI Adult
-  (doi:10.24432/C5XW20, CC BY 4.0).
+  (doi:10.24432/C5XW20, CC BY 4.0); :func:`adult_ctab_schema` / :func:`load_adult_ctab` /
+  :func:`adult_ctab_table`: the same files as the DP-SACTGAN paper's 14-column table (all 48,842
+  rows, split 80/20 stratified on income).
 - :func:`adult_like`: a seeded, licence-free table in Adult's exact format (a stand-in, not Adult).
 - :func:`mimic_like`: a seeded, licence-free stand-in for the MIMIC-III diagnosis matrix.
 
@@ -23,12 +25,16 @@ This sub-package imports nothing else from dpgen_jax.
 
 from dpgen_jax.data._adult import (
     ADULT_COLUMNS,
+    ADULT_CTAB_COLUMNS,
     adult_cache_dir,
+    adult_ctab_schema,
+    adult_ctab_table,
     adult_schema,
     clean_adult_test,
     fetch_adult,
     find_adult,
     load_adult,
+    load_adult_ctab,
 )
 from dpgen_jax.data._adult_like import adult_like
 from dpgen_jax.data._bins import BinSpacing, bin_edges, bin_index
@@ -47,6 +53,7 @@ from dpgen_jax.data._uniform import uniform_rows
 
 __all__ = [
     "ADULT_COLUMNS",
+    "ADULT_CTAB_COLUMNS",
     "EXACT_INTEGER_SPAN",
     "BinSpacing",
     "Block",
@@ -60,6 +67,8 @@ __all__ = [
     "Schema",
     "TableEncoder",
     "adult_cache_dir",
+    "adult_ctab_schema",
+    "adult_ctab_table",
     "adult_like",
     "adult_schema",
     "auto_spacing",
@@ -72,6 +81,7 @@ __all__ = [
     "find_adult",
     "infer_schema",
     "load_adult",
+    "load_adult_ctab",
     "mimic_like",
     "mimic_like_marginals",
     "uniform_rows",

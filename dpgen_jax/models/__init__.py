@@ -5,6 +5,7 @@ All modules are per-example (no BatchNorm), initialised like their PyTorch origi
 
 from dpgen_jax.models._baselines import VAE, DPWGANNetworks, dp_wgan_networks, gaussian_kl, vae_decoder
 from dpgen_jax.models._gswgan import GSWGANMLP, GSWGANNetworks, gs_wgan_networks
+from dpgen_jax.models._sactgan import AuxClassifier, ColumnTokenCritic, ColumnTokenGenerator, PreLNBlock
 from dpgen_jax.models._layers import ACTIVATIONS, TorchDense, get_activation, leaky_relu, torch_bias_init
 from dpgen_jax.models._networks import (
     MLP,
@@ -25,7 +26,11 @@ from dpgen_jax.models._networks import (
 __all__ = [
     "ACTIVATIONS",
     "MLP",
+    "AuxClassifier",
     "Autoencoder",
+    "ColumnTokenCritic",
+    "ColumnTokenGenerator",
+    "PreLNBlock",
     "Critic",
     "GSWGANMLP",
     "GSWGANNetworks",

@@ -11,6 +11,8 @@ a thin class).
   autoencoders and DP-EM.
 - :mod:`~dpgen_jax.synthesizers.gs_wgan`: :class:`GSWGAN` (Chen et al. 2020, for tables), K
   discriminators on secret shards as one vectorised ensemble and a sanitised generator.
+- :mod:`~dpgen_jax.synthesizers.dp_sactgan`: :class:`DPSACTGAN` (Li and Wang 2023, corrected), a
+  column-token transformer GAN with one sanitised generator gradient per step and sharded critics.
 - :mod:`~dpgen_jax.synthesizers.independent`: :class:`Independent`, noisy one-way marginals
   sampled independently (the benchmark's reference floor).
 - :mod:`~dpgen_jax.synthesizers.mst`: :class:`MST` (McKenna et al. 2021) on public bins, with the
@@ -31,6 +33,7 @@ from dpgen_jax.synthesizers._base import (
     register,
 )
 from dpgen_jax.synthesizers.dp_auto_gan import PAPER_PRESETS, DPAutoGAN, DPAutoGANConfig
+from dpgen_jax.synthesizers.dp_sactgan import DPSACTGAN, DPSACTGANConfig
 from dpgen_jax.synthesizers.dp_syn import DPSYN, DPSYNConfig
 from dpgen_jax.synthesizers.dp_vae import DPVAE, DPVAEConfig
 from dpgen_jax.synthesizers.dp_wgan import DPWGAN, DPWGANConfig
@@ -44,6 +47,8 @@ __all__ = [
     "AIMConfig",
     "DPAutoGAN",
     "DPAutoGANConfig",
+    "DPSACTGAN",
+    "DPSACTGANConfig",
     "DPSYN",
     "DPSYNConfig",
     "DPVAE",

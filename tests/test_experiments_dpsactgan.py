@@ -1,0 +1,197 @@
+"""``experiments.adult_dpsactgan`` end to end on a tiny setting (``--quick``: 600 training and 400
+test rows of the paper's Adult table, tiny schedules).
+
+The run writes real files; the checks are on their structure and consistency: the report keys of
+the experiment contract plus the paper's metrics, which must equal the metric functions applied
+again to the saved synthetic rows; medians in ``comparison.json`` that are the medians of the
+per-seed reports; goal verdicts that follow from those medians; the paper's Tables 1 and 3 as
+published; a privacy report equal to the saved model's; JSON that a strict parser accepts.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+import pandas as pd
+import pytest
+
+from dpgen_jax import data, metrics, synthesizers
+from experiments import _common, adult_dpsactgan
+
+METHODS = ("independent", "dp-auto-gan")
+SEEDS = (0, 1)
+EXTRA_KEYS = {"lr_utility", "wasserstein_mean", "js_distance_mean", "diff_cor", "fit_seconds",
+              "sample_seconds", "evaluate_seconds", "protocol"}
+
+
+def _strict_load(path):
+    def refuse(name):
+        raise ValueError(f"non-standard JSON constant {name!r}")
+
+    return json.loads(path.read_text(), parse_constant=refuse)
+
+
+@pytest.fixture(scope="module")
+def quick_run(adult_dir, tmp_path_factory, xla_cache_home):
+    out = tmp_path_factory.mktemp("sactgan")
+    comp = adult_dpsactgan.main([
+        "--quick", "--epsilon", "1", "--seeds", *map(str, SEEDS), "--methods", *METHODS,
+        "--set", "independent:bins=20", "--no-progress", "--data-dir", str(adult_dir), "--out", str(out)])
+    return out, comp
+
+
+@pytest.fixture(scope="module")
+def quick_split(adult_dir):
+    return adult_dpsactgan.load(adult_dir, quick=True)
+
+
+def test_quick_run_writes_the_contract_and_the_papers_metrics(quick_run, quick_split):
+    out, comp = quick_run
+    train, test = quick_split
+    assert (len(train), len(test)) == (600, 400)
+    schema = data.adult_ctab_schema()
+    reference = pd.concat([train, test], ignore_index=True)
+    for f in out.rglob("*.json"):
+        _strict_load(f)
+    for method in METHODS:
+        for seed in SEEDS:
+            d = out / method / f"seed-{seed}"
+            rep = _strict_load(d / "report.json")
+            assert set(rep) == set(_common.REPORT_KEYS) | EXTRA_KEYS
+            assert rep["method"] == method and rep["seed"] == seed
+            assert rep["dataset"].startswith("adult-ctab (quick")
+            assert rep["target_epsilon"] == 1.0 and rep["epsilon"] <= 1.0 + 1e-9
+            model = synthesizers.load(d / "model.npz")
+            assert model.privacy_report() == rep["privacy"]
+            assert rep["protocol"]["n_train"] == 600 and rep["protocol"]["n_test"] == 400
+            if method == "independent":
+                assert rep["protocol"]["overrides"] == {"bins": 20}
+            synthetic = pd.read_csv(d / "synthetic.csv", keep_default_na=False)
+            assert list(synthetic.columns) == schema.names and len(synthetic) == 600
+            # the paper's metrics, again from the saved rows with the metric functions
+            wd = metrics.wasserstein_mean(reference, synthetic, schema)
+            js = metrics.js_distance_mean(reference, synthetic, schema)
+            dc = metrics.diff_cor(reference, synthetic, schema)
+            lr = metrics.lr_utility(train, test, synthetic, schema, label="income")
+            assert rep["wasserstein_mean"]["mean"] == pytest.approx(wd["mean"], rel=1e-9)
+            assert set(rep["wasserstein_mean"]["per_column"]) == {
+                "age", "fnlwgt", "capital-gain", "capital-loss", "hours-per-week"}
+            assert rep["js_distance_mean"]["mean"] == pytest.approx(js["mean"], rel=1e-9)
+            assert len(rep["js_distance_mean"]["per_column"]) == 9
+            assert rep["diff_cor"]["value"] == pytest.approx(dc["value"], rel=1e-9)
+            for k in ("accuracy", "auroc", "f1_macro"):
+                assert rep["lr_utility"]["difference"][k] == pytest.approx(lr["difference"][k], abs=1e-12)
+                assert rep["lr_utility"]["difference"][k] == pytest.approx(
+                    rep["lr_utility"]["real"][k] - rep["lr_utility"]["synthetic"][k], abs=1e-12)
+            # the project's summed JSD beside the paper's mean JS distance
+            assert rep["jsd"]["total"] == pytest.approx(sum(
+                rep["jsd"][c] for c in rep["js_distance_mean"]["per_column"]), rel=1e-9)
+            assert rep["wall_seconds"] >= rep["fit_seconds"] + rep["evaluate_seconds"]
+            assert "## Headline" in (d / "summary.md").read_text()
+        assert (out / method / "summary.json").exists()
+
+
+def test_comparison_medians_goals_and_published_rows(quick_run):
+    out, comp = quick_run
+    assert _strict_load(out / "comparison.json") == json.loads(json.dumps(comp))
+    assert list(comp["methods"]) == list(METHODS) and comp["seeds"] == list(SEEDS)
+    for method in METHODS:
+        reports = {s: _strict_load(out / method / f"seed-{s}" / "report.json") for s in SEEDS}
+        for key in adult_dpsactgan.SUMMARY_KEYS:
+            values = []
+            for s in SEEDS:
+                node = reports[s]
+                for part in key.split("."):
+                    node = node[part] if isinstance(node, dict) else None
+                assert comp["methods"][method]["per_seed"][key][str(s)] == node, (method, key)
+                values.append(node)
+            finite = [v for v in values if v is not None]
+            expected = statistics.median(finite) if finite else None
+            assert comp["methods"][method]["median"][key] == expected, (method, key)
+    # the paper's Tables 1 and 3 (ACC in percentage points there, a fraction here)
+    pub = comp["published"]
+    assert list(pub) == ["DP-SACTGAN", "CTAB-GAN+", "CTGAN", "DP-GAN", "PATE-GAN"]
+    assert [pub["DP-SACTGAN"][k] for k in adult_dpsactgan.SEED_METRICS] == pytest.approx(
+        [0.04084348, 0.026138, 0.02508, 0.014889, 0.101352, 0.84923])
+    assert [pub["PATE-GAN"][k] for k in adult_dpsactgan.SEED_METRICS] == pytest.approx(
+        [0.46852288, 0.389049, 0.31661, 0.392529, 0.51769, 2.12781])
+    assert comp["goals"] == {"evaluated": False, "reason": "dp-sactgan was not among --methods"}
+    md = (out / "comparison.md").read_text()
+    assert "| DP-SACTGAN (paper) | 1 (claimed) | 4.0843 | 0.0261 | 0.0251 | 0.0149 | 0.1014 | 0.8492 |" in md
+    for method in METHODS:
+        assert f"| {method} (ours) |" in md
+
+
+def test_goals_compare_medians_and_lr_differences_by_size():
+    keys = adult_dpsactgan.SEED_METRICS
+    ours = dict(zip(keys, (-0.01, 0.02, 0.03, 0.1, 0.2, 1.0), strict=True))
+    rival = dict(zip(keys, (0.02, -0.01, 0.04, 0.2, 0.1, 1.0), strict=True))
+    g = adult_dpsactgan.goals({"dp-sactgan": ours, "dp-auto-gan": rival})
+    assert g["rivals"] == ["dp-auto-gan"] and g["evaluated"] is True
+    assert [g["metrics"][k]["dp-auto-gan"] for k in keys] == [True, False, True, True, False, False]
+    assert g["all_met"] is False
+    better = {k: v / 2 for k, v in rival.items()}
+    g = adult_dpsactgan.goals({"dp-sactgan": better, "dp-auto-gan": rival, "independent": rival})
+    assert g["all_met"] is True and g["rivals"] == ["dp-auto-gan", "independent"]
+    missing = {**better, "diff_cor.value": None}
+    assert adult_dpsactgan.goals({"dp-sactgan": missing, "independent": rival})["all_met"] is False
+
+
+def test_set_values_go_to_their_method():
+    sets = adult_dpsactgan.split_sets(
+        ["bins=8", "independent:bins=9", "dp-auto-gan:critic_steps=3", "bin_spacing=equal"],
+        ["independent", "dp-auto-gan"])
+    assert sets == {"independent": ["bins=8", "bin_spacing=equal", "bins=9"],
+                    "dp-auto-gan": ["critic_steps=3"]}
+    with pytest.raises(ValueError, match="METHOD:FIELD=VALUE"):
+        adult_dpsactgan.split_sets(["mst:bins=3"], ["independent"])
+
+
+def test_arguments_are_checked_before_anything_is_written(tmp_path, capsys):
+    for argv in (["--epsilon", "0", "--methods", "independent"],
+                 ["--epsilon", "1", "--methods", "independent", "independent"],
+                 ["--epsilon", "1", "--methods", "no-such-method"],
+                 ["--epsilon", "1", "--methods", "independent", "--set", "dp-auto-gan:ae_steps=3"],
+                 ["--epsilon", "1", "--methods", "independent", "--set", "binz=3"]):
+        with pytest.raises(SystemExit) as info:
+            adult_dpsactgan.main([*argv, "--out", str(tmp_path / "out")])
+        assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "--epsilon=0.0 must be > 0 or inf" in err
+    assert "expected distinct methods" in err and "no-such-method" in err
+    assert "expected METHOD:FIELD=VALUE" in err and "has no field 'binz'" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_resume_loads_finished_runs_and_refits_changed_ones(quick_run, adult_dir):
+    out, comp = quick_run
+    common = ["--quick", "--epsilon", "1", "--seeds", *map(str, SEEDS), "--no-progress",
+              "--data-dir", str(adult_dir), "--out", str(out), "--resume"]
+    stamps = {p: p.stat().st_mtime_ns for p in out.rglob("model.npz")}
+    again = adult_dpsactgan.main([*common, "--methods", *METHODS, "--set", "independent:bins=20"])
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("model.npz")} == stamps  # nothing refitted
+    assert again["methods"] == comp["methods"]
+    # other settings of a method: that method is fitted again, the others are not
+    changed = adult_dpsactgan.main([*common, "--methods", "independent", "--set", "bins=10"])
+    for s in SEEDS:
+        rep = _strict_load(out / "independent" / f"seed-{s}" / "report.json")
+        assert rep["protocol"]["overrides"] == {"bins": 10}
+        assert (out / "independent" / f"seed-{s}" / "model.npz").stat().st_mtime_ns > stamps[
+            out / "independent" / f"seed-{s}" / "model.npz"]
+    assert list(changed["methods"]) == ["independent"]
+
+
+def test_plan_only_gives_the_planned_epsilon_without_data(tmp_path):
+    from dpgen_jax import privacy
+
+    plan = adult_dpsactgan.main(["--plan-only", "--epsilon", "0.5", "--methods", "independent",
+                                 "--num-records", "39073", "--out", str(tmp_path)])
+    assert _strict_load(tmp_path / "plan.json") == json.loads(json.dumps(plan))
+    rep = plan["methods"]["independent"]["report"]
+    assert plan["num_records"] == 39073 and 0.49 < rep["epsilon"] <= 0.5
+    phases = [privacy.GaussianPhase(p["name"], noise_multiplier=p["noise_multiplier"], steps=p["steps"])
+              for p in rep["phases"]]
+    assert plan["methods"]["independent"]["epsilon_rdp_classic"] == pytest.approx(
+        privacy.epsilon(phases, 1e-5, accountant="rdp", conversion="classic"), rel=1e-9)
+    assert not any(tmp_path.rglob("model.npz"))
