@@ -918,6 +918,9 @@ def calibrate(config: DPSACTGANConfig, layout: Layout, phases: list, epsilon: fl
         scaled = {p.name: p for p in privacy.calibrate(pre, config.preprocessing_share * epsilon, delta,
                                                        accountant, max_noise_multiplier=1e7)}
         phases = [scaled.get(p.name, p) for p in phases]
+    gen = next(p for p in phases if p.name == "generator")
+    if not gen.spends_privacy:  # no generator step planned: nothing left to calibrate
+        return phases
     out = privacy.calibrate(phases, epsilon, delta, accountant, max_noise_multiplier=1e7,
                             fixed=[p.name for p in pre])
     gen = next(p for p in out if p.name == "generator")
