@@ -18,6 +18,7 @@ UCI Adult: Becker & Kohavi (1996), doi:10.24432/C5XW20, CC BY 4.0.
 from __future__ import annotations
 
 import argparse
+import math
 import pathlib
 import time
 
@@ -28,6 +29,48 @@ def _row(variant: str, res) -> dict:
     s = res.summary()
     s.update(variant=variant, minutes=s["seconds"] / 60.0)
     return s
+
+
+def one_run_limits(canaries: int, delta: float, significance: float, claims) -> dict:
+    """What a perfect attack could certify with this procedure, and what a claim would need.
+
+    The audit tries 2 scores x ``guess_grid(m)`` rules; its largest rule guesses 45% of m.
+    For each claim, the number of correct guesses r (with m = r / 0.45 canaries) that would
+    certify it, found by doubling r (None above 10^7, where one-run auditing's delta term,
+    2 m delta, alone exceeds the significance).
+    """
+    from dpgen_jax import audit
+
+    grid = audit.guess_grid(canaries)
+    rules = 2 * len(grid)
+    cap = audit.max_certifiable_epsilon(grid[0], canaries, delta, significance=significance,
+                                        rules=rules)
+    out = {"max_guesses": grid[0], "rules": rules, "max_certifiable_epsilon": cap, "needed": {}}
+    for claim in sorted(set(claims)):
+        r, need = grid[0], None
+        while r <= 10**7:
+            m = math.ceil(r / 0.45)
+            if audit.max_certifiable_epsilon(r, m, delta, significance=significance,
+                                             rules=rules) > claim:
+                need = {"correct_guesses": r, "canaries": m}
+                break
+            r *= 2
+        out["needed"][str(claim)] = need
+    return out
+
+
+def limit_lines(limits: dict, canaries: int) -> list[str]:
+    lines = [f"With {canaries} canaries the largest pre-registered guess is {limits['max_guesses']} "
+             f"canaries; all correct, the procedure ({limits['rules']} score x guess rules at "
+             f"significance 0.05) certifies at most eps = {limits['max_certifiable_epsilon']:.3f}: "
+             "about ln(r / ln(rules / significance)), the ln(r/3) limit of one-run auditing."]
+    for claim, need in limits["needed"].items():
+        if need is None:
+            lines.append(f"Claim {claim}: not certifiable by this procedure with up to 10^7 guesses.")
+        else:
+            lines.append(f"Claim {claim}: needs about {need['correct_guesses']} correct guesses "
+                         f"(m = {need['canaries']} canaries, doubling search).")
+    return lines
 
 
 def table(rows: list[dict], limits: dict) -> str:
@@ -41,7 +84,7 @@ def table(rows: list[dict], limits: dict) -> str:
             f"{r['canaries']} ({r['included']}) | {r['guesses']} | {r['correct_guesses']} | "
             f"{r['score']} | {r['minutes']:.2f} |")
     lines.append("")
-    for text in limits.values():
+    for text in limit_lines(limits, rows[0]["canaries"] if rows else 0):
         lines.append(f"- {text}")
     return "\n".join(lines) + "\n"
 
@@ -93,16 +136,7 @@ def main(argv=None):
         print(f"{row['variant']}: claimed eps {row['claimed_epsilon']:.3f}, lower bound "
               f"{row['epsilon_lower_bound']:.3f} ({row['correct_guesses']}/{row['guesses']} "
               f"correct, score {row['score']}), {row['minutes']:.2f} min", flush=True)
-    in_counts = sorted({r["included"] for r in rows})
-    limits = {}
-    for n_in in in_counts:
-        cap = audit.max_certifiable_epsilon(n_in, args.canaries, args.delta,
-                                            significance=args.significance / 2,
-                                            rules=len(audit.guess_grid(args.canaries)))
-        limits[str(n_in)] = (f"With {n_in} inserted canaries out of {args.canaries}, all guessed "
-                             f"correctly, the same procedure certifies at most eps = {cap:.3f} "
-                             "(about ln(r / ln(rules / significance)), the ln(r/3) limit of one-run "
-                             "auditing for one rule at 5%).")
+    limits = one_run_limits(args.canaries, args.delta, args.significance, args.epsilons)
     rep = {"experiment": "audit", "target": "dp-auto-gan autoencoder phase on adult",
            "delta": args.delta, "significance": args.significance, "canaries": args.canaries,
            "steps": rows[0]["steps"] if rows else None, "canary_scale": scale, "seeded": args.seed is not None,
