@@ -146,6 +146,8 @@ class Checkpointer:
         self._states: dict[str, PyTree] = {}
         self._since: dict[str, int] = {}
         self._phases: dict[str, dict] = dict(resumed["phases"]) if resumed else {}
+        latest = manager.latest_step()
+        self._next_step = 0 if latest is None else latest + 1  # numbered by this fit, not by orbax
 
     @property
     def seeded(self) -> bool:
@@ -195,8 +197,7 @@ class Checkpointer:
     def write(self, current: str | None = None) -> int:
         """Saves the key, every phase's latest state and the manifest as the next checkpoint."""
         ocp = _ocp()
-        latest = self._manager.latest_step()
-        step = 0 if latest is None else latest + 1
+        step, self._next_step = self._next_step, self._next_step + 1
         missing = sorted(set(self._phases) - set(self._states))
         if missing:  # a completed phase that this run has not restored: a bug in the caller
             raise RuntimeError(f"checkpoint: phases {missing} were not restored before a later save.")
