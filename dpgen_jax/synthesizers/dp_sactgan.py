@@ -743,11 +743,14 @@ def train_step(config, layout, private: bool):
     def step(state: State, data: TrainData, key, log_probs):
         k_count = data.shards.starts.shape[0]
         k, k_it, _, _ = _gs.step_keys(key, k_count)
-        take = functools.partial(jax.tree_util.tree_map, lambda a: a[k])
-        put = functools.partial(jax.tree_util.tree_map, lambda a, v: a.at[k].set(v))
+        take = functools.partial(jax.tree_util.tree_map, lambda a: lax.dynamic_index_in_dim(a, k, 0, False))
+        put = functools.partial(jax.tree_util.tree_map, lambda a, v: lax.dynamic_update_index_in_dim(a, v, k, 0))
         aux = None if state.aux is None else take(state.aux)
         g, d, aux = shard_iteration(config, layout, state.generator, take(state.critics), aux, data, k,
                                     log_probs, k_it, private)
+        # materialise the updated critic before writing it back: otherwise XLA fuses the update
+        # into the write and copies the whole stacked ensemble every step (measured 2.5x slower)
+        d, aux = lax.optimization_barrier((d, aux))
         new_aux = None if aux is None else put(state.aux, aux)
         return State(g, put(state.critics, d), new_aux, state.steps + 1), {}
 
