@@ -496,3 +496,22 @@ def test_ambient_mesh_is_scoped_and_one_device_is_no_mesh():
     assert dpsgd.pad_to_devices(10, mesh) == 10
     key = jax.random.key(3)
     assert dpsgd.shared_key(key) is key  # one process: the key itself
+
+
+@pytest.mark.slow
+def test_multidevice_benchmark_writes_its_rows(tmp_path):
+    out = tmp_path / "md"
+    subprocess.run([sys.executable, "-m", "experiments.multidevice", "--out", str(out), "--quick",
+                    "--devices", "1,2", "--batches", "64", "--rounds", "3", "--target-seconds", "0.02"],
+                   cwd=ROOT, check=True, capture_output=True, text=True, timeout=900,
+                   env={**os.environ, "PYTHONPATH": str(ROOT)})
+    result = json.loads((out / "multidevice.json").read_text())
+    rows = {(r["devices"], r["batch_size"], r["method"]): r for r in result["rows"]}
+    assert set(rows) == {(1, 64, "ghost"), (2, 64, "ghost")}
+    assert rows[(1, 64, "ghost")]["ratio_vs_1_device"] == 1.0
+    assert len(result["devices"]["2"]) == 2
+    for r in rows.values():
+        assert 0 < r["ms_per_step_p10"] <= r["ms_per_step_median"] <= r["ms_per_step_p90"]
+        assert r["steps_per_second"] == pytest.approx(1e3 / r["ms_per_step_median"], rel=1e-2)
+        assert r["compile_seconds"] > 0
+    assert "| 2 | 64 | ghost |" in (out / "multidevice.md").read_text()
