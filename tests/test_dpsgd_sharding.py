@@ -122,16 +122,16 @@ def _worker(part: str) -> dict:  # runs in the subprocess, with DEVICES host dev
 
     params0 = net.init(jax.random.key(1), x[:1])
     phases = {}
-    for devices in (None, 4):
+    for method, devices in (("ghost", None), ("ghost", 4), ("vmap", None), ("vmap", 2)):
         mesh = None if devices is None else dpsgd.data_mesh(devices)
         opt = optax.adam(1e-2)
         step = dpsgd.make_dp_step(mse, opt, num_records=200, sample_rate=0.2, clip_norm=0.5,
-                                  noise_multiplier=0.8, method="ghost", mesh=mesh)
+                                  noise_multiplier=0.8, method=method, mesh=mesh)
         state = dpsgd.init_state(params0, opt)
         if mesh is not None:
             state = dpsgd.replicate(state, mesh)
         got = dpsgd.run_phase(step, state, x, jax.random.key(2), 7, chunk_size=3)
-        phases[f"run_phase/{devices}"] = _flat(got.params) + [int(got.steps)]
+        phases[f"run_phase/{method}/{devices}"] = _flat(got.params) + [int(got.steps)]
     # the same step as make_dp_step(sample_rate=0.2) above, through the synthesizers' helper
     got = _training.run_private_phase(mse, optax.adam(1e-2), params0, x, jax.random.key(2),
                                       mesh=dpsgd.data_mesh(4), steps=7, batch_size=40,
@@ -367,22 +367,24 @@ def test_noise_is_drawn_once_per_step(results):
 
 def test_run_phase_sharded_equals_single_device(results):
     ph = results["phases"]
-    one = np.asarray(ph["run_phase/None"])
+    one = np.asarray(ph["run_phase/ghost/None"])
     assert one[-1] == 7
-    np.testing.assert_allclose(ph["run_phase/4"], one, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(ph["run_phase/ghost/4"], one, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(ph["run_phase/vmap/2"], ph["run_phase/vmap/None"], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(ph["run_phase/vmap/None"], one, rtol=1e-4, atol=1e-5)
     # through the synthesizers' helper with mesh= (the ambient mesh is checked by the fit below)
     np.testing.assert_allclose(ph["private_phase/4"], one, rtol=1e-4, atol=1e-5)
 
 
 def test_accounting_does_not_depend_on_the_mesh(results):
     eps = results["phases"]["epsilon"]
-    assert eps["run_phase/4"] == eps["private_phase/4"] == eps["run_phase/None"]
+    assert len(set(eps.values())) == 1 and len(eps) == 5
     # dp_accounting called directly on the executed schedule (7 steps at q = 40 / 200, sigma 0.8)
     import dp_accounting as dpa
 
     acc = dpa.pld.PLDAccountant(dpa.NeighboringRelation.ADD_OR_REMOVE_ONE)
     acc.compose(dpa.PoissonSampledDpEvent(0.2, dpa.GaussianDpEvent(0.8)), 7)
-    assert eps["run_phase/4"] == pytest.approx(acc.get_epsilon(1e-5), rel=1e-2)
+    assert eps["private_phase/4"] == pytest.approx(acc.get_epsilon(1e-5), rel=1e-2)
 
 
 def test_dp_syn_grouped_steps_under_a_mesh(results):
@@ -496,3 +498,22 @@ def test_ambient_mesh_is_scoped_and_one_device_is_no_mesh():
     assert dpsgd.pad_to_devices(10, mesh) == 10
     key = jax.random.key(3)
     assert dpsgd.shared_key(key) is key  # one process: the key itself
+
+
+@pytest.mark.slow
+def test_multidevice_benchmark_writes_its_rows(tmp_path):
+    out = tmp_path / "md"
+    subprocess.run([sys.executable, "-m", "experiments.multidevice", "--out", str(out), "--quick",
+                    "--devices", "1,2", "--batches", "64", "--rounds", "3", "--target-seconds", "0.02"],
+                   cwd=ROOT, check=True, capture_output=True, text=True, timeout=900,
+                   env={**os.environ, "PYTHONPATH": str(ROOT)})
+    result = json.loads((out / "multidevice.json").read_text())
+    rows = {(r["devices"], r["batch_size"], r["method"]): r for r in result["rows"]}
+    assert set(rows) == {(1, 64, "ghost"), (2, 64, "ghost")}
+    assert rows[(1, 64, "ghost")]["ratio_vs_1_device"] == 1.0
+    assert len(result["devices"]["2"]) == 2
+    for r in rows.values():
+        assert 0 < r["ms_per_step_p10"] <= r["ms_per_step_median"] <= r["ms_per_step_p90"]
+        assert r["steps_per_second"] == pytest.approx(1e3 / r["ms_per_step_median"], rel=1e-2)
+        assert r["compile_seconds"] > 0
+    assert "| 2 | 64 | ghost |" in (out / "multidevice.md").read_text()
