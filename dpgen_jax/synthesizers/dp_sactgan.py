@@ -648,30 +648,36 @@ def private_terms(config, layout, rows, cond, real, d_params, aux_params) -> jax
     return total
 
 
-def generator_grads(config, layout, g_params, batch: Batch, d_params, aux_params, key, private: bool):
-    """The generator's gradient of one step.
+def hooked_loss(config, layout, rows, batch: Batch, d_params, aux_params, key, private: bool) -> jax.Array:
+    """The private part of the generator loss as a function of the activated rows.
 
-    ``private=True``: the activated rows pass once through ``dpsgd.sanitized`` (clip each row's
-    cotangent to C, noise 2 C sigma, scale 1/B); every private term consumes the hooked rows; the
-    conditional cross-entropy (public/DP condition only) is added on the raw logits.
-    ``private=False``: the same losses averaged over the rows, no clipping or noise.
+    ``private=True``: the rows pass once through ``dpsgd.sanitized`` (each row's cotangent clipped
+    to C, noise of std 2 C sigma drawn from ``key``, scale 1/B) and every private term consumes
+    the hooked rows, so their cotangents are summed before the single clip and noise.
+    ``private=False``: the same terms averaged over the rows, no clipping or noise.
     """
-    k_g, k_noise = jax.random.split(key)
-    gen = networks(config, layout).generator
     b = config.batch_size
+    if private:
+        rows = dpsgd.sanitized(rows, key, clip_norm=config.clip_norm,
+                               noise_multiplier=config.noise_multiplier, scale=1.0 / b)
+        return private_terms(config, layout, rows, batch.cond, batch.real, d_params, aux_params)
+    return private_terms(config, layout, rows, batch.cond, batch.real, d_params, aux_params) / b
 
-    def loss(p):
-        logits = gen.apply({"params": p}, batch.z)
-        rows = activate(layout, logits, k_g, config.tau)
-        if private:
-            rows = dpsgd.sanitized(rows, k_noise, clip_norm=config.clip_norm,
-                                   noise_multiplier=config.noise_multiplier, scale=1.0 / b)
-            priv = private_terms(config, layout, rows, batch.cond, batch.real, d_params, aux_params)
-        else:
-            priv = private_terms(config, layout, rows, batch.cond, batch.real, d_params, aux_params) / b
-        return priv + cond_loss(layout, logits, batch.col, batch.cat)
 
-    return jax.grad(loss)(g_params)
+def generator_loss(config, layout, g_params, batch: Batch, d_params, aux_params, key, private: bool):
+    """One step's generator loss: :func:`hooked_loss` of the activated rows plus the conditional
+    cross-entropy on the raw logits (it depends on the public/DP condition only)."""
+    k_g, k_noise = jax.random.split(key)
+    logits = networks(config, layout).generator.apply({"params": g_params}, batch.z)
+    rows = activate(layout, logits, k_g, config.tau)
+    return (hooked_loss(config, layout, rows, batch, d_params, aux_params, k_noise, private)
+            + cond_loss(layout, logits, batch.col, batch.cat))
+
+
+def generator_grads(config, layout, g_params, batch: Batch, d_params, aux_params, key, private: bool):
+    """The generator's gradient of one step (:func:`generator_loss`)."""
+    return jax.grad(generator_loss, argnums=2)(config, layout, g_params, batch, d_params, aux_params,
+                                               key, private)
 
 
 def generator_update(config, layout, g: Net, batch: Batch, d_params, aux_params, key, private: bool) -> Net:
@@ -912,6 +918,9 @@ def calibrate(config: DPSACTGANConfig, layout: Layout, phases: list, epsilon: fl
         scaled = {p.name: p for p in privacy.calibrate(pre, config.preprocessing_share * epsilon, delta,
                                                        accountant, max_noise_multiplier=1e7)}
         phases = [scaled.get(p.name, p) for p in phases]
+    gen = next(p for p in phases if p.name == "generator")
+    if not gen.spends_privacy:  # no generator step planned: nothing left to calibrate
+        return phases
     out = privacy.calibrate(phases, epsilon, delta, accountant, max_noise_multiplier=1e7,
                             fixed=[p.name for p in pre])
     gen = next(p for p in out if p.name == "generator")
