@@ -168,6 +168,9 @@ def run_one(args, seed, out: pathlib.Path) -> dict:
     done = _finished(args, seed, out)
     if done is not None:
         return done
+    from experiments._leaderboard import machine
+
+    at_start = machine()  # the load of the machine the timings were taken on
     t0 = time.perf_counter()
     train, test = args.split
     cache = args.root / "real_scores.json"
@@ -191,7 +194,8 @@ def run_one(args, seed, out: pathlib.Path) -> dict:
         evaluate_seconds=timings["evaluate"],
         protocol={"eval_seed": EVAL_SEED, "quick": args.quick, "n_train": len(train),
                   "n_test": len(test), "n_synthetic": len(train), "overrides": args.config_overrides,
-                  "accountant": privacy["accountant"], "command": args.command}))
+                  "accountant": privacy["accountant"], "command": args.command,
+                  "machine_at_start": at_start}))
 
 
 def _per_method(result: dict, seeds: list) -> tuple[dict, dict]:
