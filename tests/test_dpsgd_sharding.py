@@ -177,6 +177,38 @@ def _worker(part: str) -> dict:  # runs in the subprocess, with DEVICES host dev
                             "shape": list(jax.tree_util.tree_leaves(pre.critics.params)[0].shape),
                             "steps": int(pre.steps)}
     out["gswgan"] = gs
+
+    # 7. DP-SACTGAN pretraining: K = 3 shards (with a label, so classifiers too) over 4 devices.
+    import pandas as pd
+
+    from dpgen_jax import data as data_lib
+    from dpgen_jax.synthesizers import dp_sactgan as ds
+
+    schema = data_lib.Schema.from_dict({"columns": [
+        {"name": "a", "kind": "categorical", "categories": ["x", "y", "z"]},
+        {"name": "c", "kind": "continuous", "lower": 0, "upper": 10},
+        {"name": "y", "kind": "binary", "categories": ["no", "yes"], "label": True}]})
+    r = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": r.choice(["x", "y", "z"], 120), "c": r.uniform(0, 10, 120),
+                          "y": r.choice(["no", "yes"], 120).astype(object)})
+    scfg = ds.DPSACTGANConfig(batch_size=8, noise_dim=4, d_model=8, num_heads=2, num_layers=1,
+                              n_modes=3, aux_hidden=(8,), pretrain_iterations=4, chunk_size=3,
+                              shard_group=2, num_discriminators=3, modes="public")
+    lay = ds.build_layout(schema, scfg)
+    x = jnp.asarray(data_lib.TableEncoder(schema).encode(frame))
+    rows, codes = ds.encode_rows(lay, x, ds.public_modes(schema, scfg), "argmax")
+    counts = ds.noisy_counts(codes, lay, jax.random.key(3), 0.0, ds.histogram_columns(lay, scfg))
+    lp = ds.cond_log_probs(lay, counts, training=True)
+    sdata = ds.prepare(lay, rows, codes, jax.random.key(1), 3)
+    sg = {}
+    for devices in (None, 4):
+        mesh = None if devices is None else dpsgd.data_mesh(devices)
+        pre = ds.pretrain(scfg, lay, sdata, lp, jax.random.key(2), mesh=mesh)
+        sg[str(devices)] = {"critics": _flat(pre.critics.params), "aux": _flat(pre.aux.params),
+                            "generators": _flat(pre.generators.params),
+                            "shape": list(jax.tree_util.tree_leaves(pre.critics.params)[0].shape),
+                            "steps": int(pre.steps)}
+    out["sactgan"] = sg
     return out
 
 
@@ -224,6 +256,9 @@ def _fit_worker(out: dict) -> dict:
         "gs-wgan": (dict(records_per_shard=50.0, batch_size=8, noise_dim=4, generator_hidden=(16, 16),
                          critic_hidden=(8,), pretrain_iterations=6, generator_steps=12,
                          pretrain_chunk=3, chunk_size=4), _tables.MIXED_SCHEMA),
+        "dp-sactgan": (dict(batch_size=8, generator_steps=6, noise_dim=8, d_model=8, num_heads=2,
+                            num_layers=1, n_modes=3, em_iterations=2, chunk_size=3, aux_hidden=(8,),
+                            num_discriminators=3, pretrain_iterations=4), labelled),
     }
     frame = _tables.mixed_frame(300, 0)
     out["methods"] = {}
@@ -405,7 +440,7 @@ def test_fit_with_a_mesh_equals_fit_and_accounts_the_same(fit_results):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("method", ["dp-vae", "dp-wgan", "dp-syn", "gs-wgan"])
+@pytest.mark.parametrize("method", ["dp-vae", "dp-wgan", "dp-syn", "gs-wgan", "dp-sactgan"])
 def test_every_method_fits_the_same_with_a_mesh(fit_results, method):
     got = fit_results["methods"][method]
     assert len(got["None"]["released"]) > 0
@@ -419,6 +454,14 @@ def test_gswgan_pretraining_sharded_along_k_equals_unsharded(results):
     assert g["4"]["steps"] == g["None"]["steps"] == 4
     np.testing.assert_allclose(g["4"]["critics"], g["None"]["critics"], rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(g["4"]["generators"], g["None"]["generators"], rtol=1e-4, atol=1e-6)
+
+
+def test_dpsactgan_pretraining_sharded_along_k_equals_unsharded(results):
+    g = results["sactgan"]
+    assert g["4"]["shape"] == g["None"]["shape"] and g["4"]["shape"][0] == 3  # padding dropped
+    assert g["4"]["steps"] == g["None"]["steps"] == 4
+    for part in ("critics", "aux", "generators"):
+        np.testing.assert_allclose(g["4"][part], g["None"][part], rtol=1e-4, atol=1e-5)
 
 
 if __name__ == "__main__":

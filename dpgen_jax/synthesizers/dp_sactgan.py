@@ -763,13 +763,13 @@ def _runner(config, layout, private):
 
 
 def train(config, layout, state: State, data: TrainData, log_probs, key, *, private=True,
-          steps: int | None = None, progress=None, should_stop=None) -> State:
+          steps: int | None = None, progress=None, should_stop=None, checkpoint=None) -> State:
     """``steps`` (default: ``generator_steps``) training steps in compiled chunks; step t uses
     ``fold_in(key, t)``. ``int(state.steps)`` is the executed count the accountant is given."""
     total = config.generator_steps if steps is None else steps
     return dpsgd.run_phase(None, state, data, key, total, extra=log_probs, chunk_size=config.chunk_size,
                            progress=progress, runner=_runner(config, layout, private),
-                           should_stop=should_stop)
+                           should_stop=should_stop, checkpoint=checkpoint)
 
 
 class PretrainState(NamedTuple):
@@ -780,42 +780,75 @@ class PretrainState(NamedTuple):
 
 
 @functools.lru_cache(maxsize=32)
-def _pretrain_runner(config, layout):
+def _pretrain_runner(config, layout, mesh: jax.sharding.Mesh | None = None):
     """Every shard's iteration (temporary generator, critic, classifier; non-private) at once:
-    ``vmap`` inside groups of ``shard_group`` shards (``lax.map``), as GS-WGAN's pretraining."""
+    ``vmap`` inside groups of ``shard_group`` shards (``lax.map``), as GS-WGAN's pretraining.
 
-    def run(state: PretrainState, data, key, log_probs, n):
-        kk = data.shards.starts.shape[0]
+    With a ``mesh`` (one axis of D devices; the stacked networks padded to a multiple of D, see
+    :func:`pretrain`) the networks are split along K over the devices (``shard_map``): each device
+    runs the same grouped loop over its shards with their global indices, so keys and results are
+    those of the unsharded runner. Shards never communicate: there is no reduction."""
 
+    def local(gens, critics, aux, idx, data, key, log_probs, steps, n):
         def one(args):
-            g, d, a, idx = args
+            g, d, a, i_shard = args
+            # a padding shard (index >= K, dropped after the phase) reads shard K - 1's rows
+            i_data = jnp.minimum(i_shard, data.shards.starts.shape[0] - 1)
 
             def body(i, carry):
-                key_tk = jax.random.fold_in(jax.random.fold_in(key, state.steps + i), idx)
-                return shard_iteration(config, layout, *carry, data, idx, log_probs, key_tk, False)
+                key_tk = jax.random.fold_in(jax.random.fold_in(key, steps + i), i_shard)
+                return shard_iteration(config, layout, *carry, data, i_data, log_probs, key_tk, False)
 
             return lax.fori_loop(0, n, body, (g, d, a))
 
-        g, d, a = lax.map(one, (state.generators, state.critics, state.aux, jnp.arange(kk)),
-                          batch_size=min(config.shard_group, kk))
+        return lax.map(one, (gens, critics, aux, idx), batch_size=min(config.shard_group, idx.shape[0]))
+
+    if mesh is not None:
+        axis = mesh.axis_names[0]
+        P = jax.sharding.PartitionSpec
+        # check_vma=False: a plain per-device program (see dpsgd._step._sharded_grads).
+        local = jax.shard_map(local, mesh=mesh, in_specs=(P(axis),) * 4 + (P(),) * 5,
+                              out_specs=(P(axis),) * 3, check_vma=False)
+
+    def run(state: PretrainState, data, key, log_probs, n):
+        kk = jax.tree_util.tree_leaves(state.critics.params)[0].shape[0]
+        g, d, a = local(state.generators, state.critics, state.aux, jnp.arange(kk, dtype=jnp.int32),
+                        data, key, log_probs, state.steps, n)
         return PretrainState(g, d, a, state.steps + n)
 
     return jax.jit(run)
 
 
 def pretrain(config, layout, data: TrainData, log_probs, key, *, progress=None,
-             should_stop=None) -> PretrainState:
+             should_stop=None, checkpoint=None, mesh: jax.sharding.Mesh | None = None) -> PretrainState:
     """``pretrain_iterations`` non-private iterations of every shard's critic and classifier
-    against that shard's own temporary generator (releases nothing; GS-WGAN's warm start)."""
+    against that shard's own temporary generator (releases nothing; GS-WGAN's warm start).
+
+    ``mesh`` (default: the mesh of an enclosing ``dpsgd.data_parallel`` block, if any) splits the
+    K shards' networks over its devices; K is padded to a multiple of the device count with copies
+    of shard 0's networks, trained and dropped. Same key, same networks as without a mesh (to float
+    rounding); see docs/scaling.md. ``checkpoint`` is ``dpsgd.run_phase``'s hook."""
     k_init, k_run = jax.random.split(key)
     kk = int(data.shards.starts.shape[0])
     opt = optimizer(config)
     base = init_state(config, layout, kk, k_init)
     gp = jax.vmap(lambda q: init_generator(config, layout, q))(jax.random.split(jax.random.fold_in(k_init, 1), kk))
     state = PretrainState(Net(gp, jax.vmap(opt.init)(gp)), base.critics, base.aux, jnp.zeros((), jnp.int32))
-    return dpsgd.run_phase(None, state, data, k_run, config.pretrain_iterations, extra=log_probs,
-                           chunk_size=max(1, min(config.chunk_size, config.pretrain_iterations)),
-                           progress=progress, runner=_pretrain_runner(config, layout), should_stop=should_stop)
+    mesh = dpsgd.resolve_mesh(mesh)
+    if mesh is not None:
+        extra = dpsgd.pad_to_devices(kk, mesh) - kk
+        pad = functools.partial(jax.tree_util.tree_map,
+                                lambda a: jnp.concatenate([a, jnp.repeat(a[:1], extra, axis=0)], axis=0))
+        state = PretrainState(pad(state.generators), pad(state.critics), pad(state.aux), state.steps)
+        data, log_probs = dpsgd.replicate((data, log_probs), mesh)
+    state = dpsgd.run_phase(None, state, data, k_run, config.pretrain_iterations, extra=log_probs,
+                            chunk_size=max(1, min(config.chunk_size, config.pretrain_iterations)),
+                            progress=progress, runner=_pretrain_runner(config, layout, mesh),
+                            should_stop=should_stop, checkpoint=checkpoint)
+    if mesh is not None:
+        cut = functools.partial(jax.tree_util.tree_map, lambda a: a[:kk])
+        state = PretrainState(cut(state.generators), cut(state.critics), cut(state.aux), state.steps)
+    return state
 
 
 # ----------------------------------------------------------------------------- sampling
@@ -953,6 +986,7 @@ class DPSACTGAN(Synthesizer):
     CONFIG = DPSACTGANConfig
     PRESETS = PAPER_PRESETS
     DECODE_MODE = "sample"
+    CHECKPOINTS = True
 
     def _check_schema(self, schema):
         self._schema_for_phases = schema
@@ -1011,7 +1045,7 @@ class DPSACTGAN(Synthesizer):
         pretrained = 0
         if config.pretrain_iterations:
             pre = pretrain(config, layout, data, log_probs, k_pre, progress=ctx.progress("pretrain"),
-                           should_stop=ctx.should_stop)
+                           should_stop=ctx.should_stop, checkpoint=ctx.checkpoint("pretrain"))
             critics, aux, pretrained = pre.critics, pre.aux, int(pre.steps)
             opt = optimizer(config)  # fresh Adam states for the generator phase, as GS-WGAN
             critics = Net(critics.params, jax.vmap(opt.init)(critics.params))
@@ -1021,7 +1055,8 @@ class DPSACTGAN(Synthesizer):
         state = init_state(config, layout, k, k_init, critics, aux)
         state = train(config, layout, state, data, log_probs, k_run, private=ctx.private,
                       steps=generator_steps(config, ctx.num_records),
-                      progress=ctx.progress("generator"), should_stop=ctx.should_stop)
+                      progress=ctx.progress("generator"), should_stop=ctx.should_stop,
+                      checkpoint=ctx.checkpoint("generator"))
         jax.block_until_ready(state.generator.params)
         t3 = time.perf_counter()
         notes = self._notes(config, layout, k, pretrained, ctx.private)
