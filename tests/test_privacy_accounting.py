@@ -156,6 +156,17 @@ def test_pld_default_interval_is_accurate_and_an_upper_bound():
     assert ours < privacy.epsilon(phases, DELTA, "rdp")  # PLD is the tightest
 
 
+def test_an_absurd_schedule_is_accounted_quickly_and_above_rdp():
+    # DP-SACTGAN's paper preset: one critic, 11,700 steps of 500 rows at sigma 1 (epsilon ~3e6).
+    # With the interval capped at 0.1 this PLD needed about 24 GB; the interval grows with epsilon.
+    phases = [privacy.GaussianPhase("histograms", noise_multiplier=100.0, steps=9),
+              ShardedSanitizerPhase("generator", 1, 11700, 500, 1.0, 39073)]
+    rdp = privacy.epsilon(phases, DELTA, "rdp")
+    assert privacy.pld_discretization_interval(rdp) == pytest.approx(10.0)  # the cap, 1e-4 * 1e5
+    ours = privacy.epsilon(phases, DELTA)
+    assert rdp > 1e6 and rdp <= ours <= 1.05 * rdp  # coarse and pessimistic, still finite
+
+
 def test_gs_wgan_strict_accounting_is_in_the_hundreds():
     phase = [ShardedSanitizerPhase("generator", 1500, 21000, 32, 1.07, 70000)]
     assert phase[0].event() == dpa.SelfComposedDpEvent(
