@@ -185,6 +185,7 @@ def test_generator_update_depends_on_private_data_only_through_the_hook(hook_set
     assert not np.allclose(np.asarray(other), np.asarray(sanitised))
 
 
+@pytest.mark.slow  # structural; the privacy tests of the step stay in the default run
 def test_step_trains_only_the_chosen_critic_and_classifier(hook_setup):
     cfg, lay, train_data, lp, _ = hook_setup
     state = ds.init_state(cfg, lay, 3, jax.random.key(3))
@@ -380,6 +381,7 @@ def test_a_category_absent_from_the_shard_falls_back_to_rows_of_the_shard():
 # ----------------------------------------------------------------------------- models
 
 
+@pytest.mark.slow  # structural; the privacy tests of the step stay in the default run
 def test_padded_slots_are_inert(hook_setup):
     cfg, lay, train_data, lp, g = hook_setup
     assert len(set(lay.widths)) > 1  # the columns do have different widths

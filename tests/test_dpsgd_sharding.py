@@ -163,6 +163,9 @@ def _worker(part: str) -> dict:  # runs in the subprocess, with DEVICES host dev
         groups[str(devices)] = _flat(got.params)
     out["dp_syn_groups"] = groups
 
+    if part != "ensembles":
+        return out
+
     # 6. GS-WGAN pretraining: K = 3 shards over 4 devices (padded to 4, the padding dropped).
     gcfg = gw.GSWGANConfig(records_per_shard=30.0, batch_size=8, noise_dim=4,
                            generator_hidden=(16, 16), critic_hidden=(8,), pretrain_iterations=4,
@@ -351,6 +354,11 @@ def results() -> dict:
 
 
 @pytest.fixture(scope="module")
+def ensemble_results() -> dict:  # the steps part plus GS-WGAN's and DP-SACTGAN's pretraining
+    return _run_worker("ensembles")
+
+
+@pytest.fixture(scope="module")
 def fit_results() -> dict:
     return _run_worker("fit")
 
@@ -448,16 +456,18 @@ def test_every_method_fits_the_same_with_a_mesh(fit_results, method):
     assert got["4"]["epsilon"] == got["None"]["epsilon"]
 
 
-def test_gswgan_pretraining_sharded_along_k_equals_unsharded(results):
-    g = results["gswgan"]
+@pytest.mark.slow
+def test_gswgan_pretraining_sharded_along_k_equals_unsharded(ensemble_results):
+    g = ensemble_results["gswgan"]
     assert g["4"]["shape"] == g["None"]["shape"] and g["4"]["shape"][0] == 3  # padding dropped
     assert g["4"]["steps"] == g["None"]["steps"] == 4
     np.testing.assert_allclose(g["4"]["critics"], g["None"]["critics"], rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(g["4"]["generators"], g["None"]["generators"], rtol=1e-4, atol=1e-6)
 
 
-def test_dpsactgan_pretraining_sharded_along_k_equals_unsharded(results):
-    g = results["sactgan"]
+@pytest.mark.slow
+def test_dpsactgan_pretraining_sharded_along_k_equals_unsharded(ensemble_results):
+    g = ensemble_results["sactgan"]
     assert g["4"]["shape"] == g["None"]["shape"] and g["4"]["shape"][0] == 3  # padding dropped
     assert g["4"]["steps"] == g["None"]["steps"] == 4
     for part in ("critics", "aux", "generators"):
