@@ -56,6 +56,20 @@ class TestDPSACTGANContract(SynthesizerContract):
     def zero_steps(self):
         return dict(generator_steps=0)
 
+    # Three contract tests that refit the transformer (about 7 s each): run for every other
+    # method by default, for DP-SACTGAN in the slow set (CI time).
+    @pytest.mark.slow
+    def test_public_num_records(self, table):
+        super().test_public_num_records(table)
+
+    @pytest.mark.slow
+    def test_time_budget_reports_the_executed_steps(self, table):
+        super().test_time_budget_reports_the_executed_steps(table)
+
+    @pytest.mark.slow
+    def test_non_private_fit_reports_null_epsilon(self, table, tmp_path):
+        super().test_non_private_fit_reports_null_epsilon(table, tmp_path)
+
     def functional_released(self, model, frame, schema):
         cfg = model.fitted_config
         lay = ds.build_layout(schema, cfg)
