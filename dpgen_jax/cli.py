@@ -639,7 +639,7 @@ def cmd_sample(args) -> int:
         raise UsageError(f"-n {args.n} must be a positive number of rows.")
     out = _new_file(args.out, args.force, "output file")
     model = synthesizers.load(_existing_file(args.model, "model file"))
-    rows = model.sample(args.n, seed=args.seed, mode=args.mode)  # None: the method's DECODE_MODE
+    rows = model.sample(args.n, seed=args.seed, mode=args.mode)  # None: model.default_decode_mode()
     write_csv(rows, out)
     eps = model.privacy_report().get("epsilon")
     print(f"wrote {out}: {len(rows)} synthetic rows from {args.model} ({model.METHOD}, epsilon "
@@ -838,9 +838,9 @@ def build_parser() -> argparse.ArgumentParser:
     sample.add_argument("--seed", type=int, help="reproducible sampling; default: OS entropy")
     sample.add_argument("--mode", choices=("argmax", "sample"), default=None,
                         help="how discrete columns are decoded: the most likely category, or one "
-                             "drawn from the output probabilities (default: the method's own "
-                             "DECODE_MODE, e.g. 'sample' for dp-wgan, dp-vae and dp-syn, "
-                             "'argmax' for dp-auto-gan)")
+                             "drawn from the output probabilities (default: the fitted model's "
+                             "own, e.g. 'sample' for dp-wgan, dp-vae, dp-syn and dp-auto-gan, "
+                             "'argmax' for dp-auto-gan's paper presets)")
     sample.add_argument("--force", action="store_true", help="replace an existing output file")
     sample.set_defaults(run=cmd_sample)
 

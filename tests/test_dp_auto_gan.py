@@ -49,8 +49,9 @@ def test_pinned_encoded_sample(tmp_path):
     refactor (any change to the keys, the engine or the networks shows up here; a deliberate
     change re-pins it and says so in the commit). The comparison allows a few float32 ulps: XLA's
     CPU code differs between processors (e.g. fused multiply-adds), and a clean CI machine gave
-    values one ulp away from the pinned ones; any change of keys or arithmetic moves far more."""
-    model = synthesizers.create("dp-auto-gan", **TINY).fit(
+    values one ulp away from the pinned ones; any change of keys or arithmetic moves far more.
+    Pinned in the paper's form (its encoding: width 6 on this schema)."""
+    model = synthesizers.create("dp-auto-gan", **TINY, continuous_encoding="paper").fit(
         _tables.mixed_frame(300, 0), _tables.MIXED_SCHEMA, epsilon=4.0, seed=0)
     cfg, r = model.fitted_config, model.released
     assert (cfg.ae_noise_multiplier, cfg.critic_noise_multiplier) == pytest.approx(
@@ -103,9 +104,46 @@ def test_preset_keeps_an_explicit_setting_with_a_warning():
 def test_default_configuration_follows_the_schema():
     model = synthesizers.create("dp-auto-gan")
     assert model.resolve_config(data.binary_schema(5)) == DPAutoGANConfig.binary()
-    assert model.resolve_config(data.adult_schema()) == DPAutoGANConfig.adult()
+    assert model.resolve_config(data.adult_schema()) == DPAutoGANConfig()
     assert synthesizers.create("dp-auto-gan", latent_dim=8).resolve_config(
         data.adult_schema()).latent_dim == 8
+
+
+def test_paper_form_is_adult_and_every_adult_preset():
+    """The library's default departs from the paper in encoding, decoding and clip rule;
+    ``adult()`` and every Adult preset keep the paper's form so that the reproduction stays
+    reproducible, and binary data keeps the paper's threshold decoding."""
+    paper = {"continuous_encoding": "paper", "decode": "argmax", "ae_clip_norm": "paper-joint"}
+    default = DPAutoGANConfig()
+    assert {k: getattr(default, k) for k in paper} == {
+        "continuous_encoding": "bins", "decode": "sample", "ae_clip_norm": "public-median"}
+    assert {k: getattr(DPAutoGANConfig.adult(), k) for k in paper} == paper
+    assert DPAutoGANConfig.binary().decode == "argmax"
+    model = synthesizers.create("dp-auto-gan")
+    for name in ("paper-0.36", "paper-0.51", "paper-1.01"):
+        cfg = model.resolve_config(data.adult_schema(), name)
+        assert {k: getattr(cfg, k) for k in paper} == paper, name
+    with pytest.raises(ValueError, match="decode"):
+        DPAutoGANConfig(decode="mode").validate()
+
+
+def test_decode_field_sets_sampling_default_and_old_files_keep_argmax(tmp_path):
+    """``sample()`` decodes as the fitted configuration's ``decode`` says (an explicit ``mode``
+    wins), and a file saved before the field existed loads as argmax-decoded."""
+    import json
+
+    frame = _tables.mixed_frame(200, 3)
+    model = synthesizers.create("dp-auto-gan", **{**TINY, "ae_steps": 2, "critic_steps": 2}).fit(
+        frame, _tables.MIXED_SCHEMA, epsilon=4.0, seed=0)
+    assert model.default_decode_mode() == "sample"
+    by_default, explicit = model.sample(400, seed=5), model.sample(400, seed=5, mode="sample")
+    assert by_default.equals(explicit)
+    assert not by_default.equals(model.sample(400, seed=5, mode="argmax"))
+    legacy = model.fitted_config.to_dict()
+    del legacy["decode"]
+    assert DPAutoGANConfig.from_dict(legacy).decode == "argmax"
+    assert DPAutoGANConfig.from_dict(json.loads(json.dumps(model.fitted_config.to_dict()))) == \
+        model.fitted_config
 
 
 def test_preset_of_the_other_family_is_refused():

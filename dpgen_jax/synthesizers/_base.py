@@ -290,7 +290,7 @@ class Synthesizer(abc.ABC):
     ``"family"`` the configuration must have), and implement the abstract hooks. Optional class
     attributes: ``DECODE_MODE`` (how ``sample`` decodes discrete columns by default:
     ``"argmax"``, or ``"sample"`` for a method whose generative model draws each category from its
-    output probabilities), ``ACCOUNTANT`` (the headline accountant, ``"pld"`` by default;
+    output probabilities; a configuration with a ``decode`` field overrides it per fit), ``ACCOUNTANT`` (the headline accountant, ``"pld"`` by default;
     ``"rdp"`` with the improved conversion for a method with phases only RDP interprets, such as
     the exponential mechanism), ``CHECKPOINTS`` (True for a method whose ``_train`` passes every
     phase its ``ctx.checkpoint`` hook, so that ``fit(checkpoint_dir=...)`` can resume it) and
@@ -647,12 +647,18 @@ class Synthesizer(abc.ABC):
             n: number of rows, a positive integer.
             seed: reproducible sampling; None draws the key from OS entropy.
             mode: how discrete columns are decoded (``"argmax"`` or ``"sample"``, see
-                ``data.TableEncoder.decode``); None: the method's ``DECODE_MODE``.
+                ``data.TableEncoder.decode``); None: :meth:`default_decode_mode`.
         """
         self._require_fitted()
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0:
             raise ValueError(f"Expected n={n!r} to be a positive integer.")
-        return self._sample_frame(int(n), dpsgd.make_key(seed).key, mode or self.DECODE_MODE)
+        return self._sample_frame(int(n), dpsgd.make_key(seed).key, mode or self.default_decode_mode())
+
+    def default_decode_mode(self) -> str:
+        """How :meth:`sample` decodes by default: the fitted configuration's ``decode`` field when
+        it has one (e.g. DP-auto-GAN's), else the method's ``DECODE_MODE``."""
+        self._require_fitted()
+        return getattr(self.fitted_config, "decode", None) or self.DECODE_MODE
 
     def privacy_report(self) -> dict:
         """The privacy report of the last fit (or of the loaded file)."""

@@ -42,9 +42,11 @@ from dpgen_jax.synthesizers._base import Synthesizer, SynthesizerConfig, TrainRe
 PyTree = Any
 
 # The paper's settings by its epsilon (RDP + classic conversion): family, autoencoder and critic
-# sigma, steps. Adult: 10,000 autoencoder and 15,000 critic steps on any table size; MIMIC-III
-# (binary data): one sigma for both phases and the published critic steps.
-_ADULT_STEPS = {"ae_steps": 10_000, "critic_steps": 15_000}
+# sigma, steps. Adult: 10,000 autoencoder and 15,000 critic steps on any table size, with the
+# paper's encoding, decoding and clip norm; MIMIC-III (binary data): one sigma for both phases and
+# the published critic steps.
+PAPER_ADULT_FORM = {"continuous_encoding": "paper", "decode": "argmax", "ae_clip_norm": "paper-joint"}
+_ADULT_STEPS = {"ae_steps": 10_000, "critic_steps": 15_000, **PAPER_ADULT_FORM}
 PAPER_PRESETS: dict[str, dict[str, Any]] = {
     f"paper-{eps}": {"family": family, "ae_noise_multiplier": ae, "critic_noise_multiplier": critic, **steps}
     for eps, family, ae, critic, steps in (
@@ -57,6 +59,7 @@ PAPER_PRESETS: dict[str, dict[str, Any]] = {
 }
 CLIP_NORM_RULES = ("paper-joint", "public-median")
 CONTINUOUS_ENCODINGS = ("paper", "bins")
+DECODE_MODES = ("argmax", "sample")
 # The paper's decoder-only autoencoder clip norms: Adult on the mean-BCE scale, MIMIC on the
 # summed-BCE scale. "paper-joint" scales them by sqrt(2) for the joint encoder+decoder norm.
 PAPER_DECODER_CLIP = {"adult": 0.012, "binary": 0.8157}
@@ -73,9 +76,14 @@ PAPER_ACCOUNTING = ("RDP with the classic conversion eps = min_a r(a) + log(1/de
 class DPAutoGANConfig(SynthesizerConfig):
     """Hyperparameters of DP-auto-GAN. All fields are public and go into the privacy report.
 
-    The defaults are the paper's Adult settings at its epsilon-1.01 noise levels; :meth:`binary`
-    gives its MIMIC-III settings. ``fit(epsilon=...)`` replaces both noise multipliers by one
-    common factor (their ratio is kept); ``fit(preset=...)`` uses a published setting.
+    The defaults are the paper's Adult architecture, schedule and noise ratio with three changes
+    measured to work better (``docs/dp-auto-gan.md``): continuous columns on public bins
+    (``continuous_encoding="bins"``), decoding by sampling (``decode="sample"``) and a clip norm
+    chosen on public rows (``ae_clip_norm="public-median"``). :meth:`adult` gives the paper's own
+    Adult form (one scaled coordinate per continuous column, argmax decoding, the published clip
+    norm), :meth:`binary` its MIMIC-III settings. ``fit(epsilon=...)`` replaces both noise
+    multipliers by one common factor (their ratio is kept); ``fit(preset=...)`` uses a published
+    setting (always in the paper's form).
 
     The schedule is in epochs by default (``ae_steps=None``, ``critic_steps=None``): the steps
     are ``round(epochs * N / batch_size)`` for N the number of records the sampling rate refers to
@@ -83,22 +91,28 @@ class DPAutoGANConfig(SynthesizerConfig):
     Adult's 32,561 rows this is exactly the paper's 10,000 + 15,000 steps. A step count set
     explicitly (or by a preset) is used as given.
 
-    Continuous columns are one [0, 1] coordinate scaled by the schema bounds
-    (``continuous_encoding="paper"``, default) or one-hot over ``bins`` public bins of the bounds
-    (``"bins"``: ``data.BinnedEncoder``, log-spaced for heavy-tailed bounds under
-    ``bin_spacing="auto"``, decoded uniformly inside the bin); the bins are public, so free.
+    Continuous columns are one-hot over ``bins`` public bins of the schema bounds
+    (``continuous_encoding="bins"``, default: ``data.BinnedEncoder``, log-spaced for heavy-tailed
+    bounds under ``bin_spacing="auto"``, decoded uniformly inside the bin; the bins are public, so
+    free) or one [0, 1] coordinate scaled by the bounds (``"paper"``).
+
+    ``decode`` is how :meth:`DPAutoGAN.sample` turns the decoder's outputs into values by default:
+    ``"sample"`` draws each categorical value (and bin) in proportion to its outputs and each
+    binary value with its output as probability; ``"argmax"`` (the paper) takes the largest.
+    Post-processing either way.
 
     The joint autoencoder clip norm ``ae_clip_norm`` is chosen without the private rows:
-    ``"paper-joint"`` (default), the paper's published decoder-only clip norm times sqrt(2);
-    ``"public-median"``, the median per-example gradient norm after ``clip_calibration_steps``
-    non-private steps on rows drawn uniformly from the public schema; or a number.
+    ``"public-median"`` (default), the median per-example gradient norm after
+    ``clip_calibration_steps`` non-private steps on rows drawn uniformly from the public schema;
+    ``"paper-joint"``, the paper's published decoder-only clip norm times sqrt(2); or a number.
     """
 
     NOISE_FIELDS: ClassVar[Mapping[str, str]] = {"autoencoder": "ae_noise_multiplier",
                                                   "critic": "critic_noise_multiplier"}
 
     family: str = "adult"
-    continuous_encoding: str = "paper"
+    continuous_encoding: str = "bins"
+    decode: str = "sample"
     bins: int = 20
     bin_spacing: str = "auto"
     latent_dim: int = 15
@@ -113,7 +127,7 @@ class DPAutoGANConfig(SynthesizerConfig):
     ae_steps: int | None = None                   # None: ae_epochs * N / ae_batch_size
     ae_epochs: float = PAPER_AE_EPOCHS
     ae_learning_rate: float = 0.005
-    ae_clip_norm: float | str = "paper-joint"
+    ae_clip_norm: float | str = "public-median"
     ae_noise_multiplier: float = 1.5
     clip_calibration_steps: int = 300
     critic_batch_size: int = 128
@@ -132,14 +146,15 @@ class DPAutoGANConfig(SynthesizerConfig):
 
     @classmethod
     def adult(cls, **overrides) -> DPAutoGANConfig:
-        """The paper's Adult configuration (mixed-type data)."""
-        return cls(**overrides)
+        """The paper's Adult configuration (mixed-type data): its encoding, argmax decoding and
+        published clip norm, at its epsilon-1.01 noise levels."""
+        return cls(**{**PAPER_ADULT_FORM, **overrides})
 
     @classmethod
     def binary(cls, **overrides) -> DPAutoGANConfig:
         """The paper's MIMIC-III configuration (all-binary data)."""
         base = dict(
-            family="binary", latent_dim=128, ae_hidden=(), encoder_activation="tanh",
+            family="binary", decode="argmax", latent_dim=128, ae_hidden=(), encoder_activation="tanh",
             ae_loss="sum", generator_activation="tanh", ae_batch_size=100, ae_steps=15_000,
             ae_learning_rate=1e-3, ae_noise_multiplier=1.3, critic_batch_size=128,
             critic_steps=7000, critic_learning_rate=1e-3, critic_clip_norm=0.35,
@@ -151,7 +166,7 @@ class DPAutoGANConfig(SynthesizerConfig):
 
     def validate(self) -> DPAutoGANConfig:
         for name, options in (("family", ("adult", "binary")), ("ae_loss", ("mean", "sum")),
-                              ("continuous_encoding", CONTINUOUS_ENCODINGS),
+                              ("continuous_encoding", CONTINUOUS_ENCODINGS), ("decode", DECODE_MODES),
                               ("bin_spacing", data_lib.SPACINGS),
                               ("critic_clipping", _gan.CRITIC_CLIPPINGS), ("method", dpsgd.METHODS)):
             check_choice(getattr(self, name), options, name)
@@ -175,6 +190,13 @@ class DPAutoGANConfig(SynthesizerConfig):
             raise ValueError(f"generator_hidden={self.generator_hidden!r}: residual blocks need width "
                              f"noise_dim={self.noise_dim}.")
         return self
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> DPAutoGANConfig:
+        """As the base, but a configuration saved before the library's defaults changed keeps
+        what it meant then: no ``decode`` field (argmax decoding) and no ``continuous_encoding``
+        field (the paper's encoding)."""
+        return super().from_dict({"decode": "argmax", "continuous_encoding": "paper", **d})
 
 
 def encoder(config: DPAutoGANConfig, schema: data_lib.Schema):
@@ -392,7 +414,7 @@ class DPAutoGAN(Synthesizer):
     def _default_config(self, schema):
         if all(c.kind == "binary" for c in schema.columns):
             return DPAutoGANConfig.binary()
-        return DPAutoGANConfig.adult()
+        return DPAutoGANConfig()
 
     def _phases(self, config, num_records, steps, private):
         return privacy_phases(config, num_records, steps=steps, private=private)
