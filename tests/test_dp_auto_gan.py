@@ -113,10 +113,12 @@ def test_paper_form_is_adult_and_every_adult_preset():
     """The library's default departs from the paper in encoding, decoding and clip rule;
     ``adult()`` and every Adult preset keep the paper's form so that the reproduction stays
     reproducible, and binary data keeps the paper's threshold decoding."""
-    paper = {"continuous_encoding": "paper", "decode": "argmax", "ae_clip_norm": "paper-joint"}
+    paper = {"continuous_encoding": "paper", "decode": "argmax", "ae_clip_norm": "paper-joint",
+             "critic_steps_per_generator_step": 15}
     default = DPAutoGANConfig()
     assert {k: getattr(default, k) for k in paper} == {
-        "continuous_encoding": "bins", "decode": "sample", "ae_clip_norm": "public-median"}
+        "continuous_encoding": "bins", "decode": "sample", "ae_clip_norm": "public-median",
+        "critic_steps_per_generator_step": 2}
     assert {k: getattr(DPAutoGANConfig.adult(), k) for k in paper} == paper
     assert DPAutoGANConfig.binary().decode == "argmax"
     model = synthesizers.create("dp-auto-gan")
