@@ -570,3 +570,19 @@ def test_multidevice_benchmark_writes_its_rows(tmp_path):
         assert r["steps_per_second"] == pytest.approx(1e3 / r["ms_per_step_median"], rel=1e-2)
         assert r["compile_seconds"] > 0
     assert "| 2 | 64 | ghost |" in (out / "multidevice.md").read_text()
+
+
+def test_pad_stacked_copies_entry_zero_and_refuses_shrinking():
+    """The K-stack padding both sharded pretrainings use: entries K.. are copies of entry 0, the
+    first K untouched, every leaf padded alike."""
+    import jax.numpy as jnp
+
+    from dpgen_jax import dpsgd
+
+    tree = {"w": jnp.arange(6.0).reshape(3, 2), "b": jnp.array([7, 8, 9])}
+    out = dpsgd.pad_stacked(tree, 5)
+    np.testing.assert_array_equal(out["w"], [[0, 1], [2, 3], [4, 5], [0, 1], [0, 1]])
+    np.testing.assert_array_equal(out["b"], [7, 8, 9, 7, 7])
+    assert dpsgd.pad_stacked(tree, 3)["b"].shape == (3,)
+    with pytest.raises(ValueError, match="size=2"):
+        dpsgd.pad_stacked(tree, 2)

@@ -24,6 +24,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
@@ -82,6 +83,19 @@ def pad_to_devices(size: int, mesh: Mesh) -> int:
     """``size`` rounded up to a multiple of the mesh's device count."""
     _, n = mesh_axis(mesh)
     return int(-(-int(size) // n) * n)
+
+
+def pad_stacked(tree: PyTree, size: int) -> PyTree:
+    """Every array of a pytree stacked along axis 0 (e.g. K networks) padded to ``size`` entries
+    with copies of entry 0, so that the stack splits evenly over a mesh (:func:`pad_to_devices`);
+    the caller drops the padding (``x[:K]``) afterwards."""
+    def pad(x):
+        extra = int(size) - x.shape[0]
+        if extra < 0:
+            raise ValueError(f"pad_stacked: size={size} is below the stack's {x.shape[0]} entries.")
+        return jnp.concatenate([x, jnp.repeat(x[:1], extra, axis=0)], axis=0)
+
+    return jax.tree_util.tree_map(pad, tree)
 
 
 def replicate(tree: PyTree, mesh: Mesh) -> PyTree:

@@ -836,10 +836,9 @@ def pretrain(config, layout, data: TrainData, log_probs, key, *, progress=None,
     state = PretrainState(Net(gp, jax.vmap(opt.init)(gp)), base.critics, base.aux, jnp.zeros((), jnp.int32))
     mesh = dpsgd.resolve_mesh(mesh)
     if mesh is not None:
-        extra = dpsgd.pad_to_devices(kk, mesh) - kk
-        pad = functools.partial(jax.tree_util.tree_map,
-                                lambda a: jnp.concatenate([a, jnp.repeat(a[:1], extra, axis=0)], axis=0))
-        state = PretrainState(pad(state.generators), pad(state.critics), pad(state.aux), state.steps)
+        padded = dpsgd.pad_stacked((state.generators, state.critics, state.aux),
+                                   dpsgd.pad_to_devices(kk, mesh))
+        state = PretrainState(*padded, state.steps)
         data, log_probs = dpsgd.replicate((data, log_probs), mesh)
     state = dpsgd.run_phase(None, state, data, k_run, config.pretrain_iterations, extra=log_probs,
                             chunk_size=max(1, min(config.chunk_size, config.pretrain_iterations)),

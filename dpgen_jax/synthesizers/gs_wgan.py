@@ -364,11 +364,7 @@ def _pad_shards(state: PretrainState, shards: Shards, size: int) -> tuple[Pretra
     """K shards padded to ``size``: copies of shard 0's networks on empty shards (start 0, size 0),
     trained and then dropped; an empty shard's critic sees no real row."""
     extra = size - shards.starts.shape[0]
-
-    def pad(x):
-        return jnp.concatenate([x, jnp.repeat(x[:1], extra, axis=0)], axis=0)
-
-    nets = jax.tree_util.tree_map(pad, (state.critics, state.generators))
+    nets = dpsgd.pad_stacked((state.critics, state.generators), size)
     zeros = jnp.zeros((extra,), jnp.int32)
     return (PretrainState(nets[0], nets[1], state.steps),
             Shards(jnp.concatenate([shards.starts, zeros]), jnp.concatenate([shards.sizes, zeros])))
