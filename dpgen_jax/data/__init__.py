@@ -40,7 +40,8 @@ from dpgen_jax.data._adult_like import adult_like
 from dpgen_jax.data._bins import BinSpacing, bin_edges, bin_index
 from dpgen_jax.data._check import check_frame
 from dpgen_jax.data._discrete import LOG_SPAN, SPACINGS, BinnedEncoder, Discretizer, auto_spacing
-from dpgen_jax.data._encoder import EXACT_INTEGER_SPAN, Block, IntegerResolutionWarning, TableEncoder
+from dpgen_jax.data._encoder import (DECODE_MODES, EXACT_INTEGER_SPAN, Block, IntegerResolutionWarning,
+                                     TableEncoder)
 from dpgen_jax.data._mimic import mimic_like, mimic_like_marginals
 from dpgen_jax.data._schema import (
     Column,
@@ -54,6 +55,7 @@ from dpgen_jax.data._uniform import uniform_rows
 __all__ = [
     "ADULT_COLUMNS",
     "ADULT_CTAB_COLUMNS",
+    "DECODE_MODES",
     "EXACT_INTEGER_SPAN",
     "BinSpacing",
     "Block",

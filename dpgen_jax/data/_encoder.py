@@ -11,7 +11,7 @@ anything on data.
 from __future__ import annotations
 
 import warnings
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, get_args
 
 import jax
 import jax.numpy as jnp
@@ -23,6 +23,8 @@ from dpgen_jax.data._schema import Column, Schema
 
 OutOfBoundsPolicy = Literal["error", "clip"]
 DecodeMode = Literal["argmax", "sample"]
+#: The decoding modes of ``TableEncoder.decode`` (and ``BinnedEncoder.decode``).
+DECODE_MODES: tuple[str, ...] = get_args(DecodeMode)
 
 #: An integer column whose range holds fewer values than this round-trips exactly through the
 #: float32 encoding: the scaled value of an integer is off by at most half a float32 ulp of [0.5, 1),
@@ -349,7 +351,7 @@ class TableEncoder:
                 (``"sample"``) outputs outside the ranges above, naming the column.
             TypeError: if ``key`` is not a JAX key.
         """
-        if mode not in ("argmax", "sample"):
+        if mode not in DECODE_MODES:
             raise ValueError(f"mode={mode!r}; expected 'argmax' or 'sample'.")
         x = np.asarray(array)
         if x.ndim != 2 or x.shape[1] != self.width:

@@ -60,7 +60,6 @@ PAPER_PRESETS: dict[str, dict[str, Any]] = {
 }
 CLIP_NORM_RULES = ("paper-joint", "public-median")
 CONTINUOUS_ENCODINGS = ("paper", "bins")
-DECODE_MODES = ("argmax", "sample")
 # The paper's decoder-only autoencoder clip norms: Adult on the mean-BCE scale, MIMIC on the
 # summed-BCE scale. "paper-joint" scales them by sqrt(2) for the joint encoder+decoder norm.
 PAPER_DECODER_CLIP = {"adult": 0.012, "binary": 0.8157}
@@ -169,7 +168,7 @@ class DPAutoGANConfig(SynthesizerConfig):
 
     def validate(self) -> DPAutoGANConfig:
         for name, options in (("family", ("adult", "binary")), ("ae_loss", ("mean", "sum")),
-                              ("continuous_encoding", CONTINUOUS_ENCODINGS), ("decode", DECODE_MODES),
+                              ("continuous_encoding", CONTINUOUS_ENCODINGS), ("decode", data_lib.DECODE_MODES),
                               ("bin_spacing", data_lib.SPACINGS),
                               ("critic_clipping", _gan.CRITIC_CLIPPINGS), ("method", dpsgd.METHODS)):
             check_choice(getattr(self, name), options, name)
