@@ -110,15 +110,16 @@ def test_default_configuration_follows_the_schema():
 
 
 def test_paper_form_is_adult_and_every_adult_preset():
-    """The library's default departs from the paper in encoding, decoding and clip rule;
+    """The library's default departs from the paper in encoding, decoding, clip rule, critic
+    steps per generator step and autoencoder batch;
     ``adult()`` and every Adult preset keep the paper's form so that the reproduction stays
     reproducible, and binary data keeps the paper's threshold decoding."""
     paper = {"continuous_encoding": "paper", "decode": "argmax", "ae_clip_norm": "paper-joint",
-             "critic_steps_per_generator_step": 15}
+             "critic_steps_per_generator_step": 15, "ae_batch_size": 64}
     default = DPAutoGANConfig()
     assert {k: getattr(default, k) for k in paper} == {
         "continuous_encoding": "bins", "decode": "sample", "ae_clip_norm": "public-median",
-        "critic_steps_per_generator_step": 2}
+        "critic_steps_per_generator_step": 2, "ae_batch_size": 256}
     assert {k: getattr(DPAutoGANConfig.adult(), k) for k in paper} == paper
     assert DPAutoGANConfig.binary().decode == "argmax"
     model = synthesizers.create("dp-auto-gan")
