@@ -490,6 +490,7 @@ def audit_dp_auto_gan_autoencoder(x: np.ndarray, key: jax.Array, *, target_epsil
                          "audit a number or 'paper-joint'.")
     m, width = x.shape
     n_rec = num_records or m
+    config = config.replace(ae_batch_size=dp_auto_gan.ae_batch_size_for(config, n_rec))
     n_steps = steps if steps is not None else dp_auto_gan.schedule(config, n_rec)["autoencoder"]
     sigma = calibrated_noise(config.ae_batch_size, n_rec, n_steps, target_epsilon, delta)
     k_init, k_audit = jax.random.split(key)

@@ -284,7 +284,8 @@ def markdown(board: dict) -> str:
         lines.append("")
     commands = sorted({c for c in board["commands"] if c})
     if commands:
-        lines += ["Commands that produced the cells:", ""] + [f"    {c}" for c in commands] + [""]
+        lines += ["Commands that produced the cells (a cell run again by a later command replaces the "
+                  "earlier one, so a command may have no cell left):", ""] + [f"    {c}" for c in commands] + [""]
     return "\n".join(lines)
 
 

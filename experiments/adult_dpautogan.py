@@ -6,8 +6,8 @@ Usage::
     python -m experiments.adult_dpautogan --preset paper-0.51 --seeds 0 1 2 --out runs/adult-0.51
     python -m experiments.adult_dpautogan --epsilon 1.01 --set critic_clipping=real_only --out runs/ro
 
-Trains on the 32,561 ``adult.data`` rows (the default configuration: 2,500 autoencoder steps of
-batch 256 + 15,000 critic steps; a ``paper-*`` preset: the paper's 10,000 + 15,000), samples
+Trains on the 32,561 ``adult.data`` rows (the default configuration: 629 autoencoder steps of
+batch 1,017 + 15,000 critic steps; a ``paper-*`` preset: the paper's 10,000 + 15,000), samples
 32,561 rows, evaluates them against the 16,281 ``adult.test`` rows and writes the files of the
 experiment contract (``experiments/_common.py``; ``docs/experiments.md``). Missing Adult files
 are fetched with ``data.fetch_adult``. Reproduces Tables 2, 3 and 6 of Tantipongpipat et al.

@@ -374,11 +374,11 @@ def test_privacy_calibrates_the_noise_to_a_target(env, tmp_path):
     noise = dict(kv.split("=") for kv in out.split("calibrated to the target before training): ")[1].split(", "))
     sigma_ae, sigma_critic = float(noise["ae_noise_multiplier"]), float(noise["critic_noise_multiplier"])
     assert sigma_critic / sigma_ae == pytest.approx(3.5 / 1.5, rel=1e-5)  # one common factor
-    # The default's autoencoder batch 256 over the paper's epochs: 2,500 steps.
-    phases = [privacy.DPSGDPhase.from_batch_size("autoencoder", 256, 32561, sigma_ae, 2_500),
+    # The default's autoencoder batch N // 32 = 1,017 over the paper's epochs: 629 steps.
+    phases = [privacy.DPSGDPhase.from_batch_size("autoencoder", 1_017, 32561, sigma_ae, 629),
               privacy.DPSGDPhase.from_batch_size("critic", 128, 32561, sigma_critic, 5_000)]
     assert 0.99 <= privacy.epsilon(phases, 1e-5) <= 1.0 + 1e-5  # the printed noise meets the target
-    assert "5000" in out and "2500" in out
+    assert "5000" in out and "629" in out
 
 
 @pytest.mark.parametrize("method", sorted(synthesizers.available()))

@@ -119,7 +119,7 @@ def test_paper_form_is_adult_and_every_adult_preset():
     default = DPAutoGANConfig()
     assert {k: getattr(default, k) for k in paper} == {
         "continuous_encoding": "bins", "decode": "sample", "ae_clip_norm": "public-median",
-        "critic_steps_per_generator_step": 2, "ae_batch_size": 256}
+        "critic_steps_per_generator_step": 2, "ae_batch_size": None}
     assert {k: getattr(DPAutoGANConfig.adult(), k) for k in paper} == paper
     assert DPAutoGANConfig.binary().decode == "argmax"
     model = synthesizers.create("dp-auto-gan")

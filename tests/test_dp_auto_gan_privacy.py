@@ -136,19 +136,25 @@ def test_public_clip_norm_does_not_depend_on_the_private_rows():
 
 
 def test_the_default_schedule_is_the_papers_epochs_on_any_table_size():
-    # The paper's batches give its step counts on Adult; the default's AE batch of 256, a quarter.
+    # The paper's batches give its step counts on Adult.
     paper_batches = DPAutoGAN(ae_batch_size=64).plan(data.adult_schema(), ADULT_N, epsilon=1.0)
     assert dag.schedule(paper_batches.config, ADULT_N) == {"autoencoder": 10_000, "critic": 15_000}
+    # The default AE batch grows with N: N // 32 between 64 and 1,024 (1,017 on Adult).
+    assert [dag.ae_batch_size_for(DPAutoGANConfig(), n) for n in (100, 2_048, 2_080, ADULT_N, 10**6)] == [
+        64, 64, 65, 1_017, 1_024]
+    assert dag.ae_batch_size_for(DPAutoGANConfig(ae_batch_size=7), 10**6) == 7
     adult = DPAutoGAN().plan(data.adult_schema(), ADULT_N, epsilon=1.0)
-    assert [p.steps for p in adult.phases] == [2_500, 15_000]
+    (ae, critic) = adult.phases
+    assert (ae.steps, critic.steps) == (round(10_000 * 64 / 1_017), 15_000) == (629, 15_000)
+    assert ae.sample_rate == pytest.approx(1_017 / ADULT_N, rel=1e-12)
     # 800 rows: the paper's ~19.7 + ~59 epochs, not 800 + 2,400 of them; epsilon 1 is reachable.
     small = DPAutoGAN().plan(data.adult_schema(), 800, epsilon=1.0)
-    assert [p.steps for p in small.phases] == [round(10_000 * 64 / ADULT_N * 800 / 256),
-                                               round(15_000 * 128 / ADULT_N * 800 / 128)] == [61, 369]
+    assert [p.steps for p in small.phases] == [round(10_000 * 64 / ADULT_N * 800 / 64),
+                                               round(15_000 * 128 / ADULT_N * 800 / 128)] == [246, 369]
     assert small.epsilon() <= 1.0
     # A table smaller than a batch: an error naming the field, not a sampling rate above 1.
     with pytest.raises(ValueError, match=r"ae_batch_size=256 is larger than the 200 records"):
-        DPAutoGAN().plan(data.adult_schema(), 200, epsilon=1.0)
+        DPAutoGAN(ae_batch_size=256).plan(data.adult_schema(), 200, epsilon=1.0)
     with pytest.raises(ValueError, match=r"critic_batch_size=128 is larger than the 100 records"):
         DPAutoGAN(ae_batch_size=50).plan(data.adult_schema(), 100, epsilon=1.0)
     assert DPAutoGAN(ae_batch_size=50, critic_batch_size=50).plan(

@@ -81,8 +81,9 @@ class DPAutoGANConfig(SynthesizerConfig):
     (``continuous_encoding="bins"``), decoding by sampling (``decode="sample"``), a clip norm
     chosen on public rows (``ae_clip_norm="public-median"``), a generator step after every 2
     critic steps instead of 15 (``critic_steps_per_generator_step=2``; generator steps read no
-    private row, so they cost no privacy) and an autoencoder batch of 256 instead of 64
-    (``ae_batch_size``: the same epochs in a quarter of the steps, so less noise in all).
+    private row, so they cost no privacy) and an autoencoder batch that grows with the table
+    (``ae_batch_size=None``: :func:`ae_batch_size_for`, N // 32 between 64 and 1,024, instead of
+    64; on Adult the same epochs in about 630 steps instead of 10,000, so less noise in all).
     :meth:`adult` gives the paper's own Adult form (one scaled coordinate per continuous column,
     argmax decoding, the published clip norm, 15 critic steps per generator step, batch 64),
     :meth:`binary` its MIMIC-III settings. ``fit(epsilon=...)`` replaces both noise
@@ -92,9 +93,9 @@ class DPAutoGANConfig(SynthesizerConfig):
     The schedule is in epochs by default (``ae_steps=None``, ``critic_steps=None``): the steps
     are ``round(epochs * N / batch_size)`` for N the number of records the sampling rate refers to
     (the public ``num_records`` or the row count), so that a fit works on any table with at least
-    as many rows as each batch (256 and 128 by default); on Adult's 32,561 rows the paper's batches
-    give exactly its 10,000 + 15,000 steps (the default's batch of 256, 2,500 + 15,000). A step
-    count set explicitly (or by a preset) is used as given.
+    as many rows as each batch (64 and 128 by default on small tables); on Adult's 32,561 rows the
+    paper's batches give exactly its 10,000 + 15,000 steps (the default's autoencoder batch of
+    1,017, 629 + 15,000). A step count set explicitly (or by a preset) is used as given.
 
     Continuous columns are one-hot over ``bins`` public bins of the schema bounds
     (``continuous_encoding="bins"``, default: ``data.BinnedEncoder``, log-spaced for heavy-tailed
@@ -128,7 +129,7 @@ class DPAutoGANConfig(SynthesizerConfig):
     generator_hidden: tuple[int, ...] = (64, 64)  # residual blocks before the latent block
     generator_activation: str = "leaky_relu"
     critic_hidden: tuple[int, ...] | None = None  # None: (2 * width // 3, width // 3)
-    ae_batch_size: int = 256                      # the paper: 64
+    ae_batch_size: int | None = None              # None: ae_batch_size_for(N); the paper: 64
     ae_steps: int | None = None                   # None: ae_epochs * N / ae_batch_size
     ae_epochs: float = PAPER_AE_EPOCHS
     ae_learning_rate: float = 0.005
@@ -175,9 +176,11 @@ class DPAutoGANConfig(SynthesizerConfig):
                               ("bin_spacing", data_lib.SPACINGS),
                               ("critic_clipping", _gan.CRITIC_CLIPPINGS), ("method", dpsgd.METHODS)):
             check_choice(getattr(self, name), options, name)
-        for name in ("bins", "latent_dim", "noise_dim", "ae_batch_size", "critic_batch_size",
+        for name in ("bins", "latent_dim", "noise_dim", "critic_batch_size",
                      "critic_steps_per_generator_step", "generator_batch_size", "chunk_size"):
             _v.count(getattr(self, name), name, 1)
+        if self.ae_batch_size is not None:
+            _v.count(self.ae_batch_size, "ae_batch_size", 1)
         check_steps(self.clip_calibration_steps, "clip_calibration_steps")
         for name in ("ae_steps", "critic_steps"):
             if getattr(self, name) is not None:
@@ -372,6 +375,16 @@ def sample_encoded(config: DPAutoGANConfig, width: int, gen_params, dec_params, 
                                   config.noise_dim))
 
 
+def ae_batch_size_for(config: DPAutoGANConfig, num_records: int) -> int:
+    """The autoencoder's expected batch: ``ae_batch_size``, or by default N // 32 between 64 and
+    1,024 (``docs/dp-auto-gan.md``). With the epoch schedule that is about 630 autoencoder steps
+    on any table of 2,048 to 32,768 records (1,017 on Adult), and the paper's batch of 64 below.
+    N is the public ``num_records`` or the row count, as for the schedule."""
+    if config.ae_batch_size is not None:
+        return config.ae_batch_size
+    return min(1024, max(64, check_steps(num_records, "num_records") // 32))
+
+
 def schedule(config: DPAutoGANConfig, num_records: int) -> dict[str, int]:
     """Planned steps per phase: the configured counts, or ``round(epochs * N / batch)`` (at least 1)."""
     n = check_steps(num_records, "num_records")
@@ -379,7 +392,7 @@ def schedule(config: DPAutoGANConfig, num_records: int) -> dict[str, int]:
     def steps(explicit, epochs, batch):
         return explicit if explicit is not None else max(1, round(epochs * n / batch))
 
-    return {"autoencoder": steps(config.ae_steps, config.ae_epochs, config.ae_batch_size),
+    return {"autoencoder": steps(config.ae_steps, config.ae_epochs, ae_batch_size_for(config, n)),
             "critic": steps(config.critic_steps, config.critic_epochs, config.critic_batch_size)}
 
 
@@ -390,6 +403,7 @@ def privacy_phases(config: DPAutoGANConfig, num_records: int, *,
     ``steps``: phase name -> executed steps (default: :func:`schedule`).
     """
     steps = {**schedule(config, num_records), **(steps or {})}
+    config = config.replace(ae_batch_size=ae_batch_size_for(config, num_records))
     if private:  # q = B / N must be a probability
         for name in ("ae_batch_size", "critic_batch_size"):
             batch = getattr(config, name)
@@ -438,7 +452,8 @@ class DPAutoGAN(Synthesizer):
     def _train(self, config, x, key, ctx) -> TrainResult:
         m, width = x.shape
         planned = schedule(config, ctx.num_records)
-        config = config.replace(ae_steps=planned["autoencoder"], critic_steps=planned["critic"])
+        config = config.replace(ae_steps=planned["autoencoder"], critic_steps=planned["critic"],
+                                ae_batch_size=ae_batch_size_for(config, ctx.num_records))
         k_init, k_clip, k_ae, k_gan = jax.random.split(key, 4)
         params = init(config, width, k_init)
         t0 = time.perf_counter()
@@ -450,7 +465,7 @@ class DPAutoGAN(Synthesizer):
                                                   "are DP outputs", " (the paper's form)"),
                       "Hyperparameters (architecture, learning rates, schedule, critic clip norm) are "
                       "the paper's, which its authors tuned on the real data, and the library's "
-                      "defaults (encoding, decoding, generator steps, autoencoder batch) were chosen by "
+                      "defaults (encoding, decoding, generator steps, autoencoder batch rule) were chosen by "
                       "measurements on UCI Adult (docs/dp-auto-gan.md); neither search is accounted."]
         ae_state = train_autoencoder(
             config, params.autoencoder, x, k_ae, clip_norm=ae_clip, steps=config.ae_steps,
