@@ -291,9 +291,10 @@ class Synthesizer(abc.ABC):
     attributes: ``DECODE_MODE`` (how ``sample`` decodes discrete columns by default:
     ``"argmax"``, or ``"sample"`` for a method whose generative model draws each category from its
     output probabilities; a configuration with a ``decode`` field overrides it per fit),
-    ``ACCOUNTANT`` (the headline accountant, ``"pld"`` by default; ``"rdp"`` with the improved conversion for a method with phases only RDP interprets, such as
-    the exponential mechanism), ``CHECKPOINTS`` (True for a method whose ``_train`` passes every
-    phase its ``ctx.checkpoint`` hook, so that ``fit(checkpoint_dir=...)`` can resume it) and
+    ``ACCOUNTANT`` (the headline accountant, ``"pld"`` by default; ``"rdp"`` with the improved
+    conversion for a method with phases only RDP interprets, such as the exponential mechanism),
+    ``CHECKPOINTS`` (True for a method whose ``_train`` passes every phase its ``ctx.checkpoint``
+    hook, so that ``fit(checkpoint_dir=...)`` can resume it) and
     ``USES_NUM_RECORDS`` (False for a method whose mechanisms use
     no record count, e.g. noisy histograms normalised by their own noisy total).
 

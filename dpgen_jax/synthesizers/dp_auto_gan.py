@@ -465,8 +465,9 @@ class DPAutoGAN(Synthesizer):
                                                   "are DP outputs", " (the paper's form)"),
                       "Hyperparameters (architecture, learning rates, schedule, critic clip norm) are "
                       "the paper's, which its authors tuned on the real data, and the library's "
-                      "defaults (encoding, decoding, generator steps, autoencoder batch rule) were chosen by "
-                      "measurements on UCI Adult (docs/dp-auto-gan.md); neither search is accounted."]
+                      "defaults (encoding, decoding, generator steps, autoencoder batch rule) were "
+                      "chosen by measurements on UCI Adult (docs/dp-auto-gan.md); neither search is "
+                      "accounted."]
         ae_state = train_autoencoder(
             config, params.autoencoder, x, k_ae, clip_norm=ae_clip, steps=config.ae_steps,
             noise_multiplier=config.ae_noise_multiplier if ctx.private else 0.0,
