@@ -15,6 +15,15 @@ from the start: every mechanism before the saved point is replayed with the same
 inputs (the same output, so nothing new is released) or skipped by restoring its saved state, and
 each phase continues from its saved step. The checkpoint is secret (it holds the key and states
 trained on private rows) and is never part of a release.
+
+Permissions (POSIX): the directory is kept at mode 0700 and nothing in it keeps a group or other
+permission bit. A directory created beforehand with looser bits is tightened with a
+``UserWarning`` (or refused, naming the fix, if this process cannot change its mode). Orbax writes
+its files itself, partly in background threads and with the process umask (0644 files), so after
+every completed save, and when the checkpoints are closed, the whole tree is walked and every
+group and other bit is removed; until then those files sit in the 0700 directory, which nobody
+else can enter. The umask is left alone: it is process-wide, and orbax's writer threads would
+race with any other thread of the program that creates files.
 """
 
 from __future__ import annotations
@@ -25,6 +34,8 @@ import json
 import math
 import os
 import pathlib
+import stat
+import warnings
 from typing import Any
 
 import jax
@@ -43,6 +54,8 @@ SECRET_NOTE = (
     "delete it (or keep it protected) once training has finished. The released model is the file "
     "written by save(), which holds none of this.")
 README = "SECRET-README.txt"
+DIR_MODE = 0o700  # the checkpoint directory and every directory in it; files keep only owner bits
+_OPEN_BITS = 0o077  # group and other permission bits
 
 
 class FitPaused(RuntimeError):
@@ -95,8 +108,10 @@ def fingerprint(identity: dict) -> str:
 def data_fingerprint(x, key_data: np.ndarray) -> str:
     """HMAC-SHA-256 of the encoded rows (values, shape and order), keyed by the fit's secret key.
 
-    The rows the mechanisms read are what must not change between runs; keying the hash means the
-    manifest alone (without the key beside it) does not let anyone test a guessed table against it.
+    The rows the mechanisms read are what must not change between runs. The key is stored in the
+    same checkpoint, so the keying protects only a manifest separated from its checkpoint (copied
+    into a bug report, say): anyone who can read the checkpoint directory has the key and can test
+    a guessed table against the fingerprint (and, with the key, undo the training noise anyway).
     """
     arr = np.ascontiguousarray(np.asarray(x))
     mac = hmac.new(np.asarray(key_data).tobytes(), digestmod=hashlib.sha256)
@@ -113,6 +128,95 @@ def _structure(tree: PyTree) -> tuple[list, Any, str]:
 
 def _leaf_dict(leaves: list) -> dict[str, Any]:
     return {f"{i:06d}": leaf for i, leaf in enumerate(leaves)}
+
+
+def _is_posix() -> bool:
+    """Whether permission bits exist here (not on Windows, whose folders are protected by ACLs)."""
+    return os.name == "posix"
+
+
+def secure_tree(directory: pathlib.Path) -> int:
+    """Removes the group and other permission bits of everything under ``directory``.
+
+    Directories become 0700 and files keep only their owner bits (orbax's 0644 files become 0600);
+    symbolic links are not followed. Entries removed while walking (an old checkpoint deleted by
+    orbax) are skipped. Returns the number of entries changed. A no-op where permission bits do
+    not exist (Windows).
+
+    Raises:
+        ValueError: an entry whose mode this process may not change (another user's file).
+    """
+    if not _is_posix():
+        return 0
+    changed = 0
+    # top-down: a directory is made 0700 before the walk enters it
+    for root, dirs, files in os.walk(directory):
+        for name, is_dir in [(d, True) for d in dirs] + [(f, False) for f in files]:
+            path = os.path.join(root, name)
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                continue
+            mode = stat.S_IMODE(st.st_mode)
+            want = DIR_MODE if is_dir else mode & 0o700
+            if stat.S_ISLNK(st.st_mode) or mode == want:
+                continue
+            try:
+                os.chmod(path, want)
+            except FileNotFoundError:
+                continue
+            except PermissionError as err:
+                raise ValueError(
+                    f"Expected everything in checkpoint_dir={str(directory)!r} to be private "
+                    f"(directories 0o700, files without group or other permissions), but {path!r} "
+                    f"has mode {oct(mode)} and this process cannot change it (it belongs to uid "
+                    f"{st.st_uid}). Remove it, or run `chmod -R go-rwx {directory}` as its "
+                    "owner.") from err
+            changed += 1
+    return changed
+
+
+def _secure_root(directory: pathlib.Path, created: bool) -> None:
+    """Makes ``directory`` mode 0700 and removes group/other bits from everything in it.
+
+    A directory created by this fit is set to 0700 silently. A pre-existing one whose mode lets
+    group or others in is tightened with a ``UserWarning`` saying so (its contents with it); one
+    whose mode this process may not change (another user's) is refused.
+
+    Raises:
+        ValueError: the mode cannot be changed, or the file system ignores permission bits.
+    """
+    if not _is_posix():
+        return
+    st = directory.stat()
+    mode = stat.S_IMODE(st.st_mode)
+    if mode != DIR_MODE:
+        try:
+            os.chmod(directory, DIR_MODE)
+        except PermissionError as err:
+            raise ValueError(
+                f"Expected checkpoint_dir={str(directory)!r} to be a private directory (mode "
+                f"0o700: it will hold the fit's secret key), but its mode is {oct(mode)} and this "
+                f"process cannot change it (the directory belongs to uid {st.st_uid}; this process "
+                f"runs as uid {os.geteuid()}). Run `chmod 700 {directory}` as its owner, or pass a "
+                "directory you own (fit creates a missing one with mode 0o700).") from err
+        now = stat.S_IMODE(directory.stat().st_mode)
+        if now & _OPEN_BITS:
+            raise ValueError(
+                f"Expected checkpoint_dir={str(directory)!r} to be a private directory (mode "
+                f"0o700), but its mode is still {oct(now)} after chmod 700: its file system "
+                "ignores permission bits. Keep the checkpoint (it holds the fit's secret key) on a "
+                "file system that enforces them.")
+    contents = secure_tree(directory)
+    if not created and mode & _OPEN_BITS:
+        extra = (f", and group and other permissions were removed from {contents} entries in it"
+                 if contents else "")
+        warnings.warn(
+            f"checkpoint_dir={str(directory)!r} was tightened from mode {oct(mode)} (open to group "
+            f"or others) to mode 0o700{extra}: a checkpoint holds the fit's secret key "
+            "(docs/checkpoints.md). Expected a private directory (`chmod 700 "
+            f"{directory}`) or a missing one, which fit creates with mode 0o700.",
+            UserWarning, stacklevel=4)
 
 
 class _Phase:
@@ -195,8 +299,14 @@ class Checkpointer:
             raise FitPaused(str(self.directory), name, int(done), int(total), self._pause_reason)
 
     def write(self, current: str | None = None) -> int:
-        """Saves the key, every phase's latest state and the manifest as the next checkpoint."""
+        """Saves the key, every phase's latest state and the manifest as the next checkpoint.
+
+        The save is asynchronous. The previous save is waited for first (orbax would wait for it
+        anyway), and the files it wrote are then made owner-only (:func:`secure_tree`).
+        """
         ocp = _ocp()
+        self._manager.wait_until_finished()
+        secure_tree(self.directory)
         step, self._next_step = self._next_step, self._next_step + 1
         missing = sorted(set(self._phases) - set(self._states))
         if missing:  # a completed phase that this run has not restored: a bug in the caller
@@ -211,9 +321,13 @@ class Checkpointer:
         return step
 
     def close(self) -> None:
-        """Waits for the last checkpoint to be written and closes the manager."""
-        self._manager.wait_until_finished()
-        self._manager.close()
+        """Waits for the last checkpoint to be written, closes the manager and makes every file it
+        wrote owner-only (:func:`secure_tree`)."""
+        try:
+            self._manager.wait_until_finished()
+            self._manager.close()
+        finally:
+            secure_tree(self.directory)
 
 
 def _item(name: str) -> str:
@@ -222,8 +336,10 @@ def _item(name: str) -> str:
 
 def _manager(directory: pathlib.Path):
     ocp = _ocp()
-    options = ocp.CheckpointManagerOptions(max_to_keep=MAX_TO_KEEP, create=True,
-                                           enable_async_checkpointing=True)
+    # step and temporary directories are created 0700; the files are made owner-only after each save
+    options = ocp.CheckpointManagerOptions(
+        max_to_keep=MAX_TO_KEEP, create=True, enable_async_checkpointing=True,
+        file_options=ocp.checkpoint_manager.FileOptions(path_permission_mode=DIR_MODE))
     return ocp.CheckpointManager(directory, options=options)
 
 
@@ -263,8 +379,13 @@ def open_checkpoint(directory, *, resume: bool, every: int, identity: dict, x,
     ``dpsgd.make_key(seed)`` and writes checkpoint 0 (key and manifest, no phase yet) before training. A
     resume reads the latest checkpoint and refuses anything that is not the same training.
 
+    The directory is made private before anything is written or read (POSIX): a missing one is
+    created with mode 0700; an existing one whose mode lets group or others in is tightened to 0700
+    with a ``UserWarning`` (refused if this process cannot change its mode); and every entry in it
+    loses its group and other permission bits (a resume's 0644 files become 0600).
+
     Args:
-        directory: the checkpoint directory (created with owner-only permissions if missing).
+        directory: the checkpoint directory (created with mode 0700 if missing).
         resume: continue the training saved in ``directory``.
         every: save every ``every`` chunks of a phase (and always at its end or on a pause).
         identity: the training's public identity (JSON-able): method, target, schema, N,
@@ -274,19 +395,18 @@ def open_checkpoint(directory, *, resume: bool, every: int, identity: dict, x,
         pause_reason: the words a pause gives as its cause (e.g. the time budget).
 
     Raises:
-        ValueError: a fresh fit into a directory with checkpoints, a resume without one, or a
+        ValueError: a fresh fit into a directory with checkpoints, a resume without one, a
             resume whose data, method, configuration, target, schema or seed differ (the message
-            lists every difference).
+            lists every difference), or a directory that cannot be made private.
     """
     if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
         raise ValueError(f"Expected checkpoint_every={every!r} to be a positive integer (chunks).")
     directory = pathlib.Path(directory).expanduser().resolve()
     if directory.exists() and not directory.is_dir():
         raise ValueError(f"Expected checkpoint_dir={str(directory)!r} to be a directory.")
-    fresh_dir = not directory.exists()
-    directory.mkdir(parents=True, exist_ok=True)
-    if fresh_dir:
-        os.chmod(directory, 0o700)
+    created = not directory.exists()
+    directory.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)  # the mode is masked by the umask
+    _secure_root(directory, created)
     manager = _manager(directory)
     try:
         has = manager.latest_step() is not None
@@ -333,10 +453,16 @@ def open_checkpoint(directory, *, resume: bool, every: int, identity: dict, x,
         (directory / README).write_text(SECRET_NOTE + "\n")
         if resumed is None:
             ckpt.write(current=None)
+        else:
+            secure_tree(directory)
         return ckpt, run_key
     except BaseException:
-        manager.close()
+        try:
+            manager.close()
+        finally:
+            secure_tree(directory)
         raise
 
 
-__all__ = ["Checkpointer", "FitPaused", "data_fingerprint", "fingerprint", "open_checkpoint"]
+__all__ = ["Checkpointer", "FitPaused", "data_fingerprint", "fingerprint", "open_checkpoint",
+           "secure_tree"]
