@@ -139,6 +139,10 @@ def print_privacy(report: dict) -> None:
     print(f"privacy: epsilon={eps if eps is not None else 'inf (non-private)'} at delta="
           f"{report['delta']} ({report['accountant']}, {report['neighbouring_relation']}); "
           f"paper accounting: {paper.get('epsilon')} ({paper.get('label')})")
+    sharded = report.get("sharded_accounting")
+    if sharded:
+        print(f"  the proven epsilon above; assumed accounting: {sharded['assumed']} "
+              f"({sharded['assumed_label']})")
     for ph in report.get("phases", []):
         params = {k: v for k, v in ph.items() if k not in ("name", "mechanism")}
         print(f"  phase {ph['name']}: {ph['mechanism']} {params}")

@@ -10,6 +10,7 @@ called directly, statistics of many draws (chi-square).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import types
 import warnings
@@ -97,11 +98,13 @@ class TestDPSACTGANContract(SynthesizerContract):
         hist, em, gen = rep["phases"]
         assert hist["steps"] == 2  # the two discrete columns of the mixed table
         assert em["steps"] == 3 * TINY["em_iterations"] * 2  # two continuous columns
-        assert gen["accounting"] == "strict" and gen["num_shards"] == 300 // 8
+        assert gen["accounting"] == "proven" and gen["num_shards"] == 300 // 8
         assert "NOT a valid bound" in rep["paper_accounting"]["label"]
         assert set(fitted.released) == {"generator", "modes", "cond"}  # no critic, classifier or shard
         text = " ".join(rep["assumptions"])
-        assert "secret key" in text and "never leave the process" in text and "hidden-state" in text
+        assert "secret key" in text and "never leave the process" in text and "no state is shared across shards" in text
+        assert rep["sharded_accounting"]["proven"] == rep["epsilon"]
+        assert "not a proven bound" in rep["sharded_accounting"]["assumed_label"]
 
 
 # ----------------------------------------------------------------------------- the hook
@@ -230,7 +233,9 @@ def test_composed_epsilon_equals_dp_accounting_on_the_listed_events():
     cfg = ds.DPSACTGANConfig(noise_multiplier=17.0, hist_noise_multiplier=80.0, em_noise_multiplier=120.0)
     lay = ds.build_layout(schema, cfg)
     n = 39_073
-    phases = ds.privacy_phases(cfg, lay, n)
+    proven = ds.privacy_phases(cfg, lay, n)
+    # the assumed accounting is a composition of dp_accounting events, checked event by event
+    phases = [dataclasses.replace(p, accounting="assumed") if p.name == "generator" else p for p in proven]
     n_cat = sum(not c for c in lay.continuous)
     n_cont = lay.n_continuous
     events = [dpa.SelfComposedDpEvent(dpa.GaussianDpEvent(80.0), n_cat),
@@ -245,6 +250,12 @@ def test_composed_epsilon_equals_dp_accounting_on_the_listed_events():
     rdp = rdpa.RdpAccountant(orders=privacy.RDP_ORDERS)
     rdp.compose(dpa.ComposedDpEvent(events))
     assert privacy.epsilon(phases, 1e-5, "rdp") == pytest.approx(rdp.get_epsilon(1e-5), rel=1e-9)
+    # the proven headline: the histograms and DP-EM are Gaussians whose mu^2 adds to every count's
+    other = n_cat / 80.0 ** 2 + 30 * n_cont / 120.0 ** 2
+    gen = proven[-1].event()
+    assert privacy.epsilon(proven, 1e-5) == pytest.approx(
+        privacy._sharded.mixture_epsilon(1e-5, gen, other), rel=1e-9)
+    assert privacy.epsilon(proven, 1e-5) > privacy.epsilon(phases, 1e-5)
 
 
 def test_single_discriminator_is_the_unsubsampled_composition():
@@ -257,19 +268,19 @@ def test_single_discriminator_is_the_unsubsampled_composition():
     acc.compose(dpa.SelfComposedDpEvent(dpa.SelfComposedDpEvent(dpa.GaussianDpEvent(9784.5), 500), 11_700))
     direct = acc.get_epsilon(1e-5)
     assert direct == pytest.approx(1.0, abs=2e-3)  # docs/dp-sactgan.md: z = 9784.5 at epsilon 1
-    mine = rdpa.RdpAccountant(orders=SPEC_ORDERS)
+    mine = privacy._sharded.MixtureRdpAccountant(orders=SPEC_ORDERS)  # the proven event, K = 1
     mine.compose(gen.event())
     assert mine.get_epsilon(1e-5) == pytest.approx(direct, rel=1e-9)
 
 
-def test_sharded_default_schedule_gives_the_published_epsilon():
+def test_sharded_default_schedule_gives_the_published_epsilon_under_the_assumed_accounting():
     """SC(PS(0.01, SC(G(15.85), 64)), 2000) -> epsilon 1.000 (RDP)."""
     cfg = ds.DPSACTGANConfig(noise_multiplier=15.85, cond="uniform", modes="public")
     lay = ds.build_layout(data.adult_schema(), cfg)
     (gen,) = ds.privacy_phases(cfg, lay, 39_073)
     assert gen.num_shards == 100 and gen.rows_per_step == 64 and gen.steps == 2000
     acc = rdpa.RdpAccountant(orders=SPEC_ORDERS)
-    acc.compose(gen.event())
+    acc.compose(dataclasses.replace(gen, accounting="assumed").event())
     assert acc.get_epsilon(1e-5) == pytest.approx(1.000, abs=2e-3)
 
 
@@ -278,7 +289,9 @@ def test_calibration_holds_preprocessing_fixed_and_matches_the_published_noise()
     schema = _adult_like_schema()
     cfg = ds.DPSACTGANConfig(preprocessing_share=None)
     lay = ds.build_layout(schema, cfg)
-    phases = ds.calibrate(cfg, lay, ds.privacy_phases(cfg, lay, 39_073), 1.0, 1e-5, accountant="rdp")
+    assumed = [dataclasses.replace(p, accounting="assumed") if p.name == "generator" else p
+               for p in ds.privacy_phases(cfg, lay, 39_073)]
+    phases = ds.calibrate(cfg, lay, assumed, 1.0, 1e-5, accountant="rdp")
     by = {p.name: p for p in phases}
     assert by["histograms"].noise_multiplier == 100.0 and by["dp-em"].noise_multiplier == 100.0
     assert by["histograms"].steps == 9 and by["dp-em"].steps == 120

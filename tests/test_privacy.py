@@ -48,9 +48,12 @@ def test_non_private_phase_event():
     assert NonPrivatePhase("pre", 10).neighbouring_relation is None
 
 
-def test_sharded_phase_events_both_modes():
-    strict = ShardedSanitizerPhase("g", 250, 100, 32, 1.07, 70000)
-    assert strict.accounting == "strict" and strict.neighbouring_relation == ADD_REMOVE
+def test_sharded_phase_events_all_modes():
+    proven = ShardedSanitizerPhase("g", 250, 100, 32, 1.07, 70000)
+    assert proven.accounting == "proven" and proven.neighbouring_relation == ADD_REMOVE
+    assert proven.event() == privacy._sharded.ShardedMixtureDpEvent(100, 1 / 250, 1.07 / math.sqrt(32))
+    strict = dataclasses.replace(proven, accounting="assumed")
+    assert strict.neighbouring_relation == ADD_REMOVE
     assert strict.event() == dpa.SelfComposedDpEvent(
         dpa.PoissonSampledDpEvent(1 / 250, dpa.GaussianDpEvent(1.07 / math.sqrt(32))), 100
     )
@@ -98,7 +101,7 @@ BAD_PHASES = [
     (lambda: ShardedSanitizerPhase("g", 10, 5, 2, 0.0, 100), ValueError, "noise_multiplier"),
     (lambda: ShardedSanitizerPhase("g", 10, 5, 2, 1.0, 9), ValueError, "dataset_size to be an integer >= num_shards"),
     (lambda: ShardedSanitizerPhase("g", 10, 5, 2, 1.0, 100.0), TypeError, "dataset_size"),
-    (lambda: ShardedSanitizerPhase("g", 10, 5, 2, 1.0, 100, "loose"), ValueError, r"accounting to be one of \['strict', 'paper'\]"),
+    (lambda: ShardedSanitizerPhase("g", 10, 5, 2, 1.0, 100, "loose"), ValueError, r"accounting to be one of \['proven', 'assumed', 'paper'\]"),
 ]
 
 
@@ -224,15 +227,16 @@ def test_report_paper_mode_has_no_pld_and_flags_the_bound():
         privacy.report(phase, DELTA)
 
 
-def test_report_strict_mode_parameters():
-    phase = [ShardedSanitizerPhase("generator", 1500, 21000, 32, 1.07, 70000)]
+def test_report_assumed_mode_parameters():
+    phase = [ShardedSanitizerPhase("generator", 1500, 21000, 32, 1.07, 70000, accounting="assumed")]
     rep = privacy.report(phase, DELTA)
     entry = rep["phases"][0]
-    assert entry["accounting"] == "strict" and entry["num_shards"] == 1500
+    assert entry["accounting"] == "assumed" and entry["num_shards"] == 1500
+    assert "not a proven bound" in entry["assumption"]
     assert entry["effective_noise_multiplier"] == pytest.approx(1.07 / math.sqrt(32))
     assert entry["sample_rate"] == pytest.approx(1 / 1500)
     assert rep["epsilon"] == pytest.approx(252.0, abs=0.5)
-    assert any("strict accounting" in s for s in rep["assumptions"])
+    assert any("assumed accounting" in s and "not a proven bound" in s for s in rep["assumptions"])
     # dp_accounting's PLDAccountant with the interval the report states gives the same number
     interval = rep["pld_value_discretization_interval"]
     assert interval == pytest.approx(privacy.pld_discretization_interval(277.0), rel=0.05)

@@ -36,6 +36,7 @@ from dpgen_jax.privacy._phases import (
     ShardedSanitizerPhase,
     relation_name,
 )
+from dpgen_jax.privacy._sharded import MixtureAnalyticAccountant, MixtureRdpAccountant
 
 Accountant = Literal["pld", "rdp"]
 Conversion = Literal["improved", "classic"]
@@ -62,7 +63,7 @@ def _build_rdp_orders() -> tuple[float, ...]:
 RDP_ORDERS: tuple[float, ...] = _build_rdp_orders()
 """The one RDP order grid (299 orders) used for every add/remove-one composition.
 
-Fractional orders close to 1 (``1 + logspace(-3, 0, 100)``: strict GS-WGAN optima sit at
+Fractional orders close to 1 (``1 + logspace(-3, 0, 100)``: assumed-accounting GS-WGAN optima sit at
 1.04-1.2), 1.1 to 11.0 in steps of 0.1, every integer from 12 to 64, then 68-128 step 4,
 136-256 step 8, 288-512 step 32 and 576-1024 step 64. The cost of an order grows linearly with
 the integer order, so the sparse tail keeps one RDP evaluation of the two-phase DP-auto-GAN
@@ -126,7 +127,7 @@ def pld_discretization_interval(epsilon_scale: float) -> float:
     interval, and its error shrinks relative to epsilon as epsilon grows, so an interval
     proportional to epsilon keeps both roughly constant. Measured (delta = 1e-5, error against
     interval 1e-5): ADULT settings (epsilon < 1) 1e-4 -> error <= 1.1e-3; N=30k, B=256, sigma=1.1,
-    10k steps (epsilon 4.32) 4.3e-4 -> ~5e-4; strict GS-WGAN K=1500, T=21k (epsilon 252.0) 0.028
+    10k steps (epsilon 4.32) 4.3e-4 -> ~5e-4; assumed-accounting GS-WGAN K=1500, T=21k (epsilon 252.0) 0.028
     -> ~0.2 in 0.05 s, where the fixed 1e-4 takes ~15 s. The cap is that high because absurd
     schedules must stay computable: DP-SACTGAN's paper preset (one critic, 11,700 steps of 500 rows
     at sigma 1; epsilon about 3e6) needs 24 GB of memory with an interval capped at 0.1, and 0.26 GB
@@ -179,7 +180,7 @@ def classic_conversion(orders: Sequence[float], rdp: Sequence[float], delta: flo
     return float(eps[i]), float(a[i])
 
 
-class _ClassicRdpAccountant(RdpAccountant):
+class _ClassicRdpAccountant(MixtureRdpAccountant):
     """``RdpAccountant`` whose ``get_epsilon`` applies the classic conversion to its RDP vector."""
 
     def get_epsilon_and_optimal_order(self, target_delta: float) -> tuple[float, float]:
@@ -329,10 +330,19 @@ def _is_paper(phases: tuple[Phase, ...]) -> bool:
                for p in flat_phases(phases))
 
 
+def _is_proven(phases: tuple[Phase, ...]) -> bool:
+    """Whether a proven (selection-conditioned) sharded phase runs steps: the headline is then the
+    exact mixture bound of :mod:`dpgen_jax.privacy._sharded` instead of dp_accounting's PLD."""
+    return any(isinstance(p, ShardedSanitizerPhase) and p.accounting == "proven" and p.steps > 0
+               for p in flat_phases(phases))
+
+
 def pld_supported(phases: Sequence[Phase]) -> bool:
-    """Whether dp_accounting's PLD accountant interprets every phase (False for paper-mode sharded
-    phases and for exponential-mechanism phases, which only the RDP accountant accounts)."""
-    return all(PLDAccountant(neighbouring_relation(b)).supports(composed_event(b))
+    """Whether the headline accountant of ``accountant="pld"`` interprets every phase: dp_accounting's
+    PLD accountant, or the exact mixture accountant for a run with a proven sharded phase (False
+    for paper-mode sharded phases and exponential-mechanism phases, which only the RDP accountant
+    accounts, and for a proven sharded phase composed with anything but Gaussian releases)."""
+    return all(_make_accountant(b, "pld", "improved", None).supports(composed_event(b))
                for _, b in branches(phases))
 
 
@@ -355,8 +365,10 @@ def _make_accountant(
 ) -> _pa.PrivacyAccountant:
     relation = neighbouring_relation(phases)
     if accountant == "pld":
+        if _is_proven(phases):
+            return MixtureAnalyticAccountant(relation)
         return _ScaledPLDAccountant(relation, pld_discretization)
-    cls = _ClassicRdpAccountant if conversion == "classic" else RdpAccountant
+    cls = _ClassicRdpAccountant if conversion == "classic" else MixtureRdpAccountant
     return cls(list(_orders_for(phases) if orders is None else orders), relation)
 
 
@@ -368,6 +380,11 @@ def _check_supported(phases: tuple[Phase, ...], acc: _pa.PrivacyAccountant, acco
                 why = (
                     " The paper accounting is RDP-only (sampling without replacement under "
                     "replace-one); use accountant='rdp', conversion='classic'."
+                )
+            elif _is_proven(phases) and accountant == "pld":
+                why = (
+                    " The proven bound of a sharded phase composes exactly only with Gaussian "
+                    "releases (histograms, DP-EM); use accountant='rdp' for other phases."
                 )
             elif isinstance(p, ExponentialMechanismPhase):
                 why = (
@@ -392,7 +409,7 @@ def _check_args(accountant: str, conversion: str) -> None:
 
 @functools.lru_cache(maxsize=64)
 def _rdp_accountant(phases: tuple[Phase, ...], orders: tuple[float, ...]) -> RdpAccountant:
-    acc = RdpAccountant(list(orders), neighbouring_relation(phases))
+    acc = MixtureRdpAccountant(list(orders), neighbouring_relation(phases))
     _check_supported(phases, acc, "rdp")
     with _quiet_unconverged_orders():
         return acc.compose(composed_event(phases))

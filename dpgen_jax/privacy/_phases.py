@@ -18,14 +18,24 @@ import dataclasses
 import math
 from typing import Any, Literal
 
+import warnings
+
 import dp_accounting as dpa
 
 from dpgen_jax import _validate as _v
+from dpgen_jax.privacy._sharded import ShardedMixtureDpEvent
 
 NeighboringRelation = dpa.NeighboringRelation
 
-ShardAccounting = Literal["strict", "paper"]
-SHARD_ACCOUNTINGS: tuple[str, ...] = ("strict", "paper")
+ShardAccounting = Literal["proven", "assumed", "paper", "strict"]
+SHARD_ACCOUNTINGS: tuple[str, ...] = ("proven", "assumed", "paper")
+"""The accountings of :class:`ShardedSanitizerPhase`; ``"strict"`` is accepted as an alias of
+``"assumed"`` (its name before the proven bound existed) and warns."""
+
+ASSUMED_SHARD_SENTENCE = (
+    "assumes each step's shard choice is fresh although critics keep state; not a proven bound"
+)
+"""The words that label every number computed with ``accounting="assumed"``."""
 
 _RELATION_NAMES = {
     NeighboringRelation.ADD_OR_REMOVE_ONE: "add_or_remove_one",
@@ -404,24 +414,26 @@ class ShardedSanitizerPhase(Phase):
     L2 norm C and adds Gaussian noise with standard deviation ``2 * C * noise_multiplier`` per
     coordinate (per-row replacement sensitivity 2C, noise multiplier sigma relative to it).
 
-    Two accountings (see docs/privacy.md):
+    Three accountings (docs/privacy.md, "GS-WGAN and DP-SACTGAN: three numbers"):
 
-    ``accounting="strict"`` (the default and the headline): the B rows of a step come from one
-    shard selection, so they are released jointly. If the differing record's shard is selected
-    (probability 1/K), all B rows may move at once: the B x d release moves by at most sqrt(B)
-    times one row's sensitivity, against the same per-coordinate noise, i.e. one Gaussian with
-    noise multiplier ``sigma / sqrt(B)``. Otherwise the step's output distribution is the same
-    for both datasets. The event is ``SelfComposedDpEvent(PoissonSampledDpEvent(1/K,
-    GaussianDpEvent(sigma / sqrt(B))), steps)`` under add/remove-one neighbours. It assumes:
-    shard selection is uniform and independent across steps, and shard membership comes from
-    data-independent randomness (i.i.d. labels, so adding or removing a record moves no other
-    record); the Poisson add/remove pair is the worst case among feasible placements of the
-    non-selected branch (checked numerically, not proved); and, as in the GS-WGAN
-    paper, each step's subsampling is treated as fresh although discriminator states persist
-    across steps (the hidden-state caveat; a selection-conditioned bound that needs no
-    such assumption is larger, e.g. 479.6 vs 252.0 for K=1500, T=21,000, B=32, sigma=1.07).
-    Discriminator pretraining releases nothing and costs nothing only if the pretrained
-    discriminators themselves are never released.
+    ``accounting="proven"`` (the default and the headline): the selection-conditioned bound. The
+    adversary is shown every step's shard choice and the differing record's shard (both from
+    data-independent randomness). A step on another shard then has the same output distribution
+    under both neighbours; each of the c steps on the record's shard is dominated by one Gaussian
+    of noise multiplier ``sigma / sqrt(B)`` whatever the discriminator's state (all B rows may
+    move; no amplification within the shard is claimed); c ~ Binomial(T, 1/K). So
+    ``delta(eps) = sum_c Binomial(c; T, 1/K) delta_Gauss(eps; mu_c)`` with
+    ``mu_c^2 = c B / sigma^2`` plus the run's other Gaussian releases, computed exactly
+    (:mod:`dpgen_jax.privacy._sharded`; event :class:`ShardedMixtureDpEvent`). It needs no
+    assumption about the state the discriminators keep; it holds when no state is shared across
+    shards and the discriminators are never released. Add/remove-one neighbours.
+
+    ``accounting="assumed"`` (``"strict"`` is a warned alias): the number printed as the headline
+    before the proven bound existed. Each step is treated as a fresh Poisson(1/K) subsample:
+    ``SelfComposedDpEvent(PoissonSampledDpEvent(1/K, GaussianDpEvent(sigma / sqrt(B))), steps)``.
+    It assumes each step's shard choice is fresh although critics keep state; not a proven bound: the discriminators' state carries a record into every later use of its shard.
+    For K=1500, T=21,000, B=32, sigma=1.07 at delta 1e-5 it gives 252.0 where the proven bound
+    gives 479.6.
 
     ``accounting="paper"`` reproduces the GS-WGAN / thesis number exactly (autodp's
     analytical moments accountant): each of the ``steps * B`` sanitised rows is treated as an
@@ -430,12 +442,8 @@ class ShardedSanitizerPhase(Phase):
     under replace-one neighbours; RDP over the integer orders 2..256 (``PAPER_RDP_ORDERS``) and
     the classic conversion. The event is ``SelfComposedDpEvent(SampledWithoutReplacementDpEvent(
     n * K, n, GaussianDpEvent(sigma)), steps * B)``. This is **not a sound bound**: the B rows of
-    a step share one shard selection, but each gets its own subsampling coin, which credits
-    amplification B times over and understates epsilon by a factor of about 17-45 at the thesis
-    checkpoints. Use it only to show the published number beside the strict one.
-    Paper mode is an RDP-only event (the PLD accountant does not support sampling without
-    replacement) and one evaluation takes ~10 s (the without-replacement bound is O(order^2) per
-    order up to 256).
+    a step share one shard selection, but each gets its own subsampling coin. Use it only to show
+    the published number. Paper mode is an RDP-only event and one evaluation takes ~10 s.
 
     Args:
         name: Name of the phase in the report.
@@ -444,9 +452,10 @@ class ShardedSanitizerPhase(Phase):
         rows_per_step: Generated rows B per step, each sanitised; an integer >= 1.
         noise_multiplier: Per-row noise multiplier sigma (noise std / per-row sensitivity);
             finite and > 0.
-        dataset_size: Number N of private records (public, as GS-WGAN assumes); an integer
-            >= num_shards.
-        accounting: ``"strict"`` (sound, headline) or ``"paper"`` (GS-WGAN reproduction).
+        dataset_size: Number N of records the shard size of the paper accounting refers to (public,
+            as GS-WGAN assumes); an integer >= num_shards. The proven and assumed events do not
+            depend on it.
+        accounting: ``"proven"`` (headline), ``"assumed"`` or ``"paper"``.
         clip_norm: The per-row clip norm C of the sanitiser, when known; reported as a number, it
             does not enter the event.
 
@@ -455,9 +464,8 @@ class ShardedSanitizerPhase(Phase):
         ValueError: If an argument is outside its range.
 
     Privacy:
-        strict: Poisson(1/K)-subsampled Gaussian with multiplier sigma/sqrt(B) per step,
-        add/remove-one. paper: T*B releases, each a without-replacement (1/K) subsampled Gaussian
-        with multiplier sigma, replace-one (unsound; comparison only).
+        proven: a valid (eps, delta) bound under add/remove-one. assumed: valid only under the
+        fresh-subsampling assumption. paper: unsound; comparison only.
     """
 
     name: str
@@ -466,7 +474,7 @@ class ShardedSanitizerPhase(Phase):
     rows_per_step: int
     noise_multiplier: float
     dataset_size: int
-    accounting: ShardAccounting = "strict"
+    accounting: ShardAccounting = "proven"
     clip_norm: float | None = None
 
     def __post_init__(self) -> None:
@@ -487,6 +495,11 @@ class ShardedSanitizerPhase(Phase):
                 f"(every shard needs a record), got {n}."
             )
         object.__setattr__(self, "dataset_size", n)
+        if self.accounting == "strict":
+            warnings.warn(
+                f"{ctx}: accounting='strict' is now called 'assumed' ({ASSUMED_SHARD_SENTENCE}); "
+                "the proven bound is accounting='proven', the default.", FutureWarning, stacklevel=3)
+            object.__setattr__(self, "accounting", "assumed")
         if not isinstance(self.accounting, str) or self.accounting not in SHARD_ACCOUNTINGS:
             raise ValueError(
                 f"{ctx}: expected accounting to be one of {list(SHARD_ACCOUNTINGS)}, "
@@ -505,14 +518,16 @@ class ShardedSanitizerPhase(Phase):
 
     @property
     def effective_noise_multiplier(self) -> float:
-        """Noise multiplier of one step's joint B-row release, sigma / sqrt(B) (strict mode)."""
+        """Noise multiplier of one step's joint B-row release, sigma / sqrt(B)."""
         return self.noise_multiplier / math.sqrt(self.rows_per_step)
 
     def event(self) -> dpa.DpEvent:
-        """The strict or paper event described in the class docstring."""
+        """The proven, assumed or paper event described in the class docstring."""
         if self.steps == 0:
             return dpa.NoOpDpEvent()
-        if self.accounting == "strict":
+        if self.accounting == "proven":
+            return ShardedMixtureDpEvent(self.steps, self.sample_rate, self.effective_noise_multiplier)
+        if self.accounting == "assumed":
             step = dpa.PoissonSampledDpEvent(
                 self.sample_rate, dpa.GaussianDpEvent(self.effective_noise_multiplier)
             )
@@ -525,16 +540,16 @@ class ShardedSanitizerPhase(Phase):
 
     @property
     def neighbouring_relation(self) -> NeighboringRelation:
-        """Add/remove-one for strict, replace-one for paper."""
-        if self.accounting == "strict":
-            return NeighboringRelation.ADD_OR_REMOVE_ONE
-        return NeighboringRelation.REPLACE_ONE
+        """Add/remove-one for proven and assumed, replace-one for paper."""
+        if self.accounting == "paper":
+            return NeighboringRelation.REPLACE_ONE
+        return NeighboringRelation.ADD_OR_REMOVE_ONE
 
     @property
     def mechanism(self) -> str:
-        if self.accounting == "strict":
-            return "sharded_poisson_subsampled_gaussian_joint_rows"
-        return "sharded_per_row_sampled_without_replacement_gaussian_paper"
+        return {"proven": "sharded_gaussian_selection_conditioned",
+                "assumed": "sharded_poisson_subsampled_gaussian_joint_rows_assumed_fresh",
+                "paper": "sharded_per_row_sampled_without_replacement_gaussian_paper"}[self.accounting]
 
     @property
     def noise_multiplier_or_none(self) -> float:
@@ -549,17 +564,18 @@ class ShardedSanitizerPhase(Phase):
             "num_shards": self.num_shards,
             "rows_per_step": self.rows_per_step,
             "noise_multiplier": self.noise_multiplier,
-            "dataset_size": self.dataset_size,
             "sample_rate": self.sample_rate,
         }
-        if self.accounting == "strict":
-            params["effective_noise_multiplier"] = self.effective_noise_multiplier
-        else:
+        if self.accounting == "paper":
+            params["dataset_size"] = self.dataset_size
             params["shard_size"] = self.shard_size
             params["row_releases"] = self.steps * self.rows_per_step
+        else:
+            params["effective_noise_multiplier"] = self.effective_noise_multiplier
+        if self.accounting == "assumed":
+            params["assumption"] = ASSUMED_SHARD_SENTENCE
         params["clip_norm"] = self.clip_norm
         return params
-
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,6 +7,7 @@ epsilon, and every assumption the guarantee rests on, as plain sentences.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from collections.abc import Sequence
@@ -22,6 +23,7 @@ from dpgen_jax.privacy._accounting import (
     _check_pld_interval,
     _epsilon_and_interval,
     _is_paper,
+    _is_proven,
     _rdp_epsilon_and_order,
     branches,
     flat_phases,
@@ -36,6 +38,7 @@ from dpgen_jax.privacy._phases import (
     NonPrivatePhase,
     ParallelPhases,
     Phase,
+    ASSUMED_SHARD_SENTENCE,
     ShardedSanitizerPhase,
     relation_name,
 )
@@ -123,16 +126,27 @@ def _module_assumptions(
             "Cesar and Rogers 2021), which only the RDP accountant interprets, so the PLD "
             "epsilon is not reported."
         )
-    strict = [p.name for p in phases if isinstance(p, ShardedSanitizerPhase) and p.accounting == "strict"]
-    if strict:
+    proven = [p.name for p in phases if isinstance(p, ShardedSanitizerPhase) and p.accounting == "proven"]
+    if proven:
         out.append(
-            f"Sharded phases {strict} (strict accounting): each step queries one of num_shards "
-            "disjoint shards chosen uniformly and independently, shard membership comes from "
-            "data-independent randomness, and the rows_per_step sanitised rows of a step are one "
-            "joint release (noise multiplier noise_multiplier / sqrt(rows_per_step), subsampled "
-            "with probability 1 / num_shards). As in the GS-WGAN paper, the state the "
-            "discriminators carry between steps is not accounted for, and the pretrained "
-            "discriminators are assumed never to be released."
+            f"Sharded phases {proven} (proven, selection-conditioned bound): each step queries one of "
+            "num_shards disjoint shards chosen uniformly and independently, and shard membership "
+            "comes from data-independent randomness. The bound reveals every step's shard choice and "
+            "the record's shard to the adversary: a step on another shard does not depend on the "
+            "record, and each of the c ~ Binomial(steps, 1 / num_shards) steps on its shard is "
+            "bounded by one Gaussian of noise multiplier noise_multiplier / sqrt(rows_per_step) "
+            "whatever state the discriminator carries; delta(eps) is the exact average over c. It "
+            "makes no assumption about the discriminators' state between steps; it assumes that no "
+            "state is shared across shards (no shared temporary generator, no batch statistics "
+            "across shards) and that the discriminators are never released."
+        )
+    assumed = [p.name for p in phases if isinstance(p, ShardedSanitizerPhase) and p.accounting == "assumed"]
+    if assumed:
+        out.append(
+            f"Sharded phases {assumed} (assumed accounting: {ASSUMED_SHARD_SENTENCE}): each step is "
+            "treated as a fresh Poisson subsample of rate 1 / num_shards releasing one Gaussian of "
+            "noise multiplier noise_multiplier / sqrt(rows_per_step), although a discriminator "
+            "keeps the records it has seen in its state for every later step on its shard."
         )
     paper = [p.name for p in phases if isinstance(p, ShardedSanitizerPhase) and p.accounting == "paper"]
     if paper:
@@ -141,10 +155,17 @@ def _module_assumptions(
             "rows_per_step rows treated as an independent release sampled without replacement "
             "at rate 1 / num_shards, replace-one, integer RDP orders 2..256, classic conversion). "
             "It reproduces the published number but is NOT a valid bound: the rows of a step "
-            "share one shard selection, and it understates epsilon many times over; use strict "
+            "share one shard selection, and it understates epsilon many times over; use the proven "
             "accounting for any claim."
         )
-    if accountant == "pld":
+    if accountant == "pld" and _is_proven(phases):
+        out.append(
+            "Epsilon is the exact selection-conditioned bound: delta(eps) = sum over c of "
+            "Binomial(c; steps, 1 / num_shards) * delta_Gauss(eps; mu_c), with mu_c^2 = c * "
+            "rows_per_step / noise_multiplier^2 plus the mu^2 of the other Gaussian phases, summed "
+            "over every c (no truncation, no discretisation), inverted by bisection rounding up."
+        )
+    elif accountant == "pld":
         out.append(
             "Epsilon comes from dp_accounting's PLD accountant with pessimistic discretisation "
             f"(value_discretization_interval={pld_interval:.3g}), an upper bound on the exact "
@@ -204,7 +225,10 @@ def report(
         or unsupported, e.g. PLD for paper-mode or exponential-mechanism phases), ``rdp_optimal_order``
         (``{"improved", "classic"}``), ``pld_value_discretization_interval``, ``phases`` (each:
         ``name``, ``mechanism``, its parameters, ``steps``, ``epsilon_alone`` at the full delta
-        under the headline accountant) and ``assumptions`` (list of sentences).
+        under the headline accountant), ``sharded_accounting`` (None, or for a run with a proven
+        sharded phase ``{"proven", "assumed", "assumed_label"}``: the headline and the number of the
+        same run with each step's shard choice assumed fresh, labelled) and ``assumptions`` (list
+        of sentences).
 
     Raises:
         TypeError, ValueError: As :func:`epsilon`, and for a bad ``dataset_size``, ``assumptions``
@@ -261,6 +285,14 @@ def report(
         return entry
 
     phase_entries = [entry_of(p) for p in ps]
+    sharded = None
+    if _is_proven(ps):
+        as_assumed = tuple(dataclasses.replace(p, accounting="assumed")
+                           if isinstance(p, ShardedSanitizerPhase) and p.accounting == "proven" else p
+                           for p in ps)
+        assumed_eps = _epsilon_and_interval(as_assumed, d, accountant, conversion, fixed)[0]
+        sharded = {"proven": _finite_or_none(headline), "assumed": _finite_or_none(assumed_eps),
+                   "assumed_label": ASSUMED_SHARD_SENTENCE}
 
     non_private = math.isinf(headline)
     sentences = _module_assumptions(ps, relation, accountant, conversion, pld_interval, non_private)
@@ -288,6 +320,7 @@ def report(
         "rdp_orders": "integers 2..256" if paper else "dpgen_jax.privacy.RDP_ORDERS",
         "pld_value_discretization_interval": pld_interval,
         "phases": phase_entries,
+        "sharded_accounting": sharded,
         "assumptions": sentences,
     }
 
