@@ -20,10 +20,19 @@ ratio, summed over the steps, of "sampled with rate q" against "absent" under th
 (the Neyman-Pearson test of one subsampled Gaussian step), or the plain sum of the alignments
 (``score="sum"``: alignment with the accumulated privatised gradient).
 
+Many-run audits (``dpgen_jax._audit_mechanisms``, re-exported here) cover the mechanisms that are
+cheap enough to run hundreds of thousands of times, where one-run auditing's ceiling (about 4.4
+with 1,000 canaries, :func:`max_certifiable_epsilon`) is too low: one DP-SGD step
+(:func:`audit_dpsgd_step`), the generator-side sanitiser (:func:`audit_sanitizer`), the Gaussian
+histograms of the independent and DP-SACTGAN synthesizers (:func:`audit_histograms`) and DP-EM
+(:func:`audit_dp_em`). Each runs the library's own mechanism under ``jax.vmap``, the canary in half
+of the runs, and bounds epsilon with jax-privacy's Clopper-Pearson test at pre-registered
+thresholds (:func:`epsilon_lower_bound_many_runs`).
+
 Layers: this module may import ``dpsgd``, ``privacy``, ``data``, ``models`` and ``synthesizers``;
 nothing of ours imports it except ``experiments.audit`` and its tests. The deliberately broken
-variants (``broken="noise_off"`` or ``"no_clip"``) exist only to show that the audit detects a
-broken mechanism; no synthesizer can reach them.
+variants (``broken="noise_off"``, ``"half_noise"`` or ``"no_clip"``) exist only to show that the
+audit detects a broken mechanism; no synthesizer can reach them.
 """
 
 from __future__ import annotations
@@ -41,6 +50,20 @@ import optax
 from jax.flatten_util import ravel_pytree
 
 from dpgen_jax import dpsgd, privacy
+from dpgen_jax._audit_mechanisms import (
+    HISTOGRAM_MECHANISMS,
+    MANY_RUN_BROKEN,
+    THRESHOLD_STEPS,
+    ManyRunBound,
+    ManyRunResult,
+    audit_dp_em,
+    audit_dpsgd_step,
+    audit_histograms,
+    audit_sanitizer,
+    epsilon_lower_bound_many_runs,
+    many_run_thresholds,
+    max_certifiable_epsilon_many_runs,
+)
 from dpgen_jax._validate import check_choice, check_steps, count, positive_finite
 from dpgen_jax.synthesizers import _training
 
@@ -506,16 +529,28 @@ __all__ = [
     "AuditResult",
     "BROKEN_VARIANTS",
     "Bound",
+    "HISTOGRAM_MECHANISMS",
+    "MANY_RUN_BROKEN",
+    "ManyRunBound",
+    "ManyRunResult",
     "ObserverState",
     "SCORES",
+    "THRESHOLD_STEPS",
     "audit_dp_auto_gan_autoencoder",
+    "audit_dp_em",
     "audit_dpsgd",
+    "audit_dpsgd_step",
+    "audit_histograms",
+    "audit_sanitizer",
     "calibrated_noise",
     "canary_directions",
     "canary_loss",
     "epsilon_lower_bound",
+    "epsilon_lower_bound_many_runs",
     "guess_grid",
     "include_canaries",
+    "many_run_thresholds",
     "max_certifiable_epsilon",
+    "max_certifiable_epsilon_many_runs",
     "observer",
 ]

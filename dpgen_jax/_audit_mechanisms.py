@@ -1,0 +1,559 @@
+"""Many-run audits of the cheap mechanisms: a DP-SGD step, the sanitiser, histograms, DP-EM.
+
+Re-exported by :mod:`dpgen_jax.audit` (see ``docs/audit.md``). Each audit runs the library's own
+mechanism many times, a canary in half of the runs and out of the other half, with the noise the
+library's accounting (:mod:`dpgen_jax.privacy` phases and :func:`~dpgen_jax.privacy.calibrate`)
+calibrates to a claimed epsilon, scores every run from what the mechanism releases, and feeds the
+scores to jax-privacy's :class:`~jax_privacy.auditing.CanaryScoreAuditor`
+(``epsilon_clopper_pearson``: the many-run test of Jagielski, Ullman and Oprea 2020) at a few
+thresholds fixed before any run (:func:`epsilon_lower_bound_many_runs`).
+
+Runs are independent draws: each has its own key (``jax.random.split``), the in-runs all release
+the mechanism on the data with the canary and the out-runs on the data without it (for the DP-SGD
+step: with the canary's loss set to 0, which has the same distribution), and a chunk of runs is
+one ``jax.vmap`` of the mechanism over keys. Every score is normalised so that the
+canary's own contribution is 1 and the claimed noise has standard deviation ``score_noise`` (the
+mechanism's effective Gaussian noise multiplier); the thresholds are ``1/2 + k * score_noise``.
+
+The broken variants are arguments of the real functions: ``"noise_off"`` (noise multiplier 0),
+``"half_noise"`` (half the calibrated noise multiplier) and ``"no_clip"`` (clip norm times
+10^6 with the noise multiplier divided by 10^6, so the noise standard deviation is unchanged),
+while the claim stays the sound mechanism's. Nothing of the library imports this module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from dpgen_jax import dpsgd, privacy
+from dpgen_jax._validate import check_choice, count, positive_finite
+
+MANY_RUN_BROKEN = {
+    "dpsgd-step": ("noise_off", "half_noise", "no_clip"),
+    "sanitizer": ("noise_off", "half_noise", "no_clip"),
+    "histograms": ("noise_off", "half_noise"),
+    "dp-em": ("noise_off", "half_noise"),
+}
+"""The broken variants each many-run audit accepts (DP-EM and the histograms have no clip norm to
+turn off: DP-EM clips rows to the unit ball unconditionally, a histogram count needs no
+clipping)."""
+
+THRESHOLD_STEPS = (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0)
+"""The pre-registered thresholds, ``1/2 + k * score_noise`` for k in this tuple: the midpoint
+between a present and an absent canary (k = 0, the right test when the noise is missing) and then
+every half noise standard deviation up to 4, then 5 (the region where the Gaussian's likelihood
+ratio is largest at the run counts we use)."""
+
+HISTOGRAM_MECHANISMS = ("independent", "dp-sactgan")
+_NO_CLIP_FACTOR = 1e6
+
+
+def _auditing():
+    try:
+        from jax_privacy import auditing
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("The audit needs jax-privacy: pip install 'dpgen-jax[audit]'.") from exc
+    return auditing
+
+
+# ----------------------------------------------------------------------------- the bound
+
+
+class ManyRunBound(NamedTuple):
+    """A many-run lower bound and the threshold that attains it.
+
+    Attributes:
+        epsilon: the lower bound (0 when no claim is falsified).
+        threshold: the pre-registered threshold of the best rule ("in" when score >= threshold).
+        true_positives: in-runs at or above the threshold.
+        false_positives: out-runs at or above the threshold.
+    """
+
+    epsilon: float
+    threshold: float
+    true_positives: int
+    false_positives: int
+
+
+def many_run_thresholds(score_noise: float) -> tuple[float, ...]:
+    """``1/2 + k * score_noise`` for k in :data:`THRESHOLD_STEPS` (a function of the claim only)."""
+    s = positive_finite(score_noise, "score_noise")
+    return tuple(0.5 + k * s for k in THRESHOLD_STEPS)
+
+
+def epsilon_lower_bound_many_runs(in_scores: np.typing.ArrayLike, out_scores: np.typing.ArrayLike,
+                                  delta: float, *, thresholds: Sequence[float],
+                                  significance: float = 0.05) -> ManyRunBound:
+    """A lower bound on epsilon at ``delta`` from the scores of independent runs.
+
+    For each threshold t (fixed before the runs), jax-privacy's
+    ``CanaryScoreAuditor.epsilon_clopper_pearson`` with ``Explicit(t)`` bounds the true positive
+    rate from below and the false positive rate from above (Clopper-Pearson, each at half the
+    level) and returns ``log((TPR_lower - delta) / FPR_upper)``; each threshold is tested at level
+    ``significance / len(thresholds)`` and the maximum is a valid bound at ``significance`` by the
+    union bound. Valid when the in-scores are i.i.d. draws of the mechanism with the canary and the
+    out-scores i.i.d. draws without it (independent runs); unlike one-run auditing, the delta term
+    does not grow with the number of runs.
+
+    Args:
+        in_scores, out_scores: scores of the runs with and without the canary (1-D, finite).
+        delta: the delta of the claim, in [0, 1).
+        thresholds: the pre-registered thresholds (:func:`many_run_thresholds`).
+        significance: probability that the bound is wrong, in (0, 0.5).
+
+    Returns:
+        A :class:`ManyRunBound`.
+    """
+    in_s = _check_scores(in_scores, "in_scores")
+    out_s = _check_scores(out_scores, "out_scores")
+    if not 0 <= delta < 1:
+        raise ValueError(f"Expected delta={delta!r} in [0, 1).")
+    if not 0 < significance < 0.5:
+        raise ValueError(f"Expected significance={significance!r} in (0, 0.5).")
+    ts = tuple(float(t) for t in thresholds)
+    if not ts or not all(math.isfinite(t) for t in ts):
+        raise ValueError(f"Expected thresholds={thresholds!r} to be a non-empty list of numbers.")
+    auditing = _auditing()
+    auditor = auditing.CanaryScoreAuditor(in_s, out_s)
+    best = None
+    for t in ts:
+        eps = float(auditor.epsilon_clopper_pearson(significance / len(ts), delta,
+                                                    threshold_strategy=auditing.Explicit(t)))
+        if best is None or eps > best.epsilon:
+            best = ManyRunBound(eps, t, int(np.sum(in_s >= t)), int(np.sum(out_s >= t)))
+    return best
+
+
+def max_certifiable_epsilon_many_runs(runs_in: int, runs_out: int, delta: float, *,
+                                      significance: float = 0.05,
+                                      rules: int = len(THRESHOLD_STEPS)) -> float:
+    """The largest bound :func:`epsilon_lower_bound_many_runs` can give: perfectly separated
+    scores (every in-run above the threshold, no out-run), about ln(runs_out / ln(2 rules /
+    significance))."""
+    n_in, n_out = count(runs_in, "runs_in", 1), count(runs_out, "runs_out", 1)
+    auditing = _auditing()
+    auditor = auditing.CanaryScoreAuditor(np.ones(n_in), np.zeros(n_out))
+    return float(auditor.epsilon_clopper_pearson(significance / count(rules, "rules", 1), delta,
+                                                 threshold_strategy=auditing.Explicit(0.5)))
+
+
+def _check_scores(scores, name) -> np.ndarray:
+    a = np.asarray(scores, dtype=np.float64)
+    if a.ndim != 1 or a.size == 0:
+        raise ValueError(f"Expected {name} to be a non-empty 1-D array, got shape {a.shape}.")
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"Expected {name} to be finite.")
+    return a
+
+
+# ----------------------------------------------------------------------------- running the runs
+
+
+@dataclasses.dataclass(frozen=True)
+class ManyRunResult:
+    """The outcome of a many-run audit (JSON-friendly through :meth:`summary`).
+
+    Attributes:
+        mechanism: which audit ("dpsgd-step", "sanitizer", "histograms/independent",
+            "histograms/dp-sactgan", "dp-em").
+        claimed_epsilon: the calibrated phase's epsilon at ``delta`` (PLD accountant).
+        delta: the delta of the claim and of the bound.
+        lower_bound: the :class:`ManyRunBound`.
+        runs_in, runs_out: runs with and without the canary.
+        noise_multiplier: the claimed (calibrated) noise multiplier of the library's phase.
+        score_noise: the standard deviation of a score under the claimed noise (threshold unit).
+        broken: None for the sound mechanism, else the broken variant run.
+        significance: the bound's failure probability.
+        seconds: wall-clock seconds of the runs and the bound (compilation included; the
+            calibration, cached per claim, excluded).
+        setting: the audited mechanism's public parameters.
+        in_scores, out_scores: the scores.
+    """
+
+    mechanism: str
+    claimed_epsilon: float
+    delta: float
+    lower_bound: ManyRunBound
+    runs_in: int
+    runs_out: int
+    noise_multiplier: float
+    score_noise: float
+    broken: str | None
+    significance: float
+    seconds: float
+    setting: dict
+    in_scores: np.ndarray
+    out_scores: np.ndarray
+
+    def summary(self) -> dict:
+        b = self.lower_bound
+        return {"mechanism": self.mechanism, "claimed_epsilon": self.claimed_epsilon,
+                "delta": self.delta, "epsilon_lower_bound": b.epsilon, "threshold": b.threshold,
+                "true_positives": b.true_positives, "false_positives": b.false_positives,
+                "runs_in": self.runs_in, "runs_out": self.runs_out,
+                "noise_multiplier": self.noise_multiplier, "score_noise": self.score_noise,
+                "broken": self.broken, "significance": self.significance,
+                "seconds": self.seconds, "setting": dict(self.setting),
+                "max_certifiable_epsilon": max_certifiable_epsilon_many_runs(
+                    self.runs_in, self.runs_out, self.delta, significance=self.significance)}
+
+
+def _scores(score_fn: Callable[[jax.Array, jax.Array], jax.Array], key: jax.Array,
+            present: np.ndarray, chunk: int) -> np.ndarray:
+    """``score_fn(key, present)`` (a scalar score) on one independent key per run, ``chunk`` runs
+    per compiled call; ``present`` (runs,) says whether each run holds the canary."""
+    runs = int(present.size)
+    chunk = count(chunk, "chunk", 1)
+    keys = jax.random.split(key, runs)
+    flags = jnp.asarray(present)
+    size = min(chunk, runs)
+    fn = jax.jit(jax.vmap(score_fn))
+    out = []
+    for start in range(0, runs, size):
+        part, flag = keys[start:start + size], flags[start:start + size]
+        n = part.shape[0]
+        if n < size:  # pad the last chunk so that one compilation serves every chunk
+            part = jnp.concatenate([part, keys[:size - n]])
+            flag = jnp.concatenate([flag, flags[:size - n]])
+        out.append(np.asarray(fn(part, flag), dtype=np.float64)[:n])
+    return np.concatenate(out)
+
+
+def _in_out(score_fn, key, r_in, r_out, chunk):
+    """In-run and out-run scores of one ``score_fn(key, present)`` (one compilation)."""
+    s = _scores(score_fn, key, np.arange(r_in + r_out) < r_in, chunk)
+    return s[:r_in], s[r_in:]
+
+
+def _check_common(runs, broken, mechanism, significance):
+    n = count(runs, "runs", 2)
+    if broken is not None:
+        check_choice(broken, MANY_RUN_BROKEN[mechanism], "broken")
+    if not 0 < significance < 0.5:
+        raise ValueError(f"Expected significance={significance!r} in (0, 0.5).")
+    return n // 2, n - n // 2
+
+
+@functools.lru_cache(maxsize=64)
+def _calibrated(phase: privacy.Phase, target_epsilon: float, delta: float):
+    """The phase with its noise calibrated to the target (PLD) and its epsilon (cached: phases
+    are frozen dataclasses, and the sound and broken audits of one claim share it)."""
+    cal = privacy.calibrate([phase], positive_finite(target_epsilon, "target_epsilon"), delta)[0]
+    return cal, float(privacy.epsilon([cal], delta))
+
+
+def _broken_noise(sigma: float, broken: str | None) -> float:
+    return {"noise_off": 0.0, "half_noise": 0.5 * sigma}.get(broken, sigma)
+
+
+def _finish(mechanism, claimed, delta, in_s, out_s, sigma, score_noise, broken, significance,
+            t0, setting) -> ManyRunResult:
+    bound = epsilon_lower_bound_many_runs(in_s, out_s, delta,
+                                          thresholds=many_run_thresholds(score_noise),
+                                          significance=significance)
+    return ManyRunResult(mechanism, claimed, float(delta), bound, in_s.size, out_s.size,
+                         float(sigma), float(score_noise), broken, significance,
+                         time.perf_counter() - t0, setting, in_s, out_s)
+
+
+# ----------------------------------------------------------------------------- a DP-SGD step
+
+
+def audit_dpsgd_step(key: jax.Array, *, target_epsilon: float, delta: float = 1e-5,
+                     runs: int = 400_000, batch_size: int = 8, num_records: int = 16,
+                     clip_norm: float = 1.0, canary_scale: float = 1.0, chunk: int = 16384,
+                     significance: float = 0.05, broken: str | None = None) -> ManyRunResult:
+    """Audits one DP-SGD step of the engine (Poisson sampling, clipping, noise) over many runs.
+
+    The step is :func:`dpgen_jax.synthesizers._training.make_private_step` (the synthesizers'
+    step, ``method="vmap"``; optimizer ``optax.identity()`` from zero parameters, so the new
+    parameters are the released privatised gradient) on a table of ``num_records`` (N) rows:
+    N - 1 real rows and one gradient canary, a row whose loss is ``canary_scale * C * <theta, u>``
+    in the in-runs and 0 in the out-runs (a row of zero loss adds 0 to the clipped sum whether
+    sampled or not, so an out-run has the distribution of the table without the canary; one
+    compiled program serves both). The real rows' gradients (norm about 8 C, so clipped) live in
+    the first 8 of the 16 coordinates and the unit direction ``u`` in the other 8, so the
+    canary's coordinate carries only the canary and the noise. Sampling rate q = B / N
+    (``privacy.DPSGDPhase.from_batch_size``), one step, noise calibrated to ``target_epsilon``.
+    Score: ``<g, u> * B / C``: the canary adds 1 when it is sampled (probability q), the noise has
+    standard deviation sigma; for one step it orders the runs as the likelihood ratio does.
+    """
+    from dpgen_jax.synthesizers import _training
+
+    r_in, r_out = _check_common(runs, broken, "dpsgd-step", significance)
+    b, n_rec = count(batch_size, "batch_size", 1), count(num_records, "num_records", 2)
+    c, s = positive_finite(clip_norm, "clip_norm"), positive_finite(canary_scale, "canary_scale")
+    phase, claimed = _calibrated(
+        privacy.DPSGDPhase.from_batch_size("audited", b, n_rec, 1.0, 1, clip_norm=c),
+        target_epsilon, delta)
+    sigma = phase.noise_multiplier
+    t0 = time.perf_counter()
+    k_data, k_dir, k_runs = jax.random.split(key, 3)
+    dim, half = 16, 8
+    u = jax.random.normal(k_dir, (dim - half,))
+    u = jnp.concatenate([jnp.zeros(half), u / jnp.linalg.norm(u)])
+    table = {"x": jnp.concatenate([3.0 * jax.random.normal(k_data, (n_rec - 1, half)),
+                                   jnp.zeros((1, half))]),
+             "canary": jnp.arange(n_rec) == n_rec - 1}
+    step_c, step_sigma = c, _broken_noise(sigma, broken)
+    if broken == "no_clip":
+        step_c, step_sigma = c * _NO_CLIP_FACTOR, sigma / _NO_CLIP_FACTOR
+    opt = optax.identity()
+    state = dpsgd.init_state({"w": jnp.zeros(dim)}, opt)
+
+    def one(k, present):
+        def loss(params, batch):
+            real = batch["x"] @ params["w"][:half]
+            canary = jnp.where(present, s * c, 0.0) * (params["w"] @ u)
+            return jnp.where(batch["canary"], canary, real)
+
+        step = _training.make_private_step(loss, opt, num_rows=n_rec, batch_size=b,
+                                           num_records=n_rec, clip_norm=step_c,
+                                           noise_multiplier=step_sigma, method="vmap")
+        new, _ = step(state, table, k)
+        return (new.params["w"] @ u) * b / c
+
+    in_s, out_s = _in_out(one, k_runs, r_in, r_out, chunk)
+    return _finish("dpsgd-step", claimed, delta, in_s, out_s, sigma, sigma, broken, significance,
+                   t0, {"batch_size": b, "num_records": n_rec, "sample_rate": phase.sample_rate,
+                        "steps": 1, "clip_norm": c, "canary_scale": s, "parameters": dim})
+
+
+# ----------------------------------------------------------------------------- the sanitiser
+
+
+def audit_sanitizer(key: jax.Array, *, target_epsilon: float, delta: float = 1e-5,
+                    runs: int = 200_000, rows: int = 4, dim: int = 8, clip_norm: float = 1.0,
+                    canary_scale: float = 1.0, chunk: int = 16384, significance: float = 0.05,
+                    broken: str | None = None) -> ManyRunResult:
+    """Audits one call of the generator-side sanitiser (:func:`dpgen_jax.dpsgd.sanitized`).
+
+    A generator whose ``rows`` (B) outputs all equal its parameters ``theta`` (dim ``dim``) passes
+    them through ``sanitized(..., scale=1/B)`` to a loss whose gradient on every row (the
+    discriminator's cotangent) is the canary cotangent ``+canary_scale * C * u`` in the in-runs and
+    ``-canary_scale * C * u`` in the out-runs: the two ends of the per-row replacement sensitivity
+    2C the accounting assumes, on every row of the step. The released quantity is the generator's
+    gradient ``d loss / d theta`` (the summed sanitised cotangents over B), computed by
+    ``jax.grad`` through the custom VJP. The claim is one step of
+    ``privacy.ShardedSanitizerPhase(num_shards=1, rows_per_step=B, accounting="strict")``, i.e. a
+    Gaussian with noise multiplier sigma / sqrt(B). Score: ``(<grad, u> / C + 1) / 2`` (0 without
+    the canary, 1 with it; noise standard deviation sigma / sqrt(B)).
+    """
+    r_in, r_out = _check_common(runs, broken, "sanitizer", significance)
+    b, d = count(rows, "rows", 1), count(dim, "dim", 1)
+    c, s = positive_finite(clip_norm, "clip_norm"), positive_finite(canary_scale, "canary_scale")
+    phase, claimed = _calibrated(
+        privacy.ShardedSanitizerPhase("generator", num_shards=1, steps=1, rows_per_step=b,
+                                      noise_multiplier=1.0, dataset_size=1, accounting="strict",
+                                      clip_norm=c), target_epsilon, delta)
+    sigma = phase.noise_multiplier
+    t0 = time.perf_counter()
+    k_dir, k_runs = jax.random.split(key)
+    u = jax.random.normal(k_dir, (d,))
+    u = u / jnp.linalg.norm(u)
+    step_c, step_sigma = c, _broken_noise(sigma, broken)
+    if broken == "no_clip":
+        step_c, step_sigma = c * _NO_CLIP_FACTOR, sigma / _NO_CLIP_FACTOR
+
+    def one(k, present):
+        cotangent = jnp.where(present, 1.0, -1.0) * s * c * u
+
+        def loss(theta):
+            x = jnp.broadcast_to(theta, (b, d))
+            out = dpsgd.sanitized(x, k if step_sigma else None, clip_norm=step_c,
+                                  noise_multiplier=step_sigma, scale=1.0 / b)
+            return jnp.sum(out @ cotangent)
+
+        g = jax.grad(loss)(jnp.zeros(d))
+        return (g @ u / c + 1.0) / 2.0
+
+    in_s, out_s = _in_out(one, k_runs, r_in, r_out, chunk)
+    return _finish("sanitizer", claimed, delta, in_s, out_s, sigma, sigma / math.sqrt(b), broken,
+                   significance, t0, {"rows_per_step": b, "dim": d, "clip_norm": c,
+                                      "canary_scale": s, "num_shards": 1, "steps": 1,
+                                      "effective_noise_multiplier":
+                                          phase.effective_noise_multiplier})
+
+
+# ----------------------------------------------------------------------------- histograms
+
+
+def _sactgan_layout(columns: int, categories: int):
+    from dpgen_jax import data
+    from dpgen_jax.synthesizers import dp_sactgan
+
+    schema = data.Schema.from_dict({"columns": [
+        {"name": f"c{j}", "kind": "categorical", "categories": [f"v{i}" for i in range(categories)]}
+        for j in range(columns)]})
+    config = dp_sactgan.DPSACTGANConfig(modes="public", cond="noisy", batch_size=1,
+                                        num_discriminators=1).validate()
+    return config, dp_sactgan.build_layout(schema, config)
+
+
+def audit_histograms(key: jax.Array, *, target_epsilon: float, delta: float = 1e-5,
+                     mechanism: str = "independent", runs: int = 400_000, columns: int = 4,
+                     categories: int = 3, base_count: int = 100, chunk: int = 16384,
+                     significance: float = 0.05, broken: str | None = None) -> ManyRunResult:
+    """Audits a synthesizer's Gaussian histograms: a canary record adds one count to a cell of
+    every histogram; the score is the noisy count of the canary's cells.
+
+    ``mechanism="independent"``: :func:`dpgen_jax.synthesizers.independent.noisy_counts` (the d
+    one-way histograms released together, noise ``sigma * sqrt(d)`` per cell), claim
+    ``independent.privacy_phases`` (one Gaussian of L2 sensitivity sqrt(d)).
+    ``"dp-sactgan"``: :func:`dpgen_jax.synthesizers.dp_sactgan.noisy_counts` (one histogram per
+    column, noise sigma per cell, clipped at 0) on the layout of a categorical schema, claim the
+    ``"histograms"`` phase of ``dp_sactgan.privacy_phases`` (d Gaussians of sensitivity 1).
+
+    The table has ``columns`` (d) categorical columns of ``categories`` values and
+    ``base_count * categories`` base rows, ``base_count`` in every cell (so that the 0-clipping
+    of DP-SACTGAN's counts never binds); the canary record has code 0 in every column and is
+    appended in the in-runs. Score: the sum over columns of the released count of cell 0, minus
+    the known base counts, divided by d (the canary adds 1; the noise has standard deviation
+    sigma for the independent histograms and sigma / sqrt(d) for DP-SACTGAN's).
+    """
+    from dpgen_jax.synthesizers import dp_sactgan, independent
+
+    check_choice(mechanism, HISTOGRAM_MECHANISMS, "mechanism")
+    r_in, r_out = _check_common(runs, broken, "histograms", significance)
+    d, k = count(columns, "columns", 1), count(categories, "categories", 1)
+    base = count(base_count, "base_count", 0)
+    base_codes = np.repeat(np.arange(k), base)[:, None] * np.ones((1, d), np.int64)
+    codes = {"out": base_codes, "in": np.concatenate([base_codes, np.zeros((1, d), np.int64)])}
+    if mechanism == "independent":
+        config = independent.IndependentConfig(num_columns=d, noise_multiplier=1.0).validate()
+        phase, claimed = _calibrated(independent.privacy_phases(config)[0], target_epsilon, delta)
+        score_noise = phase.noise_multiplier
+    else:
+        config, layout = _sactgan_layout(d, k)
+        phases = dp_sactgan.privacy_phases(config.replace(hist_noise_multiplier=1.0), layout,
+                                           base_codes.shape[0] + 1)
+        phase, claimed = _calibrated(next(p for p in phases if p.name == "histograms"),
+                                     target_epsilon, delta)
+        score_noise = phase.noise_multiplier / math.sqrt(d)
+    sigma = phase.noise_multiplier
+    step_sigma = _broken_noise(sigma, broken)
+    t0 = time.perf_counter()
+
+    def score_fn(table):
+        if mechanism == "independent":
+            def one(kk):
+                counts = independent.noisy_counts(table, [k] * d, step_sigma, kk)
+                return sum(counts[str(j)][0] for j in range(d))
+        else:
+            tab = jnp.asarray(table, jnp.int32)
+
+            def one(kk):
+                counts = dp_sactgan.noisy_counts(tab, layout, kk, step_sigma, tuple(range(d)))
+                return jnp.sum(counts[:, 0])
+
+        return lambda kk, present: (one(kk) - d * base) / d  # the table decides presence
+
+    k_in, k_out = jax.random.split(key)
+    in_s = _scores(score_fn(codes["in"]), k_in, np.ones(r_in, bool), chunk)
+    out_s = _scores(score_fn(codes["out"]), k_out, np.zeros(r_out, bool), chunk)
+    return _finish(f"histograms/{mechanism}", claimed, delta, in_s, out_s, sigma, score_noise,
+                   broken, significance, t0,
+                   {"columns": d, "categories": k, "base_count": base,
+                    "sensitivity": phase.sensitivity, "releases": phase.steps})
+
+
+# ----------------------------------------------------------------------------- DP-EM
+
+
+def _dp_em_observer(a2: float) -> tuple[float, float, np.ndarray, float]:
+    """Base-row centre b, second moment Q, the weights w of the two observed statistics and the
+    score's noise in units of sigma, for base rows at b +- a with b = -(1 - a) (see
+    :func:`audit_dp_em`)."""
+    a = math.sqrt(a2)
+    b = -(1.0 - a)
+    q = b * b + a2
+    cov = np.array([[1.0 + b * b, b * q], [b * q, 1.0 + q * q]])  # of (e1 - b e0, e2 - q e0)
+    mean = np.array([1.0 - b, 1.0 - q])  # what the canary adds to them
+    w = np.linalg.solve(cov, mean)
+    return b, q, w / (w @ mean), float(1.0 / math.sqrt(mean @ w))
+
+
+def audit_dp_em(key: jax.Array, *, target_epsilon: float, delta: float = 1e-5,
+                runs: int = 1_000_000, base_rows: int = 1000, iterations: int = 1,
+                chunk: int = 16384, significance: float = 0.05,
+                broken: str | None = None) -> ManyRunResult:
+    """Audits DP-EM by sufficient-statistics perturbation (:func:`dpgen_jax.dpsgd.dp_em_ssp`).
+
+    The mechanism is ``dp_em_ssp`` with one component in one dimension and ``iterations`` (J)
+    iterations; the claim is ``privacy.GaussianPhase("dp-em", sigma, steps=3 * J,
+    sensitivity=1.0)``, as the synthesizers account it. The table: ``base_rows`` (n, even) rows,
+    half at b + a and half at b - a, and, in the in-runs, a canary at 1 (the edge of the unit
+    ball: it adds 1 to the soft count, to the first moment and to the second moment, the full
+    sensitivity of each); the out-runs drop it with the function's ``mask`` (padding changes no
+    sensitivity).
+
+    Score. The released mixture normalises its weight, so the three noisy statistics (count n',
+    first moment S1, second moment S2) are seen only as ``mu = S1 / n'`` and ``m2 = cov + mu^2 =
+    S2 / n'``. To first order in 1/n, ``n (mu - b)`` and ``n (m2 - Q)`` (Q = b^2 + a^2) are
+    ``e1 - b e0`` and ``e2 - Q e0``, where e0, e1, e2 are the canary's contribution plus noise of
+    the three releases; the score is their best linear combination (weights from the claimed
+    covariance), scaled so that the canary adds 1. With b = -(1 - a), the base rows' mean
+    opposite the canary, the count enters through the denominator with the same sign as the first
+    moment: the score's noise is about sigma / 1.62, against sigma / sqrt(3) for all three
+    statistics seen directly (sigma / sqrt(2) with the rows at 0). The spread a keeps the released
+    covariance clear of the function's eigenvalue floor: ``a^2 = min(1/4, 8 sigma / n)`` (n a^2 is
+    eight claimed noise standard deviations), a function of the claim only.
+    """
+    r_in, r_out = _check_common(runs, broken, "dp-em", significance)
+    n = count(base_rows, "base_rows", 2)
+    if n % 2:
+        raise ValueError(f"Expected base_rows={base_rows!r} to be even "
+                         "(half at b + a, half at b - a).")
+    j = count(iterations, "iterations", 1)
+    phase, claimed = _calibrated(privacy.GaussianPhase("dp-em", 1.0, steps=3 * j, sensitivity=1.0),
+                                 target_epsilon, delta)
+    sigma = phase.noise_multiplier
+    step_sigma = _broken_noise(sigma, broken)
+    a2 = min(0.25, 8.0 * sigma / n)
+    b, q, w, unit_noise = _dp_em_observer(a2)
+    t0 = time.perf_counter()
+    k_init, k_runs = jax.random.split(key)
+    init = dpsgd.init_mixture(k_init, 1, 1)
+    a = math.sqrt(a2)
+    x = jnp.concatenate([jnp.full((n // 2, 1), b + a), jnp.full((n // 2, 1), b - a),
+                         jnp.ones((1, 1))]).astype(jnp.float32)
+    w1, w2 = float(w[0]), float(w[1])
+
+    def one(kk, present):
+        mask = jnp.concatenate([jnp.ones(n), present.astype(jnp.float32)[None]])
+        mix = dpsgd.dp_em_ssp(x, kk, init, iterations=j, noise_multiplier=step_sigma, mask=mask)
+        mu = mix.means[0, 0]
+        m2 = mix.covariances[0, 0, 0] + mu * mu
+        return n * (w1 * (mu - b) + w2 * (m2 - q))
+
+    in_s, out_s = _in_out(one, k_runs, r_in, r_out, chunk)
+    return _finish("dp-em", claimed, delta, in_s, out_s, sigma, sigma * unit_noise, broken,
+                   significance, t0, {"base_rows": n, "base_centre": b, "base_spread": a,
+                                      "iterations": j, "components": 1, "dim": 1,
+                                      "releases": 3 * j})
+
+
+__all__ = [
+    "HISTOGRAM_MECHANISMS",
+    "MANY_RUN_BROKEN",
+    "ManyRunBound",
+    "ManyRunResult",
+    "THRESHOLD_STEPS",
+    "audit_dp_em",
+    "audit_dpsgd_step",
+    "audit_histograms",
+    "audit_sanitizer",
+    "epsilon_lower_bound_many_runs",
+    "many_run_thresholds",
+    "max_certifiable_epsilon_many_runs",
+]
