@@ -240,8 +240,6 @@ def main(argv=None):
     if args.mechanism != "autoencoder" and args.runs is None:
         args.runs = DEFAULT_RUNS[args.mechanism]
 
-    import warnings
-
     from dpgen_jax import data, dpsgd, library_versions
 
     t0 = time.perf_counter()
@@ -274,9 +272,7 @@ def main(argv=None):
         md = table(rows, limits)
     else:
         for variant, eps in plan:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", FutureWarning)  # accounting-name aliases
-                res = _audit_many(args, variant, eps, row_key(root, variant, eps))
+            res = _audit_many(args, variant, eps, row_key(root, variant, eps))
             row = _row(variant, res, row_command(args, variant, eps))
             rows.append(row)
             print(f"{row['variant']}: claimed eps {row['claimed_epsilon']:.3f}, lower bound "

@@ -8,7 +8,6 @@ the comments)."""
 from __future__ import annotations
 
 import math
-import warnings
 
 import jax
 import numpy as np
@@ -20,13 +19,6 @@ from jax_privacy import auditing  # noqa: E402
 from dpgen_jax import audit  # noqa: E402
 
 DELTA = 1e-5
-
-
-@pytest.fixture(autouse=True)
-def _quiet():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)  # accounting-name aliases elsewhere
-        yield
 
 
 # ----------------------------------------------------------------------------- the bound
