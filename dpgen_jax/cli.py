@@ -623,8 +623,9 @@ def cmd_fit(args) -> int:
               allow_data_derived_schema=args.allow_data_derived_schema)
     model.save(out)
     report = model.privacy_report()
-    print(format_privacy(report, title=f"privacy report of {args.method} on {args.data} "
-                                       f"({len(df)} rows):"))
+    # No row count in the title (privacy rule 10): the report itself names N where it is public
+    # (--num-records, or a method that treats its row count as public and says so).
+    print(format_privacy(report, title=f"privacy report of {args.method} on {args.data}:"))
     if args.report is not None:
         path = _new_file(args.report, args.force, "report file")
         path.write_text(json.dumps(report, indent=2, allow_nan=False) + "\n")

@@ -138,7 +138,10 @@ class FitContext:
     """Public facts a method's ``_train`` may use, and the progress callbacks.
 
     Attributes:
-        num_records: N, the number of records the sampling rates refer to (public).
+        num_records: N, the number of records the sampling rates refer to: the user's public
+            ``num_records``, or the row count (treated as public by a method that uses it; for a
+            method with ``USES_NUM_RECORDS = False`` only a stand-in for the counts it releases,
+            which must reach no output).
         private: False for a non-private (``epsilon=inf``) run.
         plan: the plan being executed.
         schema: the public schema.
@@ -222,10 +225,15 @@ class _Progress:
     The epsilon is that of every phase composed with the steps executed so far; it ends at the
     report's epsilon, which calibration keeps at or below the target. It is recomputed at most
     every ``min_interval`` seconds (and at the end of each phase), between compiled chunks.
+    ``show_epsilon=False`` leaves it out: a plan made with the private row count as a stand-in
+    (a method that uses no record count, fitted without ``num_records``) would show a number
+    computed from that count (privacy rule 10).
     """
 
-    def __init__(self, enabled: bool, plan: Plan, min_interval: float = 2.0):
+    def __init__(self, enabled: bool, plan: Plan, min_interval: float = 2.0,
+                 show_epsilon: bool = True):
         self.enabled, self.plan, self.min_interval = enabled, plan, min_interval
+        self.show_epsilon = show_epsilon
         self.executed: dict[str, int] = {}
         self.bar = None
         self.name: str | None = None
@@ -247,7 +255,8 @@ class _Progress:
             self.executed[name] = done
             self.bar.n = done
             now = time.monotonic()
-            if self.plan.private and (done >= total or now - self._last >= self.min_interval):
+            due = done >= total or now - self._last >= self.min_interval
+            if self.show_epsilon and self.plan.private and due:
                 self._last = now
                 self.bar.set_postfix_str(f"eps({self.plan.accountant})={self.epsilon_spent():.3f}")
             self.bar.refresh()
@@ -480,8 +489,11 @@ class Synthesizer(abc.ABC):
             num_records: a public number of records N (or a public estimate). The sampling rates
                 are q = B / N and every gradient sum is divided by B = q * N; the private row
                 count is then used only as the sampler's scan length and appears nowhere in the
-                report. Default None: the private row count is used and the report states that it
-                is treated as public.
+                report. Default None: a method that sets its rates from the record count
+                (``USES_NUM_RECORDS``) uses the private row count and the report states that it is
+                treated as public; a method that uses no record count publishes nothing about it
+                (no report sentence, warning, progress bar or file names it, and the report says
+                that delta was not checked against 1/n).
             seed: makes the run reproducible (the report then says it is not fit for release);
                 None draws every key from OS entropy.
             progress: progress bars with the phase, the steps and the epsilon spent.
@@ -539,6 +551,10 @@ class Synthesizer(abc.ABC):
         data_lib.check_frame(df, schema)
         m = len(df)
         n = int(num_records) if public_n else m
+        # Whether n may reach an output (rule 10): the user's N, or the row count of a method that
+        # uses it and states that it is treated as public. For a method that uses no record count,
+        # fitted without num_records, n is the private count, passed on only as a stand-in.
+        n_is_public = public_n or self.USES_NUM_RECORDS
         plan = self.plan(schema, n, epsilon=epsilon, delta=delta, preset=preset)
         x = jax.numpy.asarray(self._encoder(schema, plan.config).encode(df))
         if max_seconds is not None and (isinstance(max_seconds, bool) or not max_seconds >= 0):
@@ -568,7 +584,7 @@ class Synthesizer(abc.ABC):
                 checkpoint_dir, resume=resume, every=checkpoint_every, identity=identity, x=x,
                 seed=seed, pause_reason=f"the time budget max_seconds={max_seconds} was spent")
         # -- end checkpoints ----------------------------------------------------------------
-        bar = _Progress(progress, plan)
+        bar = _Progress(progress, plan, show_epsilon=n_is_public)
         deadline = math.inf if max_seconds is None else time.monotonic() + float(max_seconds)
         ctx = FitContext(num_records=n, private=plan.private, plan=plan, schema=schema,
                          progress=bar.phase, should_stop=lambda: time.monotonic() >= deadline,
@@ -586,7 +602,7 @@ class Synthesizer(abc.ABC):
         cut = {p.name: (p.steps, q.steps)
                for p, q in zip(privacy.flat_phases(phases), privacy.flat_phases(planned_phases))
                if p.steps != q.steps}
-        if cut:
+        if cut:  # the executed and planned steps of the fitted configuration (public if n is)
             warnings.warn(f"max_seconds={max_seconds} cut the schedule: (executed, planned) steps "
                           f"{cut}; the report accounts for the executed steps.", stacklevel=2)
         assumptions = list(schema.assumptions())
@@ -595,6 +611,11 @@ class Synthesizer(abc.ABC):
             assumptions.append(
                 "No record count enters this method's mechanisms: noisy counts are normalised by "
                 f"their own noisy total, and the number of private rows is not published{given}.")
+            if not public_n:
+                assumptions.append(
+                    f"As the number of private rows n is not published, this report does not check "
+                    f"delta={plan.delta:g} against it: a delta of 1/n or more is met by a mechanism "
+                    "that publishes one random record outright, so delta must be well below 1/n.")
         elif public_n:
             assumptions.append(
                 f"The sampling rates use the public number of records N={n} given by the user "
@@ -611,13 +632,19 @@ class Synthesizer(abc.ABC):
                 "distinct step executed across the runs; mechanisms before the saved point were "
                 "replayed with the same keys on the same inputs (the same outputs) or restored.")
         if cut and plan.private:
+            # the schedule of the fitted configuration, not plan.epsilon(): a method that uses no
+            # record count plans with the private row count as a stand-in for its released counts
+            planned_epsilon = privacy.epsilon(planned_phases, plan.delta, accountant=self.ACCOUNTANT)
             assumptions.append(
                 f"A time budget (max_seconds={max_seconds}) stopped training early, after the "
                 "executed steps listed. The stop was decided from the wall clock alone, which this "
                 "accounting treats as independent of the private rows; without that assumption the "
-                f"planned schedule's epsilon ({plan.epsilon():.6g}) still bounds the run.")
+                f"planned schedule's epsilon ({planned_epsilon:.6g}) still bounds the run.")
+        # dataset_size only when n is public: privacy.report writes it into a sentence and a
+        # warning when delta >= 1/n (and the sentence's absence would say n < 1/delta).
         report = privacy.report(phases, plan.delta, accountant=self.ACCOUNTANT,
-                                dataset_size=n, assumptions=assumptions, seeded=run_key.seeded)
+                                dataset_size=n if n_is_public else None, assumptions=assumptions,
+                                seeded=run_key.seeded)
         report["method"] = self.METHOD
         report["preset"] = preset
         report["target_epsilon"] = (None if plan.target_epsilon is None or math.isinf(plan.target_epsilon)
