@@ -576,7 +576,8 @@ class Synthesizer(abc.ABC):
             identity = {
                 "method": self.METHOD, "target_epsilon": plan.target_epsilon, "delta": plan.delta,
                 "preset": preset, "private": plan.private, "accountant": plan.accountant,
-                "num_records": n, "num_records_public": public_n, "rows": m,
+                # no private row count: the keyed fingerprint of the rows checks the data on resume
+                "num_records": n, "num_records_public": public_n,
                 "schema": schema.to_dict(), "config": plan.config.to_dict(),
                 "noise_multipliers": {p.name: p.noise_multiplier_or_none for p in flat},
                 "planned_steps": {p.name: p.steps for p in flat}, "seeded": seed is not None}
