@@ -49,8 +49,7 @@ class TestDPSYNContract(SynthesizerContract):
         codes, feats = ds.split_label(schema, x, ds.encoder_for(cfg, schema))
         _k_cnt, k_init, k_ae, k_em = jax.random.split(jax.random.key(self.SEED), 4)
         blocks = tuple(ds.encoder_for(cfg, ds.feature_schema(schema)).blocks)
-        counts, _ = ds.counts_for(cfg, 2, len(frame))
-        states = ds.train_autoencoders(cfg, blocks, codes, feats, k_init, k_ae, counts)
+        states = ds.train_autoencoders(cfg, blocks, codes, feats, k_init, k_ae, len(frame))
         mixtures = ds.fit_mixtures(cfg, blocks, codes, feats, states.params, k_em)
         return {"decoder": states.params["decoder"], "mixture": dict(mixtures._asdict())}
 
@@ -66,23 +65,25 @@ def test_groups_compose_in_parallel_and_each_meets_the_target(parallel_fit):
     assert [p["name"] for p in rep["phases"]] == ["counts", "groups"]
     groups = rep["phases"][1]["groups"]
     assert [g["group"] for g in groups] == ["p", "q"]
-    for g in groups:  # every group calibrated to the target on the released counts
+    for g in groups:  # every group calibrated to the target
         assert 2.0 - 2e-2 <= g["epsilon"] <= 2.0
     assert rep["epsilon"] == pytest.approx(max(g["epsilon"] for g in groups), rel=1e-9)
     steps = {p["name"]: p["steps"] for g in groups for p in g["phases"]}
-    phases = ds.privacy_phases(cfg, ("p", "q"), 300, steps=steps)
+    phases = ds.privacy_phases(cfg, 300, steps=steps)
     assert rep["epsilon"] == pytest.approx(privacy.epsilon(phases, 1e-5), rel=1e-9)
-    # the rates use the released (noisy) counts, never the true ones
+    # the counts are released (noisy), but the rates use only public values: B / (N / k)
     true = _frame()["b"].value_counts().reindex(["p", "q"]).to_numpy()
     assert cfg.released_counts is not None and not np.allclose(cfg.released_counts, true)
     rates = [p["sample_rate"] for g in groups for p in g["phases"] if "sample_rate" in p]
-    np.testing.assert_allclose(rates, [16 / c for c in cfg.released_counts], rtol=1e-6)
-    assert all(r <= 16 / c for r, c in zip(rates, cfg.released_counts))  # float32, rounded down
+    assert rates == [ds._sample_rate(16, 150.0)] * 2
+    assert all(np.float32(r) == r and r <= 16 / 150 for r in rates)  # float32, rounded down
+    assert [steps["autoencoder/p"], steps["autoencoder/q"]] == [round(2.0 * 150 / 16)] * 2
     # the DP-EM noise spends em_share of the target alone
     em = [p for g in groups for p in g["phases"] if p["name"].startswith("dp-em/")]
     alone = privacy.epsilon([privacy.GaussianPhase("e", em[0]["noise_multiplier"], em[0]["steps"])], 1e-5)
     assert alone == pytest.approx(0.5 * 2.0, rel=1e-3)
     assert any("in parallel" in a for a in rep["assumptions"])
+    assert any("fixed before any row was read" in a for a in rep["assumptions"])
 
 
 def test_samples_follow_the_released_proportions(parallel_fit):
@@ -94,37 +95,40 @@ def test_samples_follow_the_released_proportions(parallel_fit):
 
 
 def test_vmapped_group_autoencoders_equal_a_loop_over_groups():
-    cfg = ds.DPSYNConfig(**{**TINY, "epochs": 3.0}).replace(ae_noise_multipliers=(0.8, 1.3))
+    # declared group counts: the groups get different rates and steps
+    cfg = ds.for_schema(ds.DPSYNConfig(**{**TINY, "epochs": 3.0}), LABELLED).replace(
+        ae_noise_multipliers=(0.8, 1.3), group_counts=(140.5, 170.25))
     enc = ds.encoder_for(cfg, LABELLED)
     codes, feats = ds.split_label(LABELLED, enc.encode(_frame()), enc)
     blocks = tuple(ds.encoder_for(cfg, ds.feature_schema(LABELLED)).blocks)
-    counts = (140.5, 170.25)
     k_init, k_ae = jax.random.key(1), jax.random.key(2)
-    got = ds.train_autoencoders(cfg, blocks, codes, feats, k_init, k_ae, counts)
+    got = ds.train_autoencoders(cfg, blocks, codes, feats, k_init, k_ae, 300)
+    rates, planned = ds.group_schedule(cfg, 300)
+    assert rates[0] != rates[1] and planned[0] != planned[1]
     # reference: the engine's static step, one group at a time, with the same per-step keys
     data_, sizes = ds.stack_groups(codes, feats, 2)
-    big = max(int(sizes.max()), cfg.batch_size)
-    cap = dpsgd.default_capacity(big, cfg.batch_size / big)
+    big = int(sizes.max())
+    cap = dpsgd.default_capacity(big, max(rates))
     ae = ds.networks(cfg, feats.shape[1])
     from dpgen_jax.synthesizers import _losses, _training
     recon = _losses.reconstruction_loss(blocks, cfg.continuous_loss)
     opt = _training.torch_adam(cfg.learning_rate)
     params = ds.init(cfg, feats.shape[1], 2, k_init)
     for j in range(2):
-        q = ds._sample_rate(cfg.batch_size, counts[j])
+        q = rates[j]
         step = jax.jit(dpsgd.make_dp_step(
             lambda p, b: recon(ae.apply({"params": p}, b), b), opt, num_records=int(sizes[j]),
             sample_rate=q, clip_norm=cfg.clip_norm, noise_multiplier=cfg.ae_noise_multipliers[j],
             capacity=cap, expected_batch_size=float(cfg.batch_size)))
         state = dpsgd.init_state(jax.tree_util.tree_map(lambda a, j=j: a[j], params), opt)
         rows = jnp.asarray(data_[j])
-        for t in range(ds.planned_steps(cfg, counts)[j]):
+        for t in range(planned[j]):
             state, _ = step(state, rows, jax.random.fold_in(jax.random.fold_in(k_ae, t), j))
         want = jax.tree_util.tree_leaves(state.params)
         have = jax.tree_util.tree_leaves(jax.tree_util.tree_map(lambda a, j=j: a[j], got.params))
         for a, b in zip(have, want):
             np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-4, atol=2e-6)
-        assert int(got.steps[j]) == ds.planned_steps(cfg, counts)[j]
+        assert int(got.steps[j]) == planned[j]
 
 
 @pytest.mark.parametrize("overrides, match", [
@@ -141,8 +145,8 @@ def test_a_schema_without_a_label_is_refused():
         synthesizers.create("dp-syn").fit(_frame(), _tables.MIXED_SCHEMA, epsilon=1.0, seed=0)
 
 
-def test_a_noisy_count_below_the_batch_is_refused():
-    with pytest.raises(ValueError, match="released count of label group"):
+def test_a_batch_above_the_assumed_group_size_is_refused():
+    with pytest.raises(ValueError, match="batch_size=200"):  # 300 / 2 rows assumed per group
         synthesizers.create("dp-syn", **{**TINY, "batch_size": 200}).fit(
             _frame(), LABELLED, epsilon=1.0, seed=0)
 

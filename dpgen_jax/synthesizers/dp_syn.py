@@ -4,13 +4,16 @@ Data Release Using Deep Learning", ECML-PKDD). See ``docs/dp-syn.md``.
 The private rows are partitioned by the schema's label. Then:
 
 1. **Counts.** The group sizes are released once as a Gaussian noisy histogram (L2 sensitivity 1
-   under add/remove); every later rate, step count and output size uses the noisy counts (or
-   counts the user declares public, ``group_counts``), never the true ones.
+   under add/remove), unless the user declares them public (``group_counts``). They set only the
+   share of each label in the output: no rate, step count or noise depends on them.
 2. **Autoencoders.** One autoencoder per group (one hidden layer, sigmoid latent, mixed-type
    reconstruction loss, the label excluded), trained with DP-SGD (Poisson sampling over the
-   group's rows, ghost clipping). All groups train at once: their parameters are stacked and one
-   compiled step is ``vmap``-ed over the groups, each with its own rate, noise and step count
-   (``dpsgd.GroupRates``).
+   group's rows, ghost clipping). Each group's rate, steps and noise are fixed before any row is
+   read, from public values only: the public number of records N, every group assumed to hold
+   N / k rows (or the declared ``group_counts``), rate ``batch_size / (N / k)``,
+   ``epochs * (N / k) / batch_size`` steps, the noised sum divided by ``batch_size``. All groups
+   train at once: their parameters are stacked and one compiled step is ``vmap``-ed over the
+   groups (``dpsgd.GroupRates``).
 3. **DP-EM.** Per group, a Gaussian mixture on the latent codes (mapped into the unit ball by a
    fixed map) by sufficient-statistics perturbation (``dpsgd.dp_em_ssp``), also ``vmap``-ed.
 4. **Sampling.** Latent codes from each group's mixture, decoded (each categorical value drawn
@@ -19,10 +22,11 @@ The private rows are partitioned by the schema's label. Then:
 
 Privacy: the count release touches every record; a record's other mechanisms are those of its
 own group, so the groups compose in parallel (``privacy.ParallelPhases``): epsilon is the
-maximum over the groups of counts + autoencoder + DP-EM. ``fit(epsilon=...)`` sets the DP-EM
-noise so that DP-EM alone would spend ``em_share * epsilon``, then calibrates each group's
-autoencoder noise so that every group meets the target exactly, after the counts are released
-(the rates depend on them: adaptive composition).
+maximum over the groups of counts + autoencoder + DP-EM. Every mechanism's parameters are fixed
+by the plan (``Synthesizer.plan``: no data) before the fit reads a row, so the PLD composition
+is that of mechanisms chosen in advance. ``plan(epsilon=...)`` sets the DP-EM noise so that
+DP-EM alone would spend ``em_share * epsilon``, then calibrates each group's autoencoder noise
+so that every group meets the target.
 """
 
 from __future__ import annotations
@@ -54,29 +58,38 @@ BUDGET_SPLITS = ("calibrated", "original")
 class DPSYNConfig(SynthesizerConfig):
     """Hyperparameters of DP-SYN (all public; they go into the privacy report).
 
-    ``ae_noise_multipliers`` holds one noise multiplier per label group (in the order of the
-    label's categories); ``fit(epsilon=...)`` calibrates them per group and ``em_noise_multiplier``
-    from ``em_share``. ``released_counts`` is filled by ``fit`` with the noisy group counts (a DP
-    output, part of the release); ``group_counts`` are counts the user declares public (then no
-    count is released and the report says so).
+    ``groups`` are the label's categories in the schema's order (filled from the schema by
+    ``plan`` and ``fit``; a value given by the user must match the schema). ``ae_noise_multipliers``
+    holds one noise multiplier per group, in that order; ``plan(epsilon=...)`` calibrates them
+    per group and ``em_noise_multiplier`` from ``em_share``.
+
+    Each group's DP-SGD schedule is fixed from public values before any row is read: every group
+    is assumed to hold N / k rows (N the public number of records, k the number of groups), or N
+    times its public share (``group_shares``, e.g. published label frequencies), or the counts the
+    user declares public (``group_counts``); its rate is ``batch_size`` over that size and its
+    steps ``epochs`` passes over it (``group_schedule``). ``released_counts`` is filled by ``fit``
+    with the noisy group counts (a DP output, part of the release); they set only each label's
+    share of the sampled rows.
     """
 
     NOISE_FIELDS: ClassVar[Mapping[str, str]] = {"counts": "count_noise_multiplier"}
 
     latent_dim: int = 8
-    batch_size: int = 64
+    batch_size: int = 16                           # per group of the assumed size (docs/dp-syn.md)
     epochs: float = 10.0
     learning_rate: float = 1e-3
     clip_norm: float = 1.0
     continuous_loss: str = "mse"
     continuous_encoding: str = "bins"              # one-hot on public bins; "scaled": by the bounds
     bins: int = 20
+    groups: tuple[str, ...] | None = None          # the label's categories (from the schema)
     ae_noise_multipliers: tuple[float, ...] | None = None   # None: 1.0 per group before calibration
     count_noise_multiplier: float = 20.0
     em_components: int = 3
     em_iterations: int = 10
     em_noise_multiplier: float = 42.0
     em_share: float = 0.5
+    group_shares: tuple[float, ...] | None = None  # public assumed label shares; None: equal
     group_counts: tuple[float, ...] | None = None
     released_counts: tuple[float, ...] | None = None
     group_composition: str = "parallel"
@@ -99,11 +112,21 @@ class DPSYNConfig(SynthesizerConfig):
         _v.count(self.bins, "bins", 1)
         check_choice(self.budget_split, BUDGET_SPLITS, "budget_split")
         check_choice(self.method, dpsgd.METHODS, "method")
-        for name in ("ae_noise_multipliers", "group_counts", "released_counts"):
+        for name in ("ae_noise_multipliers", "group_shares", "group_counts", "released_counts"):
             values = getattr(self, name)
             if values is not None:
                 for v in values:
                     _v.positive_finite(v, name)
+        if self.groups is not None:
+            if not self.groups or len(set(self.groups)) != len(self.groups) or \
+                    not all(isinstance(g, str) and g for g in self.groups):
+                raise ValueError(f"expected groups to be the label's distinct categories (non-empty "
+                                 f"strings), got groups={self.groups!r}.")
+            for name in ("ae_noise_multipliers", "group_shares", "group_counts", "released_counts"):
+                values = getattr(self, name)
+                if values is not None and len(values) != len(self.groups):
+                    raise ValueError(f"expected {name} to have one value per label group "
+                                     f"({len(self.groups)}: {list(self.groups)}), got {name}={values!r}.")
         return self
 
 
@@ -134,31 +157,80 @@ def group_names(schema: data_lib.Schema) -> tuple[str, ...]:
     return tuple(str(c) for c in label_column(schema).categories)
 
 
-def counts_for(config: DPSYNConfig, k: int, num_records: int) -> tuple[tuple[float, ...], str]:
-    """The counts the rates use and where they come from: declared public, released, or (before
-    the release, for planning without data) N split evenly."""
+def for_schema(config: DPSYNConfig, schema: data_lib.Schema) -> DPSYNConfig:
+    """``config`` with ``groups`` set to the schema's label categories (refused if it names others)."""
+    names = group_names(schema)
+    if config.groups is not None and tuple(config.groups) != names:
+        raise ValueError(f"The configuration's groups={list(config.groups)} are not the schema's label "
+                         f"categories {list(names)} (label {label_column(schema).name!r}).")
+    return config.replace(groups=names).validate()
+
+
+def _groups(config: DPSYNConfig) -> tuple[str, ...]:
+    if config.groups is None:
+        raise ValueError("DPSYNConfig.groups is not set: use for_schema(config, schema) (plan and fit "
+                         "set it from the schema's label).")
+    return tuple(config.groups)
+
+
+def assumed_sizes(config: DPSYNConfig, num_records: int) -> tuple[float, ...]:
+    """The public number of rows each group's schedule assumes: the declared ``group_counts``, else
+    N times each group's public share (``group_shares``, normalised; default 1 / k each), N the
+    public number of records. Never a private or released count."""
+    k = len(_groups(config))
+    if config.group_counts is not None:
+        return tuple(float(c) for c in config.group_counts)
+    shares = np.asarray(config.group_shares or (1.0,) * k, np.float64)
+    return tuple(float(num_records * s) for s in shares / shares.sum())
+
+
+def group_schedule(config: DPSYNConfig, num_records: int) -> tuple[tuple[float, ...], tuple[int, ...]]:
+    """``(rates, steps)`` of every group's autoencoder, from public values only.
+
+    For a group assumed to hold s rows (:func:`assumed_sizes`): Poisson rate ``batch_size / s``
+    (in float32, rounded down: the rate the compiled sampler realises, never above the accounted
+    one) and ``round(epochs * s / batch_size)`` steps, i.e. ``epochs`` expected passes over the
+    group's rows whatever its true size. The noised sum is divided by ``batch_size`` (the expected
+    batch of a group of s rows; a public number).
+
+    Raises:
+        ValueError: an assumed size below ``batch_size`` (a rate above 1) or ``em_components``.
+    """
+    sizes = assumed_sizes(config, num_records)
+    names = _groups(config)
+    small = [g for g, s in zip(names, sizes) if s < max(config.batch_size, config.em_components)]
+    if small:  # N is not quoted: it may be the private row count (treated as public)
+        source = ("their declared group_counts" if config.group_counts is not None else
+                  "N rows times their share (group_shares; default 1 / k each), N the number of "
+                  "records the rates refer to")
+        raise ValueError(f"DP-SYN: label group(s) {small} are assumed to hold {source}, which is "
+                         f"fewer than batch_size={config.batch_size} or em_components="
+                         f"{config.em_components}; use a smaller batch_size or fewer components.")
+    rates = tuple(_sample_rate(config.batch_size, s) for s in sizes)
+    steps = tuple(round(config.epochs * s / config.batch_size) for s in sizes)
+    return rates, steps
+
+
+def output_counts(config: DPSYNConfig) -> tuple[tuple[float, ...], str]:
+    """The counts that split the sampled rows between groups and where they come from: declared
+    public (``group_counts``) or released (``released_counts``, set by ``fit``)."""
     for name, source in (("group_counts", "public"), ("released_counts", "released")):
         values = getattr(config, name)
         if values is not None:
-            if len(values) != k:
-                raise ValueError(f"expected {name} to have one count per label group ({k}), got "
-                                 f"{name}={values!r}.")
             return tuple(values), source
-    return tuple([num_records / k] * k), "planning"
+    raise ValueError("DP-SYN: no group counts to split the output by (neither group_counts nor "
+                     "released_counts is set; fit releases them).")
 
 
-def planned_steps(config: DPSYNConfig, counts) -> tuple[int, ...]:
-    """Autoencoder steps per group: ``round(epochs * count / batch_size)``."""
-    return tuple(round(config.epochs * c / config.batch_size) for c in counts)
-
-
-def privacy_phases(config: DPSYNConfig, names: tuple[str, ...], num_records: int, *,
-                   steps: Mapping[str, int] | None = None, private: bool = True) -> list:
+def privacy_phases(config: DPSYNConfig, num_records: int, *, steps: Mapping[str, int] | None = None,
+                   private: bool = True) -> list:
     """Counts (unless declared public), then per group its autoencoder and DP-EM phases, composed
-    in parallel (or in sequence, ``group_composition="sequential"``)."""
+    in parallel (or in sequence, ``group_composition="sequential"``). Every rate, step count and
+    noise multiplier comes from ``config`` and the public ``num_records`` (:func:`group_schedule`):
+    the same phases for any private table."""
+    names = _groups(config)
     k = len(names)
-    counts, source = counts_for(config, k, num_records)
-    planned = planned_steps(config, counts)
+    rates, planned = group_schedule(config, num_records)
     steps = dict(steps or {})
     sigmas = config.ae_noise_multipliers or (1.0,) * k
     groups = []
@@ -168,14 +240,13 @@ def privacy_phases(config: DPSYNConfig, names: tuple[str, ...], num_records: int
             inner = (privacy.NonPrivatePhase(ae, steps.get(ae, planned[j])),
                      privacy.NonPrivatePhase(em, steps.get(em, 3 * config.em_iterations)))
         else:
-            n_j = max(float(counts[j]), float(config.batch_size))
-            inner = (privacy.DPSGDPhase(ae, _sample_rate(config.batch_size, n_j), sigmas[j],
-                                        steps.get(ae, planned[j]), clip_norm=config.clip_norm),
+            inner = (privacy.DPSGDPhase(ae, rates[j], sigmas[j], steps.get(ae, planned[j]),
+                                        clip_norm=config.clip_norm),
                      privacy.GaussianPhase(em, config.em_noise_multiplier,
                                            steps.get(em, 3 * config.em_iterations), sensitivity=1.0))
         groups.append((g, inner))
     phases = []
-    if source != "public":
+    if config.group_counts is None:
         phases.append(privacy.GaussianPhase("counts", config.count_noise_multiplier, 1, sensitivity=1.0)
                       if private else privacy.NonPrivatePhase("counts", 1))
     if config.group_composition == "parallel" and private:
@@ -210,6 +281,15 @@ def calibrate(config: DPSYNConfig, phases: list, epsilon: float, delta: float) -
         return [_with_each_ae(p, epsilon / 2, delta / 2) for p in phases]
     fixed = ["counts"] * any(p.name == "counts" for p in phases) + [p.name for p in em]
     return privacy.calibrate(phases, epsilon, delta, fixed=fixed)
+
+
+def with_noise(config: DPSYNConfig, phases: list) -> DPSYNConfig:
+    """``config`` with the noise multipliers of (calibrated) ``phases`` written back."""
+    sig = {p.name: p.noise_multiplier_or_none for p in privacy.flat_phases(phases)}
+    names = _groups(config)
+    out = config.replace(ae_noise_multipliers=tuple(sig[f"autoencoder/{g}"] for g in names),
+                         em_noise_multiplier=sig[f"dp-em/{names[0]}"])
+    return out.replace(count_noise_multiplier=sig["counts"]) if "counts" in sig else out
 
 
 def _with_each_ae(p, epsilon, delta):
@@ -307,34 +387,37 @@ def stack_groups(codes, feats, k: int) -> tuple[np.ndarray, np.ndarray]:
     return data, sizes
 
 
-def train_autoencoders(config: DPSYNConfig, blocks: tuple, codes, feats, init_key, key, counts, *,
-                       private: bool = True, should_stop=None, checkpoint=None) -> dpsgd.TrainState:
+def train_autoencoders(config: DPSYNConfig, blocks: tuple, codes, feats, init_key, key,
+                       num_records: int, *, private: bool = True, should_stop=None,
+                       checkpoint=None) -> dpsgd.TrainState:
     """Phase 2: every group's autoencoder at once (stacked states, one vmapped DP-SGD step).
 
-    ``should_stop`` may end the phase after a chunk; ``checkpoint`` is a hook as in
-    :func:`dpgen_jax.dpsgd.run_phase` (iteration t of every group uses ``fold_in(key, t)``, so a
-    continued phase equals an uninterrupted one).
+    The rates and steps are :func:`group_schedule` of ``config`` and the public ``num_records``;
+    the noised sum of every group is divided by ``batch_size``; the noise is
+    ``config.ae_noise_multipliers``. The true group sizes serve only as the samplers' scan lengths
+    and the padded batch's size. ``should_stop`` may end the phase after a chunk; ``checkpoint`` is
+    a hook as in :func:`dpgen_jax.dpsgd.run_phase` (iteration t of every group uses
+    ``fold_in(key, t)``, so a continued phase equals an uninterrupted one).
     """
-    k = len(counts)
+    k = len(_groups(config))
+    rates, planned = group_schedule(config, num_records)
     data, sizes = stack_groups(codes, feats, k)
-    big = max(int(sizes.max()), config.batch_size)
-    run, opt = make_group_runner(config, blocks, dpsgd.default_capacity(big, config.batch_size / big))
+    big = max(int(sizes.max()), 1)
+    run, opt = make_group_runner(config, blocks, dpsgd.default_capacity(big, max(rates)))
     sigmas = config.ae_noise_multipliers or (1.0,) * k
-    rates = dpsgd.GroupRates(
-        jnp.asarray(sizes, jnp.int32),
-        jnp.asarray([_sample_rate(config.batch_size, max(c, config.batch_size)) for c in counts],
-                    jnp.float32),
+    group_rates = dpsgd.GroupRates(
+        jnp.asarray(sizes, jnp.int32), jnp.asarray(rates, jnp.float32),
         jnp.full((k,), float(config.batch_size), jnp.float32),
         jnp.asarray([sg * config.clip_norm if private else 0.0 for sg in sigmas], jnp.float32))
     states = jax.vmap(lambda p: dpsgd.init_state(p, opt))(init(config, feats.shape[1], k, init_key))
-    planned = jnp.asarray(planned_steps(config, counts), jnp.int32)
+    planned = jnp.asarray(planned, jnp.int32)
     done, total = 0, int(planned.max())
     data = jnp.asarray(data)
     if checkpoint is not None:
         states, done = checkpoint.restore(states, total)
     while done < total:
         n = min(config.chunk_size, total - done)
-        states = run(states, data, key, rates, planned, jnp.int32(done), jnp.int32(n))
+        states = run(states, data, key, group_rates, planned, jnp.int32(done), jnp.int32(n))
         done += n
         stop = should_stop is not None and done < total and should_stop()
         if checkpoint is not None:
@@ -370,18 +453,25 @@ class DPSYN(Synthesizer):
     CONFIG = DPSYNConfig
     PRESETS: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
     DECODE_MODE = "sample"  # the decoder's softmax blocks are distributions over categories
-    USES_NUM_RECORDS = False  # rates and sizes come from the released (or declared) group counts
+    USES_NUM_RECORDS = True  # each group's rate is batch_size / (N / k) (unless group_counts)
     CHECKPOINTS = True
 
     def _check_schema(self, schema):
         label_column(schema)
-        self._names = group_names(schema)
+
+    def resolve_config(self, schema, preset=None):
+        """The base resolution, then ``groups`` from the schema's label (public)."""
+        return for_schema(super().resolve_config(schema, preset), schema)
 
     def _phases(self, config, num_records, steps, private):
-        return privacy_phases(config, self._names, num_records, steps=steps, private=private)
+        return privacy_phases(config, num_records, steps=steps, private=private)
 
     def _paper_accounting(self, phases, delta, report):
-        if getattr(self, "_split", "calibrated") != "original":
+        # the budget split is a configuration field the base hook is not given: read it from the
+        # user's configuration and overrides (DP-SYN has no presets), not from state set by a fit
+        split = (self.config if self.config is not None else self.CONFIG()).replace(
+            **self.overrides).budget_split
+        if split != "original":
             return super()._paper_accounting(phases, delta, report)
         flat = [p for p in privacy.flat_phases(phases) if p.name != "counts"]
         groups = {p.name.split("/", 1)[1] for p in flat}
@@ -398,48 +488,41 @@ class DPSYN(Synthesizer):
         return calibrate(config, phases, epsilon, delta)
 
     def _with_noise(self, config, phases):
-        flat = privacy.flat_phases(phases)
-        sig = {p.name: p.noise_multiplier_or_none for p in flat}
-        out = super()._with_noise(config, [p for p in phases if p.name == "counts"])
-        return out.replace(
-            ae_noise_multipliers=tuple(sig[f"autoencoder/{g}"] for g in self._names),
-            em_noise_multiplier=sig[f"dp-em/{self._names[0]}"])
+        return with_noise(config, phases)
 
     def _train(self, config, x, key, ctx) -> TrainResult:
-        names, k = self._names, len(self._names)
-        self._split = config.budget_split  # read by _paper_accounting
+        names = _groups(config)
+        k = len(names)
         codes, feats = split_label(ctx.schema, x, encoder_for(config, ctx.schema))
-        true = np.bincount(codes, minlength=k)
         k_cnt, k_init, k_ae, k_em = jax.random.split(key, 4)
         t0 = time.perf_counter()
-        if config.group_counts is None:
+        if config.group_counts is None:  # the output's label shares (no rate depends on them)
             config = config.replace(released_counts=release_counts(
-                true, k_cnt, config.count_noise_multiplier if ctx.private else 0.0))
-        counts, source = counts_for(config, k, ctx.num_records)
-        small = [(g, c) for g, c in zip(names, counts) if c < max(config.batch_size, config.em_components)]
-        if small:
-            raise ValueError(f"DP-SYN: the {source} count of label group(s) {small} is below "
-                             f"batch_size={config.batch_size} or em_components={config.em_components}; "
-                             "use a smaller batch_size or fewer components.")
-        if ctx.private and ctx.plan.target_epsilon is not None:  # calibrate on the released counts
-            phases = privacy_phases(config, names, ctx.num_records)
-            config = self._with_noise(config, calibrate(config, phases, ctx.plan.target_epsilon,
-                                                        ctx.plan.delta))
+                np.bincount(codes, minlength=k), k_cnt,
+                config.count_noise_multiplier if ctx.private else 0.0))
         blocks = tuple(encoder_for(config, feature_schema(ctx.schema)).blocks)
-        states = train_autoencoders(config, blocks, codes, feats, k_init, k_ae, counts,
+        states = train_autoencoders(config, blocks, codes, feats, k_init, k_ae, ctx.num_records,
                                     private=ctx.private, should_stop=ctx.should_stop,
                                     checkpoint=ctx.checkpoint("autoencoders"))
         t1 = time.perf_counter()
         mixtures = fit_mixtures(config, blocks, codes, feats, states.params, k_em, private=ctx.private)
         t2 = time.perf_counter()
-        notes = [(f"The label group counts {list(counts)} are declared public by the user "
-                  "(group_counts); no count is released.") if source == "public" else
+        sizes = ("its declared count (group_counts)" if config.group_counts is not None else
+                 "N rows times its public share (group_shares)" if config.group_shares is not None
+                 else f"N / {k} rows (N the number of records the sampling rates refer to)")
+        notes = [(f"The label group counts {list(config.group_counts)} are declared public by the "
+                  "user (group_counts); no count is released.") if config.group_counts is not None else
                  ("The label group counts are released once with Gaussian noise (phase 'counts'); "
-                  "every sampling rate, step count and output size uses the noisy counts "
-                  "(released_counts), never the true ones."),
-                 "The true group sizes serve only as the samplers' scan lengths; latent codes are "
-                 "mapped into the unit ball by a fixed map before DP-EM (rows clipped to norm 1, "
-                 f"{config.em_components} components, {config.em_iterations} iterations)."]
+                  "they set only each label's share of the sampled rows (released_counts)."),
+                 "Every group's sampling rate, step count and noise were fixed before any row was "
+                 f"read, from public values only: each group is assumed to hold {sizes}, its rate is "
+                 f"batch_size={config.batch_size} over that size, its steps epochs={config.epochs:g} "
+                 "passes over it, its noised gradient sum is divided by batch_size; the groups' "
+                 "phases therefore compose as mechanisms chosen in advance.",
+                 "The true group sizes serve only as the samplers' scan lengths and padded batch "
+                 "sizes; latent codes are mapped into the unit ball by a fixed map before DP-EM "
+                 f"(rows clipped to norm 1, {config.em_components} components, "
+                 f"{config.em_iterations} iterations)."]
         executed = [int(v) for v in np.asarray(states.steps)]
         steps = {f"autoencoder/{g}": executed[j] for j, g in enumerate(names)}
         steps.update({f"dp-em/{g}": 3 * config.em_iterations for g in names})
@@ -452,8 +535,10 @@ class DPSYN(Synthesizer):
         config = self.fitted_config
         label = label_column(self.schema)
         k = len(label.categories)
-        counts, _ = counts_for(config, k, 1)
+        counts, _ = output_counts(config)
         props = np.maximum(np.asarray(counts, np.float64), 0.0)
+        if not props.sum() > 0:  # every noisy count at or below zero: no share to follow
+            props = np.ones_like(props)
         sizes = np.floor(n * props / props.sum()).astype(int)
         sizes[np.argmax(props)] += n - sizes.sum()
         fs = feature_schema(self.schema)
