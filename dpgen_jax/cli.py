@@ -557,6 +557,11 @@ def format_privacy(report: Mapping[str, Any], *, title: str) -> str:
                      f" | RDP improved {_num(by.get('rdp_improved'))} | RDP classic "
                      f"{_num(by.get('rdp_classic'))}   at delta = {report['delta']:g}, "
                      f"{report['neighbouring_relation']} neighbours")
+    if report.get("sharded_accounting") and not report["non_private"]:
+        headline = "proven, selection-conditioned bound, exact"
+        sharded = report["sharded_accounting"]
+        lines[-1] = lines[-1].replace("(PLD, headline)", f"({headline})")
+        lines.append(f"  assumed accounting: {_num(sharded.get('assumed'))} ({sharded['assumed_label']})")
     paper = report.get("paper_accounting")
     if paper:
         lines.append(f"  paper's accounting: {_num(paper.get('epsilon'))} ({paper.get('label')})")

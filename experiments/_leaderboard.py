@@ -17,6 +17,7 @@ import statistics
 import subprocess
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from typing import Any
 
 from experiments import _common
@@ -48,7 +49,9 @@ def cell_row(rep: dict) -> dict[str, Any]:
     """One finished cell as a flat row."""
     row = {"dataset": rep["dataset"], "method": rep["method"], "seed": rep["seed"],
            "target_epsilon": rep["target_epsilon"], "epsilon": rep["epsilon"],
-           "accountant": rep.get("accountant") or rep["privacy"].get("accountant"),
+           # a sharded method's headline is the exact proven bound, not dp_accounting's PLD
+           "accountant": ("proven" if rep["privacy"].get("sharded_accounting")
+                          else rep.get("accountant") or rep["privacy"].get("accountant")),
            "epsilon_paper_accounting": rep["epsilon_paper_accounting"],
            "paper_accounting": rep["paper_accounting"], "wall_seconds": rep["wall_seconds"],
            "quick": (rep.get("benchmark") or {}).get("quick"),
@@ -348,7 +351,8 @@ def _cell_order(c: dict) -> tuple:
     return (c["dataset"], c["method"], f"eps-{c['target_epsilon']:g}", f"seed-{c['seed']}")
 
 
-def merge(committed: pathlib.Path, out: pathlib.Path, command: str) -> dict:
+def merge(committed: pathlib.Path, out: pathlib.Path, command: str,
+          drop: Sequence[tuple[str, str]] = ()) -> dict:
     """Adds the cells of the run folder ``out`` to the leaderboard in the folder ``committed`` (its
     ``leaderboard.json``, e.g. ``docs/results``) and rewrites that folder's ``leaderboard.json`` and
     ``leaderboard.md`` (no plots).
@@ -358,10 +362,13 @@ def merge(committed: pathlib.Path, out: pathlib.Path, command: str) -> dict:
     finished cell of ``out`` replaces a committed cell of the same (dataset, method, target
     epsilon, seed); a failed cell of ``out`` is listed unless that cell is finished. ``command``
     (this merge) heads the page; the commands that produced ``out``'s cells are appended to the
-    committed list.
+    committed list. ``drop`` lists (dataset, method) pairs whose committed cells are removed first
+    (cells whose claim no longer holds, e.g. after an accounting change), unless ``out`` has them.
     """
     committed, out = pathlib.Path(committed), pathlib.Path(out)
     old = json.loads((committed / "leaderboard.json").read_text())
+    gone = {tuple(pair) for pair in drop}
+    old["cells"] = [c for c in old["cells"] if (c["dataset"], c["method"]) not in gone]
     reports = [json.loads(p.read_text()) for p in sorted(out.glob("*/*/eps-*/seed-*/report.json"))]
     new = [cell_row(r) for r in reports]
     replaced = {_cell_key(c) for c in new}
