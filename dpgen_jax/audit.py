@@ -56,6 +56,8 @@ from dpgen_jax._audit_mechanisms import (
     THRESHOLD_STEPS,
     ManyRunBound,
     ManyRunResult,
+    _auditing,
+    _check_scores,
     audit_dp_em,
     audit_dpsgd_step,
     audit_histograms,
@@ -73,14 +75,6 @@ BROKEN_VARIANTS = ("noise_off", "no_clip")
 """Deliberately broken mechanisms for demonstrating the audit (never used by a synthesizer)."""
 SCORES = ("likelihood_ratio", "count", "sum")
 _NO_CLIP_FACTOR = 1e6  # "no_clip": the clip norm is C * this (no real clipping), the noise std sigma * C
-
-
-def _auditing():
-    try:
-        from jax_privacy import auditing
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("The audit needs jax-privacy: pip install 'dpgen-jax[audit]'.") from exc
-    return auditing
 
 
 def include_canaries(key: jax.Array, num_canaries: int) -> np.ndarray:
@@ -213,15 +207,6 @@ def max_certifiable_epsilon(guesses: int, num_canaries: int, delta: float, *,
     auditor = auditing.CanaryScoreAuditor(np.ones(r), np.zeros(max(1, m - r)))
     return float(auditor.epsilon_one_run(significance / rules, delta,
                                          threshold_strategy=auditing.Explicit(1.0)))
-
-
-def _check_scores(scores, name) -> np.ndarray:
-    a = np.asarray(scores, dtype=np.float64)
-    if a.ndim != 1 or a.size == 0:
-        raise ValueError(f"Expected {name} to be a non-empty 1-D array, got shape {a.shape}.")
-    if not np.all(np.isfinite(a)):
-        raise ValueError(f"Expected {name} to be finite.")
-    return a
 
 
 # ----------------------------------------------------------------------------- the audited phase
