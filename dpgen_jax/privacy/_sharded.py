@@ -237,9 +237,3 @@ class MixtureRdpAccountant(RdpAccountant):
             return None
         return super()._maybe_compose(event, count, do_compose)
 
-
-def contains_mixture(event: dpa.DpEvent) -> bool:
-    """Whether the event tree holds a :class:`ShardedMixtureDpEvent`."""
-    leaves: list = []
-    _flatten(event, 1, leaves)
-    return any(isinstance(e, ShardedMixtureDpEvent) for e, _ in leaves)
