@@ -22,35 +22,17 @@ from __future__ import annotations
 import pathlib
 import time
 
-from experiments import _common
+from experiments import _common, cardio_gswgan
 
 METHOD = "gs-wgan"
-
-# The thesis's LR AUROC on its cardiovascular table (real test rows), with the epsilons it
-# published under GS-WGAN's accounting (not a valid bound; docs/gs-wgan.md, "Published numbers").
-THESIS_REFERENCE = {
-    "dataset": "Kaggle cardiovascular disease (70,000 rows; not Adult)",
-    "real_lr_auroc": 0.795,
-    "non_private_auroc": 0.788,
-    "M1500": {"auroc": 0.717, "published_epsilon": 6.45},
-    "M250": {"auroc": 0.752, "published_epsilon": 63.0},
-}
-
 
 def run_one(args, seed, out: pathlib.Path) -> dict:
     from dpgen_jax import data
 
     t0 = time.perf_counter()
     train, test = _common.load_adult(args.data_dir)
-    model, _, result, _ = _common.fit_sample_evaluate(
-        args, seed, out, train=train, test=test, schema=data.adult_schema(), n_samples=len(train),
-        label="salary", evaluate_options={"tune_tstr": True})
-    tstr = result.get("tstr_auroc") or {}
-    real, syn = tstr.get("real"), tstr.get("synthetic")
-    return _common.finish(out, _common.report(
-        args, dataset="adult", seed=seed, model=model, result=result, t0=t0,
-        tstr_real_auroc=real, tstr_gap=None if real is None or syn is None else real - syn,
-        thesis_reference=THESIS_REFERENCE))
+    return cardio_gswgan.run_tstr(args, seed, out, dataset="adult", train=train, test=test,
+                                  schema=data.adult_schema(), n_samples=len(train), label="salary", t0=t0)
 
 
 def main(argv=None):

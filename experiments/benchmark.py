@@ -115,6 +115,17 @@ def _adult_like(data_dir, quick):
     return data.adult_like(n_train, seed=0), data.adult_like(n_test, seed=1)
 
 
+def _cardio(data_dir, quick):
+    """The thesis's split of the cardio file found by ``data.find_cardio`` (``$DPGEN_CARDIO_PATH`` or
+    the user cache; ``--data-dir`` names Adult's folder): train on 56,000 rows, test on 7,000."""
+    from experiments import cardio_gswgan
+
+    train, _validation, test = cardio_gswgan.load_split(None)
+    if quick:
+        return train.iloc[:QUICK_ROWS[0]].reset_index(drop=True), test.iloc[:QUICK_ROWS[1]].reset_index(drop=True)
+    return train, test
+
+
 def _register_builtin() -> None:
     from dpgen_jax import data, metrics
 
@@ -132,6 +143,9 @@ def _register_builtin() -> None:
     register_dataset(Dataset(
         "adult-like", "a licence-free stand-in with Adult's format (data.adult_like; not Adult)",
         data.adult_schema(), _adult_like, "salary"))
+    register_dataset(Dataset(
+        "cardio", "Kaggle cardiovascular disease (GS-WGAN's thesis table), the thesis's stratified split: "
+        "train 56,000 / test 7,000 rows (validation 7,000 unused)", data.cardio_schema(), _cardio, "cardio"))
 
 
 _register_builtin()

@@ -76,7 +76,8 @@ def default_full_k() -> int:
     """K that ``GSWGAN.fit`` uses on Adult's 32,561 rows with the thesis-M1500 shard size (698)."""
     from dpgen_jax.synthesizers import gs_wgan
 
-    return gs_wgan.num_shards(gs_wgan.GSWGANConfig(), NUM_RECORDS)
+    shard = gs_wgan.THESIS_PRESETS["thesis-M1500"]["records_per_shard"]
+    return gs_wgan.num_shards(gs_wgan.GSWGANConfig(records_per_shard=shard), NUM_RECORDS)
 
 
 def _parse(argv):

@@ -13,6 +13,7 @@ from tests._compile import compilation_cache  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHARED_ADULT = ROOT.parent / "shared" / "data" / "adult"
+SHARED_CARDIO = ROOT.parent / "shared" / "data" / "cardio" / "cardio_train.csv"
 
 
 @pytest.fixture(scope="session")
@@ -32,6 +33,20 @@ def adult_dir() -> pathlib.Path:
         if (SHARED_ADULT / "adult.data").is_file() and (SHARED_ADULT / "adult.test").is_file():
             return SHARED_ADULT
         pytest.skip(f"{err} The tests also looked in {SHARED_ADULT}.")
+
+
+@pytest.fixture(scope="session")
+def cardio_path() -> pathlib.Path:
+    """Kaggle's cardio_train.csv, found as the library finds it (argument-free: $DPGEN_CARDIO_PATH,
+    then the user cache), else ``../shared/data/cardio``; tests that need it skip without it."""
+    try:
+        return data.find_cardio()
+    except FileNotFoundError as err:
+        if os.environ.get("DPGEN_CARDIO_PATH"):
+            pytest.fail(str(err))
+        if SHARED_CARDIO.is_file():
+            return SHARED_CARDIO
+        pytest.skip(f"{err} The tests also looked in {SHARED_CARDIO}.")
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,9 @@
   (doi:10.24432/C5XW20, CC BY 4.0); :func:`adult_ctab_schema` / :func:`load_adult_ctab` /
   :func:`adult_ctab_table`: the same files as the DP-SACTGAN paper's 14-column table (all 48,842
   rows, split 80/20 stratified on income).
+- :func:`load_cardio` / :func:`cardio_schema` / :func:`cardio_split` / :func:`find_cardio`: the
+  Kaggle cardiovascular-disease table of GS-WGAN's thesis (read from a path, never downloaded);
+  :func:`cardio_like`: a seeded stand-in in its format.
 - :func:`adult_like`: a seeded, licence-free table in Adult's exact format (a stand-in, not Adult).
 - :func:`mimic_like`: a seeded, licence-free stand-in for the MIMIC-III diagnosis matrix.
 
@@ -38,6 +41,15 @@ from dpgen_jax.data._adult import (
 )
 from dpgen_jax.data._adult_like import adult_like
 from dpgen_jax.data._bins import BinSpacing, bin_edges, bin_index
+from dpgen_jax.data._cardio import (
+    CARDIO_COLUMNS,
+    cardio_cache_path,
+    cardio_like,
+    cardio_schema,
+    cardio_split,
+    find_cardio,
+    load_cardio,
+)
 from dpgen_jax.data._check import check_frame
 from dpgen_jax.data._discrete import LOG_SPAN, SPACINGS, BinnedEncoder, Discretizer, auto_spacing
 from dpgen_jax.data._encoder import (DECODE_MODES, EXACT_INTEGER_SPAN, Block, IntegerResolutionWarning,
@@ -58,6 +70,7 @@ __all__ = [
     "DECODE_MODES",
     "EXACT_INTEGER_SPAN",
     "BinSpacing",
+    "CARDIO_COLUMNS",
     "Block",
     "Column",
     "DataDerivedSchemaWarning",
@@ -76,14 +89,20 @@ __all__ = [
     "auto_spacing",
     "bin_edges",
     "bin_index",
+    "cardio_cache_path",
+    "cardio_like",
+    "cardio_schema",
+    "cardio_split",
     "binary_schema",
     "check_frame",
     "clean_adult_test",
     "fetch_adult",
     "find_adult",
+    "find_cardio",
     "infer_schema",
     "load_adult",
     "load_adult_ctab",
+    "load_cardio",
     "mimic_like",
     "mimic_like_marginals",
     "uniform_rows",

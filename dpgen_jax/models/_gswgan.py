@@ -5,9 +5,10 @@ thesis the project follows; ``docs/gs-wgan.md``).
   (rows are scaled to [-1, 1]).
 * Critic: ``width -> 128 -> 1`` with LeakyReLU(0.2) and a linear score.
 
-Both take a normalisation after each hidden Dense layer: ``"layer"`` (LayerNorm), ``"none"``, and
-for the critic also ``"batch"`` (normalisation by the statistics of the batch it is called on,
-with no running averages, as the thesis's BatchNorm critic in training mode). Initialisation is
+Both take a normalisation after each hidden Dense layer: ``"layer"`` (LayerNorm), ``"none"`` or
+``"batch"`` (normalisation by the statistics of the batch the network is called on, with no
+running averages, as the thesis's BatchNorm in training mode; GS-WGAN's sampler then generates in
+batches of B, as in training). Initialisation is
 PyTorch's default (``"torch"``) or the thesis's literal N(0, 1) weights with zero biases
 (``"normal"``).
 """
@@ -92,11 +93,10 @@ def gs_wgan_networks(width: int, *, generator_hidden: Sequence[int] = (128, 256)
     """The generator (noise -> rows in (-1, 1)) and critic (rows -> one score per row).
 
     Raises:
-        ValueError: an unknown normalisation or initialisation (the generator takes ``"layer"``
-            or ``"none"``: batch statistics at sampling time would need running averages).
+        ValueError: an unknown normalisation or initialisation.
     """
-    if generator_norm not in ("layer", "none"):
-        raise ValueError(f"Expected generator_norm={generator_norm!r} to be one of ['layer', 'none'].")
+    if generator_norm not in NORMS:
+        raise ValueError(f"Expected generator_norm={generator_norm!r} to be one of {list(NORMS)}.")
     if critic_norm not in NORMS:
         raise ValueError(f"Expected critic_norm={critic_norm!r} to be one of {list(NORMS)}.")
     if init not in INITS:

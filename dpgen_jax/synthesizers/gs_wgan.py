@@ -9,12 +9,14 @@ Differentially Private Generators" (NeurIPS), as adapted to tabular data by a ma
   secret key (adding or removing a row moves no other row); rows are sorted by label so that each
   shard is a contiguous slice. Labels, shard sizes and the per-step shard choices stay inside the
   process: never saved, logged or reported.
-* **Pretraining** (no release, no privacy cost): every discriminator trains on its own shard only,
-  against its own temporary generator, with WGAN-GP (5 critic steps per generator step), all K at
-  once under ``vmap``. Nothing leaves this phase but the discriminators, which reach the released
-  generator only through the sanitiser.
-* **Private generator.** Each step draws one discriminator uniformly at random, gives it 5 critic
-  updates on its shard, then updates the generator through :func:`dpgen_jax.dpsgd.sanitized`: the
+* **Pretraining** (optional, the thesis's 2,000 iterations in its presets; no release, no privacy
+  cost): every discriminator trains on its own shard only, against its own temporary generator,
+  with WGAN-GP (5 critic steps per generator step), all K at once under ``vmap``. Nothing leaves
+  this phase but the discriminators, which reach the released generator only through the sanitiser.
+* **Private generator.** Each step draws one discriminator uniformly at random; every critic
+  (``critic_schedule="all"``, the default) or the drawn one alone (``"selected"``, GS-WGAN's)
+  gets 5 WGAN-GP updates on its own shard against the current generator; then the generator is
+  updated on the drawn critic's scores through :func:`dpgen_jax.dpsgd.sanitized`: the
   gradient of the generator loss with respect to each generated row is clipped to C and gets
   Gaussian noise of std 2C sigma, once per step. The generator update is a function of its
   parameters, z and the sanitised gradient alone. An exponential moving average of the generator
@@ -54,17 +56,22 @@ from dpgen_jax.synthesizers._base import Synthesizer, SynthesizerConfig, TrainRe
 
 PyTree = Any
 SAMPLE_FROM = ("ema", "raw")
+CRITIC_SCHEDULES = ("all", "selected")
 
 # The thesis's settings (sigma 1.07, B 32, C 1) at its five shard counts K on its 70,000 rows,
 # kept by shard size: records_per_shard = 70,000 / K, and K = round(N / records_per_shard) on a
 # table of N records. On the thesis's table that is its K exactly; on Adult (N = 32,561) the
 # shards keep the thesis's size (M1500: K = 698 shards of about 46.7 records), so the
 # amplification of one shard per step stays comparable. generator_steps are the checkpoints the
-# thesis reported (docs/gs-wgan.md).
+# thesis reported (docs/gs-wgan.md). The presets are the thesis's algorithm as published: 2,000
+# pretraining iterations, only the drawn critic trains at each step ("selected"), BatchNorm in both
+# networks (docs/gs-wgan.md, "Why sharded training collapses", says what that schedule does).
 THESIS_ROWS = 70_000
 THESIS_PRESETS: dict[str, dict[str, Any]] = {
     f"thesis-M{k}": {"records_per_shard": THESIS_ROWS / k, "generator_steps": t, "num_shards": None,
-                     "batch_size": 32, "noise_multiplier": 1.07, "clip_norm": 1.0}
+                     "batch_size": 32, "noise_multiplier": 1.07, "clip_norm": 1.0,
+                     "pretrain_iterations": 2000, "critic_schedule": "selected",
+                     "generator_norm": "batch", "critic_norm": "batch"}
     for k, t in ((1500, 21_000), (1000, 39_000), (750, 20_000), (500, 38_000), (250, 21_000))
 }
 
@@ -74,16 +81,23 @@ class GSWGANConfig(SynthesizerConfig):
     """Hyperparameters of GS-WGAN (all public; ``docs/gs-wgan.md`` says where each comes from).
 
     ``num_shards`` (K) fixes the number of discriminators; None derives it from the public
-    number of records N as ``round(N / records_per_shard)`` (at least 1). The defaults are the
-    thesis's M1500 schedule (shards of 70,000 / 1500 records, 21,000 generator steps);
+    number of records N as ``round(N / records_per_shard)`` (at least 1). ``critic_schedule``:
+    ``"all"`` (default) gives every critic its ``critic_steps_per_generator_step`` updates on its
+    own shard at every generator step, so that each critic keeps up with the generator, and the
+    drawn critic's scores train the generator; ``"selected"`` is GS-WGAN's and the thesis's: only
+    the drawn critic trains. Without noise the latter collapses every binary column to one value
+    once K > 1 (``docs/gs-wgan.md``, "Why sharded training collapses"); the privacy analysis is the
+    same for both. The defaults (shards of 160 records, no pretraining, 3,000 generator steps:
+    about 15 steps per shard, as the thesis's M1500) keep the cost of ``"all"``, K x T x 5 critic
+    updates, near the thesis's pretraining; the ``thesis-M*`` presets are the thesis's schedule.
     ``fit(epsilon=...)`` calibrates the noise multiplier under the proven bound (no cap short of
-    1e7: a proven epsilon near 1 on Adult needs a noise multiplier above 100).
+    1e7: a proven epsilon near 1 on Adult needs a noise multiplier far above 100).
     """
 
     NOISE_FIELDS: ClassVar[Mapping[str, str]] = {"generator": "noise_multiplier"}
 
     num_shards: int | None = None
-    records_per_shard: float = THESIS_ROWS / 1500
+    records_per_shard: float = 160.0
     batch_size: int = 32
     noise_dim: int = 32
     generator_hidden: tuple[int, ...] = (128, 256)
@@ -92,8 +106,8 @@ class GSWGANConfig(SynthesizerConfig):
     critic_norm: str = "layer"
     init: str = "torch"
     critic_steps_per_generator_step: int = 5
-    pretrain_iterations: int = 2000
-    generator_steps: int = 21_000
+    pretrain_iterations: int = 0
+    generator_steps: int = 3000
     noise_multiplier: float = 1.07
     clip_norm: float = 1.0
     gradient_penalty: float = 10.0
@@ -106,6 +120,7 @@ class GSWGANConfig(SynthesizerConfig):
     pretrain_chunk: int = 50
     shard_group: int = 32
     chunk_size: int = 500
+    critic_schedule: str = "all"
 
     def validate(self) -> GSWGANConfig:
         for name in ("batch_size", "noise_dim", "critic_steps_per_generator_step",
@@ -120,10 +135,11 @@ class GSWGANConfig(SynthesizerConfig):
                              ("critic_hidden", self.critic_hidden)):
             if not widths or any(isinstance(w, bool) or int(w) != w or w < 1 for w in widths):
                 raise ValueError(f"Expected {name}={widths!r} to be a non-empty tuple of widths >= 1.")
-        check_choice(self.generator_norm, ("layer", "none"), "generator_norm")
+        check_choice(self.generator_norm, models._gswgan.NORMS, "generator_norm")
         check_choice(self.critic_norm, models._gswgan.NORMS, "critic_norm")
         check_choice(self.init, models._gswgan.INITS, "init")
         check_choice(self.sample_from, SAMPLE_FROM, "sample_from")
+        check_choice(self.critic_schedule, CRITIC_SCHEDULES, "critic_schedule")
         for name in ("records_per_shard", "noise_multiplier", "clip_norm", "learning_rate"):
             v = getattr(self, name)
             if isinstance(v, bool) or not (v > 0 and math.isfinite(v)):
@@ -265,12 +281,19 @@ def critic_loss(config: GSWGANConfig, params: PyTree, real: jax.Array, fake: jax
 def critic_update(config: GSWGANConfig, critic: Net, gen_params: PyTree, x: jax.Array,
                   start: jax.Array, size: jax.Array, key: jax.Array) -> Net:
     """One Adam step of a critic on B rows of its shard against B fresh generated rows."""
-    k_idx, k_z, k_a = jax.random.split(key, 3)
+    k_z, k_rest = jax.random.split(key)
+    fake = lax.stop_gradient(generate(config, x.shape[1], gen_params,
+                                      jax.random.normal(k_z, (config.batch_size, config.noise_dim))))
+    return critic_update_on(config, critic, fake, x, start, size, k_rest)
+
+
+def critic_update_on(config: GSWGANConfig, critic: Net, fake: jax.Array, x: jax.Array,
+                     start: jax.Array, size: jax.Array, key: jax.Array) -> Net:
+    """One Adam step of a critic on B rows of its shard against the generated rows ``fake``."""
+    k_idx, k_a = jax.random.split(key)
     b = config.batch_size
     real = jnp.take(x, shard_batch_indices(k_idx, start, size, b), axis=0)
     real = real * (size > 0).astype(real.dtype)  # an empty shard contributes no row of another
-    fake = lax.stop_gradient(generate(config, x.shape[1], gen_params,
-                                      jax.random.normal(k_z, (b, config.noise_dim))))
     alpha = jax.random.uniform(k_a, (b, 1))
     grads = jax.grad(critic_loss, argnums=1)(config, critic.params, real, fake, alpha)
     updates, opt_state = optimizer(config).update(grads, critic.opt_state, critic.params)
@@ -283,6 +306,24 @@ def critic_updates(config, critic: Net, gen_params, x, start, size, key) -> Net:
         0, config.critic_steps_per_generator_step,
         lambda i, c: critic_update(config, c, gen_params, x, start, size, jax.random.fold_in(key, i)),
         critic)
+
+
+def all_critic_updates(config: GSWGANConfig, critics: Net, gen_params: PyTree, x: jax.Array,
+                       shards: Shards, key: jax.Array) -> Net:
+    """``critic_steps_per_generator_step`` updates of EVERY critic (stacked over K), each on B rows
+    of its own shard; update i of every critic uses the same B rows generated from
+    ``fold_in(key, i)`` (they depend on the generator and public randomness only, so sharing them
+    couples no shard to another)."""
+    k = shards.starts.shape[0]
+
+    def one_round(i, nets):
+        k_z, k_rest = jax.random.split(jax.random.fold_in(key, i))
+        fake = lax.stop_gradient(generate(config, x.shape[1], gen_params,
+                                          jax.random.normal(k_z, (config.batch_size, config.noise_dim))))
+        return jax.vmap(lambda c, start, size, kk: critic_update_on(config, c, fake, x, start, size, kk))(
+            nets, shards.starts, shards.sizes, jax.random.split(k_rest, k))
+
+    return lax.fori_loop(0, config.critic_steps_per_generator_step, one_round, critics)
 
 
 class PretrainState(NamedTuple):
@@ -430,19 +471,27 @@ def step_keys(key: jax.Array, k: int) -> tuple[jax.Array, jax.Array, jax.Array, 
 def generator_step(config: GSWGANConfig, private: bool):
     """One private generator step ``step(state, x_sorted, key, shards) -> (state, {})``.
 
-    Draws a shard k uniformly (secret), gives critic k its updates on shard k, then updates the
-    generator on ``-sum_i D_k(G(z_i))`` through the sanitiser (scale 1/B: the mean loss), and the
-    EMA. ``private=False``: the same without the sanitiser (no clipping, no noise).
+    Draws a shard k uniformly (secret); gives every critic (``critic_schedule="all"``) or critic k
+    alone (``"selected"``) its updates on its own shard; then updates the generator on
+    ``-sum_i D_k(G(z_i))`` through the sanitiser (scale 1/B: the mean loss), and the EMA. What the
+    step releases comes from critic k alone; the other critics' states depend on their own shards
+    and on the generator, never on shard k. ``private=False``: the same without the sanitiser (no
+    clipping, no noise).
     """
     b = config.batch_size
 
     def step(state: GeneratorState, x, key, shards: Shards):
         k, k_c, k_z, k_noise = step_keys(key, shards.starts.shape[0])
         take = functools.partial(jax.tree_util.tree_map, lambda a: a[k])
-        critic = critic_updates(config, Net(take(state.critics.params), take(state.critics.opt_state)),
-                                state.generator.params, x, shards.starts[k], shards.sizes[k], k_c)
-        put = functools.partial(jax.tree_util.tree_map, lambda a, v: a.at[k].set(v))
-        critics = Net(put(state.critics.params, critic.params), put(state.critics.opt_state, critic.opt_state))
+        if config.critic_schedule == "all":
+            critics = all_critic_updates(config, state.critics, state.generator.params, x, shards, k_c)
+            critic = Net(take(critics.params), take(critics.opt_state))
+        else:
+            critic = critic_updates(config, Net(take(state.critics.params), take(state.critics.opt_state)),
+                                    state.generator.params, x, shards.starts[k], shards.sizes[k], k_c)
+            put = functools.partial(jax.tree_util.tree_map, lambda a, v: a.at[k].set(v))
+            critics = Net(put(state.critics.params, critic.params),
+                          put(state.critics.opt_state, critic.opt_state))
         z = jax.random.normal(k_z, (b, config.noise_dim))
 
         def loss(p):
@@ -488,7 +537,14 @@ def _generator_runner(config: GSWGANConfig, private: bool):
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 4))
 def _generate_jit(config, width, params, key, n):
-    return generate(config, width, params, jax.random.normal(key, (n, config.noise_dim)))
+    if config.generator_norm != "batch":
+        return generate(config, width, params, jax.random.normal(key, (n, config.noise_dim)))
+    # Batch statistics: rows are generated in batches of B, as in training (no running averages).
+    b = config.batch_size
+    m = -(-n // b)
+    z = jax.random.normal(key, (m, b, config.noise_dim))
+    rows = jax.vmap(lambda zz: generate(config, width, params, zz))(z)
+    return rows.reshape(m * b, width)[:n]
 
 
 def sample_encoded(config: GSWGANConfig, width: int, gen_params: PyTree, n: int, key: jax.Array) -> np.ndarray:
@@ -568,6 +624,12 @@ class GSWGAN(Synthesizer):
             f"Discriminator pretraining ({pretrained} iterations per shard, each "
             "critic on its own shard against its own temporary generator) releases nothing: the "
             "critics and temporary generators stay in the process, so its event is a no-op.",
+            ("Every critic trains on its own shard at every generator step (critic_schedule='all'); "
+             "a step's release comes from the drawn critic alone, and the other critics depend on "
+             "their own shards and the generator only, so the sharded bound is unchanged."
+             if config.critic_schedule == "all" else
+             "Only the drawn critic trains at each step (critic_schedule='selected', GS-WGAN's "
+             "schedule)."),
         ]
         if ctx.private:
             notes.append(
