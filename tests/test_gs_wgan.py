@@ -321,7 +321,21 @@ def test_thesis_presets_reproduce_the_published_epsilon_and_the_proven_value(pre
 
 def test_adult_presets_keep_the_thesis_shard_size():
     plan = synthesizers.create("gs-wgan").plan(data.adult_schema(), 32_561, preset="thesis-M1500")
-    assert plan.phases[0].num_shards == 698 and plan.phases[0].steps == 21_000
+    assert plan.phases[0].num_shards == 698 and plan.phases[0].steps == 21_000  # 1500 x 32 > 32,561
+
+
+@pytest.mark.parametrize("preset, k, paper", [("thesis-M1500", 1500, 6.469), ("thesis-M250", 250, 63.016)])
+def test_presets_on_cardios_training_rows_use_the_theses_shard_count(preset, k, paper):
+    """On cardio's 56,000 training rows the presets keep the thesis's K (37.3 rows per shard for
+    M1500), so the thesis's own accounting gives its published 6.45 / 63.0 there too."""
+    plan = synthesizers.create("gs-wgan").plan(data.cardio_schema(), 56_000, preset=preset)
+    (phase,) = plan.phases
+    assert phase.num_shards == k and phase.steps == 21_000
+    published = [dataclasses.replace(phase, accounting="paper")]
+    assert privacy.epsilon(published, 1e-5, "rdp", "classic") == pytest.approx(paper, abs=1e-3)
+    config = synthesizers.create("gs-wgan").resolve_config(data.cardio_schema(), preset=preset)
+    assert (config.critic_schedule, config.critic_norm, config.generator_norm) == ("selected", "batch", "batch")
+    assert config.pretrain_iterations == 2000
 
 
 def test_calibration_meets_the_target_under_the_proven_bound():

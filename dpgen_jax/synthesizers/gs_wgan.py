@@ -58,17 +58,18 @@ PyTree = Any
 SAMPLE_FROM = ("ema", "raw")
 CRITIC_SCHEDULES = ("all", "selected")
 
-# The thesis's settings (sigma 1.07, B 32, C 1) at its five shard counts K on its 70,000 rows,
-# kept by shard size: records_per_shard = 70,000 / K, and K = round(N / records_per_shard) on a
-# table of N records. On the thesis's table that is its K exactly; on Adult (N = 32,561) the
-# shards keep the thesis's size (M1500: K = 698 shards of about 46.7 records), so the
-# amplification of one shard per step stays comparable. generator_steps are the checkpoints the
+# The thesis's settings (sigma 1.07, B 32, C 1) at its five shard counts K: the thesis's K itself
+# when the table's N records give shards of at least a batch on average (N / K >= B; on cardio's
+# 56,000 training rows M1500 is K = 1500 shards of 37.3 rows, so the thesis's accounting gives its
+# 6.45), else the thesis's shard size, K = round(N / (70,000 / K)) (Adult's 32,561 rows: M1500 is
+# K = 698 shards of about 46.7 records). generator_steps are the checkpoints the
 # thesis reported (docs/gs-wgan.md). The presets are the thesis's algorithm as published: 2,000
 # pretraining iterations, only the drawn critic trains at each step ("selected"), BatchNorm in both
 # networks (docs/gs-wgan.md, "Why sharded training collapses", says what that schedule does).
 THESIS_ROWS = 70_000
 THESIS_PRESETS: dict[str, dict[str, Any]] = {
-    f"thesis-M{k}": {"records_per_shard": THESIS_ROWS / k, "generator_steps": t, "num_shards": None,
+    f"thesis-M{k}": {"records_per_shard": THESIS_ROWS / k, "thesis_shards": k, "generator_steps": t,
+                     "num_shards": None,
                      "batch_size": 32, "noise_multiplier": 1.07, "clip_norm": 1.0,
                      "pretrain_iterations": 2000, "critic_schedule": "selected",
                      "generator_norm": "batch", "critic_norm": "batch"}
@@ -98,6 +99,7 @@ class GSWGANConfig(SynthesizerConfig):
 
     num_shards: int | None = None
     records_per_shard: float = 160.0
+    thesis_shards: int | None = None
     batch_size: int = 32
     noise_dim: int = 32
     generator_hidden: tuple[int, ...] = (128, 256)
@@ -129,6 +131,8 @@ class GSWGANConfig(SynthesizerConfig):
                 raise ValueError(f"Expected {name}={getattr(self, name)!r} to be an integer >= 1.")
         if self.num_shards is not None and check_steps(self.num_shards, "num_shards") < 1:
             raise ValueError(f"Expected num_shards={self.num_shards!r} to be an integer >= 1 or None.")
+        if self.thesis_shards is not None and check_steps(self.thesis_shards, "thesis_shards") < 1:
+            raise ValueError(f"Expected thesis_shards={self.thesis_shards!r} to be an integer >= 1 or None.")
         check_steps(self.pretrain_iterations, "pretrain_iterations")
         check_steps(self.generator_steps, "generator_steps")
         for name, widths in (("generator_hidden", self.generator_hidden),
@@ -189,14 +193,19 @@ def critic_scores(config: GSWGANConfig, params: PyTree, rows: jax.Array) -> jax.
 
 
 def num_shards(config: GSWGANConfig, num_records: int) -> int:
-    """K: ``num_shards``, or ``round(N / records_per_shard)`` from the public number of records N.
+    """K: ``num_shards``; else ``thesis_shards`` when N / thesis_shards >= B (the presets); else
+    ``round(N / records_per_shard)``, all from the public number of records N.
 
     Raises:
         ValueError: K larger than N, or expected shards (N / K records) smaller than a batch.
     """
     n = check_steps(num_records, "num_records")
-    k = config.num_shards if config.num_shards is not None else max(1, round(n / config.records_per_shard))
-    field = "num_shards" if config.num_shards is not None else "records_per_shard"
+    if config.num_shards is not None:
+        k, field = config.num_shards, "num_shards"
+    elif config.thesis_shards is not None and n >= config.thesis_shards * config.batch_size:
+        k, field = config.thesis_shards, "thesis_shards"
+    else:
+        k, field = max(1, round(n / config.records_per_shard)), "records_per_shard"
     value = getattr(config, field)
     if n < 1:
         raise ValueError(f"Expected num_records={num_records!r} to be >= 1.")
