@@ -291,9 +291,13 @@ def critic_update(config: GSWGANConfig, critic: Net, gen_params: PyTree, x: jax.
                   start: jax.Array, size: jax.Array, key: jax.Array) -> Net:
     """One Adam step of a critic on B rows of its shard against B fresh generated rows."""
     k_z, k_rest = jax.random.split(key)
-    fake = lax.stop_gradient(generate(config, x.shape[1], gen_params,
-                                      jax.random.normal(k_z, (config.batch_size, config.noise_dim))))
-    return critic_update_on(config, critic, fake, x, start, size, k_rest)
+    return critic_update_on(config, critic, _fake_rows(config, x.shape[1], gen_params, k_z), x, start, size, k_rest)
+
+
+def _fake_rows(config: GSWGANConfig, width: int, gen_params: PyTree, key: jax.Array) -> jax.Array:
+    """B generated rows for a critic update (no gradient flows back to the generator)."""
+    return lax.stop_gradient(generate(config, width, gen_params,
+                                      jax.random.normal(key, (config.batch_size, config.noise_dim))))
 
 
 def critic_update_on(config: GSWGANConfig, critic: Net, fake: jax.Array, x: jax.Array,
@@ -327,8 +331,7 @@ def all_critic_updates(config: GSWGANConfig, critics: Net, gen_params: PyTree, x
 
     def one_round(i, nets):
         k_z, k_rest = jax.random.split(jax.random.fold_in(key, i))
-        fake = lax.stop_gradient(generate(config, x.shape[1], gen_params,
-                                          jax.random.normal(k_z, (config.batch_size, config.noise_dim))))
+        fake = _fake_rows(config, x.shape[1], gen_params, k_z)
         return jax.vmap(lambda c, start, size, kk: critic_update_on(config, c, fake, x, start, size, kk))(
             nets, shards.starts, shards.sizes, jax.random.split(k_rest, k))
 
