@@ -4,6 +4,8 @@ Usage::
 
     python -m experiments.gswgan_pretrain --out runs/gswgan-pretrain [--threads 1]
     python -m experiments.gswgan_pretrain --quick --out runs/gswgan-pretrain-quick
+    python -m experiments.gswgan_pretrain --table cardio-like --norm batch --devices 2 \
+        --out runs/gswgan-pretrain-cardio     # the thesis-M1500 schedule on cardio's shape
 
 GS-WGAN (Chen, Orekondy and Fritz 2020, NeurIPS) pretrains K discriminators, each on its own data
 shard against its own temporary generator. :func:`dpgen_jax.synthesizers.gs_wgan.pretrain` runs
@@ -36,10 +38,16 @@ K = N // 46 on Adult). For (a) and (b), which run shards one after another, line
 in K is their structure; for (v) the run measures full K. XLA's flop count of one
 discriminator-iteration gives each contender's achieved GFLOP/s.
 
-Data: ``dpgen_jax.data.adult_like(32561, seed=0)`` (Adult-shaped, not Adult) encoded with
-``TableEncoder(adult_schema())`` (width 106), scaled to [-1, 1] as ``GSWGAN.fit`` does, and
-partitioned by ``gs_wgan.partition`` into ``--full-k`` shards; the first ``--discriminators``
-shards are the ones the loops and the small vmapped run train.
+Data (``--table``): ``adult-like`` (default), ``dpgen_jax.data.adult_like(32561, seed=0)``
+(Adult-shaped, not Adult) encoded with ``TableEncoder(adult_schema())`` (width 106), or
+``cardio-like``, ``data.cardio_like(56000, seed=0)`` with ``cardio_schema()`` (width 16; cardio's
+training split has 56,000 rows, and the thesis-M1500 preset gives it K = 1500); scaled to [-1, 1]
+as ``GSWGAN.fit`` does, and partitioned by ``gs_wgan.partition`` into ``--full-k`` shards; the
+first ``--discriminators`` shards are the ones the loops and the small vmapped run train.
+``--norm batch`` uses the thesis's normalisation (its presets') in both networks and in torch
+(``BatchNorm1d`` on the batch's statistics). ``--devices D`` runs the full-K vmapped contender on
+D CPU host devices (``pretrain(mesh=dpsgd.data_mesh(D))``: the shards split over the devices, one
+thread each); its compile time is then that of the first, untimed call.
 
 Before timing, a parity check compares the critic loss (and its parameter gradient) of one batch
 with the same weights in JAX and torch, and fails the run loudly beyond 1e-4 relative.
@@ -58,7 +66,8 @@ import time
 
 from experiments.throughput import _configure_threads, _machine, _stats
 
-NUM_RECORDS = 32561  # Adult's training rows
+TABLES = {"adult-like": 32561, "cardio-like": 56000}  # rows: Adult's training rows, cardio's split
+NUM_RECORDS = TABLES["adult-like"]
 GOALS = {"loop": 3.0, "torch": 5.0}  # the issue's targets: (v) faster than (a) by 3x, (b) by 5x
 PARITY_RTOL = 1e-4
 QUICK = {"iterations": 2, "full_k_iterations": 1, "rounds": 3}
@@ -72,12 +81,15 @@ LABELS = {
 }
 
 
-def default_full_k() -> int:
-    """K that ``GSWGAN.fit`` uses on Adult's 32,561 rows with the thesis-M1500 shard size (698)."""
+def default_full_k(table: str = "adult-like") -> int:
+    """K that ``GSWGAN.fit`` gives the thesis-M1500 preset on ``table``'s rows (Adult's 32,561:
+    698, the thesis's shard size; cardio's 56,000: the thesis's own 1,500)."""
     from dpgen_jax.synthesizers import gs_wgan
 
-    shard = gs_wgan.THESIS_PRESETS["thesis-M1500"]["records_per_shard"]
-    return gs_wgan.num_shards(gs_wgan.GSWGANConfig(records_per_shard=shard), NUM_RECORDS)
+    preset = gs_wgan.THESIS_PRESETS["thesis-M1500"]
+    cfg = gs_wgan.GSWGANConfig(records_per_shard=preset["records_per_shard"],
+                               thesis_shards=preset["thesis_shards"])
+    return gs_wgan.num_shards(cfg, TABLES[table])
 
 
 def _parse(argv):
@@ -95,8 +107,14 @@ def _parse(argv):
     p.add_argument("--iterations", type=int, default=None,
                    help=f"iterations per discriminator at --discriminators (default {FULL['iterations']}, "
                         f"quick {QUICK['iterations']})")
-    p.add_argument("--full-k", type=int, default=default_full_k(),
-                   help="K of the full vmapped run and of the extrapolation (32561 // 46)")
+    p.add_argument("--table", choices=sorted(TABLES), default="adult-like", help="the rows' shape")
+    p.add_argument("--norm", choices=("layer", "batch"), default="layer",
+                   help="normalisation in both networks (batch: the thesis's presets')")
+    p.add_argument("--devices", type=int, default=1,
+                   help="CPU host devices of the full-K vmapped contender (its shards split over them)")
+    p.add_argument("--full-k", type=int, default=None,
+                   help="K of the full vmapped run and of the extrapolation (default: the "
+                        "thesis-M1500 preset's K on --table: 698 on adult-like, 1500 on cardio-like)")
     p.add_argument("--full-k-iterations", type=int, default=None,
                    help=f"iterations measured at full K (default {FULL['full_k_iterations']}, "
                         f"quick {QUICK['full_k_iterations']})")
@@ -111,13 +129,15 @@ def _parse(argv):
     for name in ("iterations", "full_k_iterations", "rounds"):
         if getattr(args, name) is None:
             setattr(args, name, mode[name])
+    if args.full_k is None:
+        args.full_k = default_full_k(args.table)
     for name in ("threads", "discriminators", "iterations", "full_k", "full_k_iterations",
-                 "full_iterations", "rounds"):
+                 "full_iterations", "rounds", "devices"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')}={getattr(args, name)} must be >= 1")
     if args.discriminators > args.full_k:
         p.error(f"--discriminators={args.discriminators} must be <= --full-k={args.full_k}")
-    if args.full_k > NUM_RECORDS // 32:
+    if args.full_k > TABLES[args.table] // 32:
         p.error(f"--full-k={args.full_k} leaves fewer than a batch (32) of rows per shard on average")
     return args
 
@@ -127,12 +147,18 @@ def _parse(argv):
 
 def adult_like_rows(seed: int = 0):
     """Adult-shaped rows in the generator's range [-1, 1], ``(32561, 106)`` float32."""
+    return table_rows("adult-like", seed)
+
+
+def table_rows(table: str, seed: int = 0):
+    """``table``'s generated rows (:data:`TABLES`) encoded and scaled to [-1, 1], float32."""
     import jax.numpy as jnp
 
     from dpgen_jax import data
 
-    encoder = data.TableEncoder(data.adult_schema())
-    x = encoder.encode(data.adult_like(NUM_RECORDS, seed=seed))
+    make, schema = {"adult-like": (data.adult_like, data.adult_schema),
+                    "cardio-like": (data.cardio_like, data.cardio_schema)}[table]
+    x = data.TableEncoder(schema()).encode(make(TABLES[table], seed=seed))
     return 2.0 * jnp.asarray(x, jnp.float32) - 1.0
 
 
@@ -142,14 +168,23 @@ def _first(shards, k):
     return gs_wgan.Shards(shards.starts[:k], shards.sizes[:k])
 
 
-def vmapped_runner(config, x_sorted, shards, iterations):
+def vmapped_runner(config, x_sorted, shards, iterations, mesh=None):
     """``(call(key) -> PretrainState, compile_seconds)``: ``gs_wgan.pretrain`` over all of
-    ``shards``, compiled once ahead of time."""
+    ``shards``, compiled once ahead of time; with a ``mesh``, ``pretrain(mesh=mesh)`` (its cached
+    runner; compile_seconds is then its first call, compilation and one run)."""
     import jax
 
     from dpgen_jax.synthesizers import gs_wgan
 
     cfg = config.replace(pretrain_chunk=iterations)
+    if mesh is not None:
+        def call_mesh(key):
+            return jax.block_until_ready(gs_wgan.pretrain(cfg, x_sorted, shards, key,
+                                                          iterations=iterations, mesh=mesh))
+
+        t0 = time.perf_counter()
+        call_mesh(jax.random.key(0))
+        return call_mesh, time.perf_counter() - t0
 
     def run(x, starts, sizes, key):
         return gs_wgan.pretrain(cfg, x, gs_wgan.Shards(starts, sizes), key, iterations=iterations)
@@ -297,13 +332,14 @@ def parity(config, x_sorted, torch_ref, *, seed: int = 0) -> dict:
                                           gradient_penalty=config.gradient_penalty, drift=config.drift)
     loss_t.backward()
     linears = [m for m in net_d if isinstance(m, torch.nn.Linear)]
-    norms = [m for m in net_d if isinstance(m, torch.nn.LayerNorm)]
+    norms = [m for m in net_d if isinstance(m, (torch.nn.LayerNorm, torch.nn.BatchNorm1d))]
+    norm_node = "_BatchAffine" if config.critic_norm == "batch" else "LayerNorm"
     pairs = []
     for i, lin in enumerate(linears):
         node = grads_j[f"TorchDense_{i}"]["Dense_0"]
         pairs += [(node["kernel"], lin.weight.grad.T), (node["bias"], lin.bias.grad)]
     for i, ln in enumerate(norms):
-        node = grads_j[f"LayerNorm_{i}"]
+        node = grads_j[f"{norm_node}_{i}"]
         pairs += [(node["scale"], ln.weight.grad), (node["bias"], ln.bias.grad)]
     scale = max(float(np.max(np.abs(np.asarray(a)))) for a, _ in pairs)
     grad_abs, grad_excess = 0.0, 0.0
@@ -337,12 +373,16 @@ def benchmark(args, torch_ref, log=print) -> dict:
 
     from dpgen_jax.synthesizers import gs_wgan
 
-    config = gs_wgan.GSWGANConfig().replace(num_shards=args.full_k).validate()
-    x = adult_like_rows(0)
+    from dpgen_jax import dpsgd
+
+    config = gs_wgan.GSWGANConfig(generator_norm=args.norm, critic_norm=args.norm).replace(
+        num_shards=args.full_k).validate()
+    x = table_rows(args.table, 0)
     x_sorted, shards_full = gs_wgan.partition(x, jax.random.key(args.seed), args.full_k)
     shards = _first(shards_full, args.discriminators)
     sizes = np.asarray(shards.sizes)
-    log(f"data: {x.shape[0]} Adult-like rows, width {x.shape[1]}; K={args.full_k} shards; the "
+    mesh = dpsgd.data_mesh(args.devices) if args.devices > 1 else None
+    log(f"data: {x.shape[0]} {args.table} rows, width {x.shape[1]}; K={args.full_k} shards; the "
         f"{args.discriminators} timed shards hold {sizes.min()}-{sizes.max()} rows")
 
     result: dict = {}
@@ -356,8 +396,8 @@ def benchmark(args, torch_ref, log=print) -> dict:
         log(f"XLA: {flops / 1e6:.1f} MFLOP per discriminator-iteration")
     vm, vm_compile = vmapped_runner(config, x_sorted, shards, args.iterations)
     log(f"compiled (v) at K={args.discriminators}: {vm_compile:.1f} s")
-    vf, vf_compile = vmapped_runner(config, x_sorted, shards_full, args.full_k_iterations)
-    log(f"compiled (v) at K={args.full_k}: {vf_compile:.1f} s")
+    vf, vf_compile = vmapped_runner(config, x_sorted, shards_full, args.full_k_iterations, mesh)
+    log(f"compiled (v) at K={args.full_k} on {args.devices} device(s): {vf_compile:.1f} s")
     lp, lp_prepare, lp_compile = loop_runner(config, x_sorted, shards, args.iterations)
     log(f"compiled (a) single shard: {lp_compile:.1f} s")
 
@@ -369,7 +409,9 @@ def benchmark(args, torch_ref, log=print) -> dict:
     x_np = np.asarray(x_sorted)
     starts_np, sizes_np = np.asarray(shards.starts), np.asarray(shards.sizes)
     if torch_ref is not None:
+        torch_settings = dict(torch_ref.GSWGAN_PRETRAIN, norm=args.norm)
         torch_ref.time_gswgan_pretrain(x_np, starts_np, sizes_np, discriminators=1, iterations=2,
+                                       settings=torch_settings,
                                        threads=args.threads, seed=args.seed)
 
     def timed_jax(fn, arg):
@@ -382,6 +424,7 @@ def benchmark(args, torch_ref, log=print) -> dict:
         # process CPU time around the call also covers that setup, a few ms against seconds
         c = time.process_time()
         wall = torch_ref.time_gswgan_pretrain(x_np, starts_np, sizes_np, iterations=args.iterations,
+                                              settings=torch_settings,
                                               threads=args.threads, seed=seed)
         return wall, time.process_time() - c
 
@@ -418,7 +461,8 @@ def benchmark(args, torch_ref, log=print) -> dict:
         cpu_med = _stats(cpu[c])[0]
         per, per_cpu = med / (k * its), cpu_med / (k * its)
         rows.append({
-            "contender": c, "label": LABELS[c], "discriminators": k, "iterations": its,
+            "contender": c, "discriminators": k, "iterations": its,
+            "label": LABELS[c] + (f", {args.devices} devices" if c == "vmap_full" and args.devices > 1 else ""),
             "seconds_median": round(med, 4), "seconds_p10": round(p10, 4), "seconds_p90": round(p90, 4),
             "seconds_per_round": [round(s, 4) for s in samples[c]],
             "cpu_seconds_median": round(cpu_med, 4),
@@ -469,7 +513,8 @@ def markdown(result) -> str:
         "runs on one thread, so process CPU time is given beside wall time: on a shared machine it is "
         "the load-robust measure.",
         "",
-        f"Data: {s['num_records']} Adult-like rows (width {result['width']}, scaled to [-1, 1]) partitioned into "
+        f"Data: {s['num_records']} {s['table']} rows (width {result['width']}, scaled to [-1, 1]; "
+        f"normalisation: {s['norm']}) partitioned into "
         f"K={s['full_k']} shards by `gs_wgan.partition`; the {s['discriminators']} timed shards hold "
         f"{result['shard_sizes']['timed_min']}-{result['shard_sizes']['timed_max']} rows. B={s['batch_size']}, "
         f"{s['critic_steps']} critic updates + 1 temporary-generator update per iteration. Extrapolated "
@@ -527,6 +572,10 @@ def markdown(result) -> str:
 def main(argv=None) -> dict:
     args = _parse(argv)
     _configure_threads(args.threads, "cpu")
+    if args.devices > 1:
+        from experiments import _common
+
+        _common.host_devices(args.devices)
     load_start = os.getloadavg()
     t0 = time.perf_counter()
     torch_ref, skipped = None, None
@@ -546,12 +595,14 @@ def main(argv=None) -> dict:
         "threads": args.threads,
         "mode": "quick" if args.quick else "full",
         "settings": {
-            "num_records": NUM_RECORDS, "full_k": args.full_k,
+            "num_records": TABLES[args.table], "table": args.table, "norm": args.norm,
+            "devices": args.devices, "full_k": args.full_k,
             "discriminators": args.discriminators, "iterations": args.iterations,
             "full_k_iterations": args.full_k_iterations, "full_iterations": args.full_iterations,
             "rounds": args.rounds, "seed": args.seed, "batch_size": 32, "critic_steps": 5,
             "optimizer": "adam(lr=1e-4, b1=0, b2=0.9, eps=1e-8)",
-            "data": "dpgen_jax.data.adult_like(32561, seed=0), TableEncoder(adult_schema()), 2x - 1",
+            "data": (f"dpgen_jax.data.{args.table.replace('-', '_')}({TABLES[args.table]}, seed=0), "
+                     f"TableEncoder({args.table.split('-')[0]}_schema()), 2x - 1"),
         },
     }
     result.update(benchmark(args, torch_ref))

@@ -139,7 +139,7 @@ def _spawn(args, devices: int) -> subprocess.Popen:
         env["JAX_PLATFORMS"] = "cpu"
         flags += f" --xla_force_host_platform_device_count={devices}"
     if args.threads == 1:
-        flags += " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+        flags += " --xla_cpu_multi_thread_eigen=false"  # one Eigen thread per computation
     env["XLA_FLAGS"] = flags.strip()
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         env[var] = str(args.threads)

@@ -102,7 +102,9 @@ def _configure_threads(threads: int, device: str) -> None:
         os.environ.setdefault("JAX_PLATFORMS", "cpu")
     if threads == 1:
         flags = os.environ.get("XLA_FLAGS", "")
-        extra = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+        # one Eigen thread per XLA computation (a bare "intra_op_parallelism_threads=1", which
+        # this line once held, is no XLA flag: XLA stopped reading XLA_FLAGS at it)
+        extra = "--xla_cpu_multi_thread_eigen=false"
         os.environ["XLA_FLAGS"] = (flags + " " + extra).strip()
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(threads)

@@ -24,7 +24,8 @@ uses ``secure_mode=False``, like the JAX side.
 GS-WGAN pretraining (``gswgan_*``, used by ``experiments/gswgan_pretrain.py``): the tabular GS-WGAN
 networks of ``dpgen_jax.models.gs_wgan_networks`` (generator ``z(32) -> 128 -> LayerNorm -> ReLU ->
 256 -> LayerNorm -> ReLU -> width -> tanh``, critic ``width -> 128 -> LayerNorm -> LeakyReLU(0.2) ->
-1``), WGAN-GP with GS-WGAN's drift term, Adam(1e-4, betas (0, 0.9), eps 1e-8), pretrained in the
+1``; ``norm="batch"``: BatchNorm on the batch's statistics in place of LayerNorm, as the thesis's
+presets), WGAN-GP with GS-WGAN's drift term, Adam(1e-4, betas (0, 0.9), eps 1e-8), pretrained in the
 authors' structure: one discriminator after another, each with a fresh critic, a fresh temporary
 generator and fresh optimizers (Chen, Orekondy and Fritz 2020, "GS-WGAN", NeurIPS; the JAX
 definitions are ``dpgen_jax.synthesizers.gs_wgan``). It needs torch only, not opacus.
@@ -511,6 +512,7 @@ GSWGAN_PRETRAIN: types.MappingProxyType = types.MappingProxyType(
         "learning_rate": 1e-4,
         "betas": (0.0, 0.9),
         "eps": 1e-8,
+        "norm": "layer",
     }
 )
 
@@ -533,13 +535,16 @@ def gswgan_networks(
     generator_hidden: Sequence[int] = (128, 256),
     critic_hidden: Sequence[int] = (128,),
     device: str = "cpu",
+    norm: str = "layer",
 ) -> tuple[Any, Any]:
     """GS-WGAN's tabular generator and critic, freshly initialised (PyTorch defaults).
 
     Generator: ``z (noise_dim) -> [Linear -> LayerNorm -> ReLU] per hidden width -> Linear
     (width) -> tanh``. Critic: ``width -> [Linear -> LayerNorm -> LeakyReLU(0.2)] per hidden width
     -> Linear (1)``. LayerNorm epsilon 1e-5. These are ``dpgen_jax.models.gs_wgan_networks`` with
-    ``norm="layer"`` and ``init="torch"``, the library's defaults.
+    ``norm="layer"`` and ``init="torch"``, the library's defaults. ``norm="batch"``: a
+    ``BatchNorm1d`` (epsilon 1e-5, no running statistics, so always the batch's own, as
+    ``norm="batch"`` in JAX) in place of each LayerNorm.
 
     Args:
         width: encoded row width.
@@ -547,6 +552,7 @@ def gswgan_networks(
         generator_hidden: the generator's hidden widths.
         critic_hidden: the critic's hidden widths.
         device: torch device string.
+        norm: ``"layer"`` or ``"batch"``.
 
     Returns:
         ``(generator, critic)``, two ``nn.Sequential``; the critic returns ``(n, 1)`` scores.
@@ -563,27 +569,35 @@ def gswgan_networks(
             raise ValueError(f"Expected {name}={widths!r} to be a non-empty sequence of widths.")
         for w in widths:
             _check_int(name, w, minimum=1)
-    generator = _gswgan_mlp(noise_dim, tuple(generator_hidden) + (width,), nn.ReLU, nn.Tanh)
+    if norm not in _NORM_MODULES:
+        raise ValueError(f"Expected norm={norm!r} to be one of {sorted(_NORM_MODULES)}.")
+    generator = _gswgan_mlp(noise_dim, tuple(generator_hidden) + (width,), nn.ReLU, nn.Tanh, norm)
     critic = _gswgan_mlp(
-        width, tuple(critic_hidden) + (1,), lambda: nn.LeakyReLU(_LEAKY_SLOPE), None
+        width, tuple(critic_hidden) + (1,), lambda: nn.LeakyReLU(_LEAKY_SLOPE), None, norm
     )
     return generator.to(device), critic.to(device)
 
 
-def _gswgan_mlp(in_dim: int, widths: Sequence[int], activation: Any, output: Any) -> Any:
+_NORM_MODULES = {  # torch module and the Flax node name of the normalisation after a hidden layer
+    "layer": (lambda d: nn.LayerNorm(d, eps=_LAYER_NORM_EPS), "LayerNorm"),
+    "batch": (lambda d: nn.BatchNorm1d(d, eps=_LAYER_NORM_EPS, track_running_stats=False), "_BatchAffine"),
+}
+
+
+def _gswgan_mlp(in_dim: int, widths: Sequence[int], activation: Any, output: Any, norm: str) -> Any:
     modules = []
     for index, out_dim in enumerate(widths):
         modules.append(nn.Linear(in_dim, out_dim))
         if index < len(widths) - 1:
-            modules += [nn.LayerNorm(out_dim, eps=_LAYER_NORM_EPS), activation()]
+            modules += [_NORM_MODULES[norm][0](out_dim), activation()]
         in_dim = out_dim
     if output is not None:
         modules.append(output())
     return nn.Sequential(*modules)
 
 
-def _flax_layers(params: Any, what: str) -> tuple[list, list]:
-    """``([(kernel, bias)], [(scale, bias)])`` in forward order from a GS-WGAN Flax tree."""
+def _flax_layers(params: Any, what: str) -> tuple[list, list, str]:
+    """``([(kernel, bias)], [(scale, bias)], norm)`` in forward order from a GS-WGAN Flax tree."""
     if not isinstance(params, dict) and not hasattr(params, "keys"):
         raise TypeError(f"Expected {what} parameters to be a mapping, got {type(params).__name__}.")
     dense, norms = [], []
@@ -594,17 +608,19 @@ def _flax_layers(params: Any, what: str) -> tuple[list, list]:
         node = node["Dense_0"] if prefix == "TorchDense_" else node
         dense.append((np.array(node["kernel"], np.float32), np.array(node["bias"], np.float32)))
         i += 1
+    norm = "batch" if "_BatchAffine_0" in params else "layer"
+    node_name = _NORM_MODULES[norm][1]
     i = 0
-    while f"LayerNorm_{i}" in params:
-        node = params[f"LayerNorm_{i}"]
+    while f"{node_name}_{i}" in params:
+        node = params[f"{node_name}_{i}"]
         norms.append((np.array(node["scale"], np.float32), np.array(node["bias"], np.float32)))
         i += 1
     if not dense or len(norms) != len(dense) - 1:
         raise ValueError(
-            f"Expected {what} parameters of a GS-WGAN MLP with a LayerNorm after every hidden "
-            f"Dense layer, got keys {sorted(params)}."
+            f"Expected {what} parameters of a GS-WGAN MLP with a LayerNorm (or batch "
+            f"normalisation) after every hidden Dense layer, got keys {sorted(params)}."
         )
-    return dense, norms
+    return dense, norms, norm
 
 
 def gswgan_nets_from_jax(
@@ -615,7 +631,8 @@ def gswgan_nets_from_jax(
     Args:
         generator_params: ``gs_wgan.init_generator(...)`` (or trained) parameters, any arrays
             numpy can read, in the Flax layout (``TorchDense_i/Dense_0/{kernel,bias}``,
-            ``LayerNorm_i/{scale,bias}``; ``Dense_i`` for ``init="normal"``).
+            ``LayerNorm_i/{scale,bias}`` or ``_BatchAffine_i/{scale,bias}``; ``Dense_i`` for
+            ``init="normal"``).
         critic_params: the same for the critic.
         device: torch device string.
 
@@ -624,11 +641,15 @@ def gswgan_nets_from_jax(
 
     Raises:
         RuntimeError: torch missing.
-        ValueError / TypeError: a tree that is not a LayerNorm GS-WGAN network.
+        ValueError / TypeError: a tree that is not a GS-WGAN network with a normalisation, or
+            generator and critic with different normalisations.
     """
     _require_torch()
-    g_dense, g_norms = _flax_layers(generator_params, "generator")
-    d_dense, d_norms = _flax_layers(critic_params, "critic")
+    g_dense, g_norms, g_norm = _flax_layers(generator_params, "generator")
+    d_dense, d_norms, d_norm = _flax_layers(critic_params, "critic")
+    if g_norm != d_norm:
+        raise ValueError(f"Expected one normalisation in both networks, got generator {g_norm!r} "
+                         f"and critic {d_norm!r}.")
     width = g_dense[-1][0].shape[1]
     if d_dense[0][0].shape[0] != width or d_dense[-1][0].shape[1] != 1:
         raise ValueError(
@@ -641,10 +662,11 @@ def gswgan_nets_from_jax(
         generator_hidden=[k.shape[1] for k, _ in g_dense[:-1]],
         critic_hidden=[k.shape[1] for k, _ in d_dense[:-1]],
         device=device,
+        norm=g_norm,
     )
     for net, dense, norms in ((generator, g_dense, g_norms), (critic, d_dense, d_norms)):
         linears = [m for m in net if isinstance(m, nn.Linear)]
-        layer_norms = [m for m in net if isinstance(m, nn.LayerNorm)]
+        layer_norms = [m for m in net if isinstance(m, (nn.LayerNorm, nn.BatchNorm1d))]
         with torch.no_grad():
             for module, (kernel, bias) in zip(linears, dense):
                 module.weight.copy_(torch.from_numpy(np.ascontiguousarray(kernel.T)))
@@ -744,6 +766,7 @@ def gswgan_pretrain_shard(
         generator_hidden=s["generator_hidden"],
         critic_hidden=s["critic_hidden"],
         device=dev,
+        norm=s.get("norm", "layer"),
     )
     adam = {"lr": s["learning_rate"], "betas": tuple(s["betas"]), "eps": s["eps"]}
     opt_d = torch.optim.Adam(net_d.parameters(), **adam)

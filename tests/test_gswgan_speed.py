@@ -73,7 +73,8 @@ def test_flop_count_covers_every_critic_update(table):
     assert five > 2.0 * one > 0  # four more critic updates; the generator step is the rest
 
 
-@pytest.mark.parametrize("overrides", [{}, {"gradient_penalty": 3.0, "drift": 0.25}])
+@pytest.mark.parametrize("overrides", [{}, {"gradient_penalty": 3.0, "drift": 0.25},
+                                       {"generator_norm": "batch", "critic_norm": "batch"}])
 def test_torch_critic_loss_matches_jax_with_the_same_weights(torch_ref, table, overrides):
     x_sorted, _ = table
     config = gs_wgan.GSWGANConfig().replace(**overrides)
@@ -150,6 +151,44 @@ def test_time_gswgan_pretrain_returns_seconds_and_restores_threads(torch_ref, ta
                                        threads=1)
     with pytest.raises(TypeError):
         torch_ref.time_gswgan_pretrain(np.asarray(x_sorted, np.float64), [0], [50], iterations=1, threads=1)
+
+
+def test_torch_batch_normalised_networks_match_jax(torch_ref):
+    """The thesis's normalisation: BatchNorm1d on the batch's own statistics, as norm="batch"."""
+    import torch
+
+    config = gs_wgan.GSWGANConfig(generator_norm="batch", critic_norm="batch")
+    g = gs_wgan.init_generator(config, WIDTH, jax.random.key(0))
+    d = gs_wgan.init_critic(config, WIDTH, jax.random.key(1))
+    g = jax.tree_util.tree_map(lambda a: a + 0.1 * jax.random.normal(jax.random.key(5), a.shape), g)
+    net_g, net_d = torch_ref.gswgan_nets_from_jax(jax.device_get(g), jax.device_get(d))
+    assert [type(m).__name__ for m in net_d] == ["Linear", "BatchNorm1d", "LeakyReLU", "Linear"]
+    z = np.array(jax.random.normal(jax.random.key(2), (16, config.noise_dim)))
+    with torch.no_grad():
+        rows = net_g(torch.from_numpy(z)).numpy()  # training mode: the batch's statistics
+    np.testing.assert_allclose(rows, np.asarray(gs_wgan.generate(config, WIDTH, g, jnp.asarray(z))), atol=1e-5)
+    layer = gs_wgan.init_critic(config.replace(critic_norm="layer"), WIDTH, jax.random.key(1))
+    with pytest.raises(ValueError, match="one normalisation"):
+        torch_ref.gswgan_nets_from_jax(jax.device_get(g), jax.device_get(layer))
+
+
+@pytest.mark.slow
+def test_cli_on_cardios_shape_with_the_theses_normalisation_on_two_devices(tmp_path):
+    out = tmp_path / "speed"
+    cmd = [sys.executable, "-m", "experiments.gswgan_pretrain", "--quick", "--out", str(out),
+           "--table", "cardio-like", "--norm", "batch", "--devices", "2",
+           "--discriminators", "2", "--full-k", "9", "--iterations", "1", "--full-k-iterations", "1"]
+    if not tr.gswgan_available()[0]:
+        cmd.append("--no-torch")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu")
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads((out / "gswgan_pretrain.json").read_text())
+    assert result["width"] == 16 and result["settings"]["num_records"] == 56000
+    assert result["settings"]["norm"] == "batch" and result["settings"]["devices"] == 2
+    full = next(r for r in result["rows"] if r["contender"] == "vmap_full")
+    assert full["discriminators"] == 9 and full["label"].endswith("2 devices")
+    assert bench.default_full_k("cardio-like") == 1500 and bench.default_full_k() == 698
 
 
 @pytest.mark.slow
