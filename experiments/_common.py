@@ -3,7 +3,7 @@
 Flags (every method, every dataset)::
 
     (--epsilon E | --preset P) [--delta D] [--seeds S ...] [--data-dir D] [--num-records N]
-    [--set FIELD=VALUE ...] [--no-progress] --out DIR
+    [--set FIELD=VALUE ...] [--devices D] [--no-progress] --out DIR
 
 One seed writes into ``DIR``; several write ``DIR/seed-S/`` each and ``DIR/summary.json`` with the
 per-seed values and their medians. Every run writes ``report.json`` with the keys of
@@ -61,10 +61,30 @@ def parser(prog: str, doc: str, method: str, presets: Sequence[str] | None = Non
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
                    help=f"a {cls.CONFIG.__name__} field, e.g. --set critic_steps=5000 "
                         "(JSON values: numbers, strings, null, lists)")
+    p.add_argument("--devices", type=int, default=1,
+                   help="fit on a mesh of this many devices (fit(mesh=dpsgd.data_mesh(D)), "
+                        "docs/scaling.md); on a CPU, D host devices, one per core")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--out", type=pathlib.Path, required=True, help="output folder")
     p.set_defaults(method=method)
     return p
+
+
+def host_devices(count: int) -> None:
+    """Asks XLA for ``count`` CPU host devices (``--xla_force_host_platform_device_count``), which
+    works only before JAX has started its backends; raises if JAX then shows fewer devices (JAX
+    already started, or a platform other than the CPU with fewer devices)."""
+    import os
+
+    flag = f"--xla_force_host_platform_device_count={count}"
+    flags = [f for f in os.environ.get("XLA_FLAGS", "").split()
+             if not f.startswith("--xla_force_host_platform_device_count")]
+    os.environ["XLA_FLAGS"] = " ".join([flag] + flags)
+    import jax
+
+    if len(jax.devices()) < count:
+        raise RuntimeError(f"--devices={count}: JAX shows {len(jax.devices())} device(s); set "
+                           f"XLA_FLAGS={flag} before JAX starts (docs/scaling.md).")
 
 
 def enable_compilation_cache() -> None:
@@ -112,6 +132,11 @@ def run(args, p: argparse.ArgumentParser, run_one: Callable[[Any, int | None, pa
     """Checks the common flags, then ``run_one(args, seed, out)`` per seed (+ a summary)."""
     if args.epsilon is not None and not (args.epsilon > 0 or math.isinf(args.epsilon)):
         p.error(f"--epsilon={args.epsilon} must be > 0 or inf")
+    devices = getattr(args, "devices", 1)
+    if devices < 1:
+        p.error(f"--devices={devices} must be >= 1")
+    if devices > 1:
+        host_devices(devices)
     try:
         args.config_overrides = config_overrides(args.method, args.overrides)
     except ValueError as exc:
@@ -154,7 +179,7 @@ def fit_sample_evaluate(args, seed, out: pathlib.Path, *, train, test, schema, n
                         label: str | None = None, published=None, config=None,
                         max_seconds: float | None = None, eval_seed: int | None = None,
                         reuse_real: dict | None = None, evaluate_options: dict | None = None,
-                        timings: dict | None = None):
+                        timings: dict | None = None, sampler=None):
     """Fits ``args.method``, samples, saves the model and rows, evaluates and writes plots.
 
     When the fitted model covers only some of the schema's columns (``model.schema``, e.g.
@@ -165,7 +190,8 @@ def fit_sample_evaluate(args, seed, out: pathlib.Path, *, train, test, schema, n
     (default: the run's seed, 0 for an unseeded run); ``reuse_real`` a previous ``evaluate``
     result on the same real rows whose real-data scores are reused; ``evaluate_options`` more
     keyword arguments of ``metrics.evaluate``; ``timings``, a dict that receives the wall seconds
-    of ``fit``, ``sample`` and ``evaluate``.
+    of ``fit``, ``sample`` and ``evaluate``; ``sampler``, ``sampler(model, n, seed) -> rows`` in place
+    of ``model.sample(n, seed=seed)`` (e.g. a checkpoint chosen on validation rows).
 
     Returns ``(model, synthetic, metrics_result, privacy_report)``.
     """
@@ -175,16 +201,24 @@ def fit_sample_evaluate(args, seed, out: pathlib.Path, *, train, test, schema, n
     timings = {} if timings is None else timings
     model = synthesizers.create(args.method, config, **getattr(args, "config_overrides", {}))
     t = time.perf_counter()
+    devices = getattr(args, "devices", 1)
+    mesh = None
+    if devices > 1:
+        from dpgen_jax import dpsgd
+
+        mesh = dpsgd.data_mesh(devices)
     model.fit(train, schema, epsilon=args.epsilon, delta=args.delta, preset=args.preset,
               num_records=args.num_records, seed=seed, progress=not args.no_progress,
-              max_seconds=max_seconds)
+              max_seconds=max_seconds, mesh=mesh)
     timings["fit"] = time.perf_counter() - t
     if model.schema != schema:  # the method models a subset of the columns (e.g. DP-WGAN's "paper")
         schema = model.schema
         train, test = train[schema.names], test[schema.names]
         reuse_real = None  # real-data scores on the full schema do not apply to the subset
     t = time.perf_counter()
-    synthetic = model.sample(n_samples, seed=None if seed is None else seed + 10_000)
+    sample_seed = None if seed is None else seed + 10_000
+    synthetic = (model.sample(n_samples, seed=sample_seed) if sampler is None
+                 else sampler(model, n_samples, sample_seed))
     timings["sample"] = time.perf_counter() - t
     synthetic.to_csv(out / "synthetic.csv", index=False)
     model.save(out / "model.npz")

@@ -180,6 +180,18 @@ def _worker(part: str) -> dict:  # runs in the subprocess, with DEVICES host dev
                             "shape": list(jax.tree_util.tree_leaves(pre.critics.params)[0].shape),
                             "steps": int(pre.steps)}
     out["gswgan"] = gs
+    # GS-WGAN's generator phase with every critic training ("all"): the K = 3 critics split over
+    # the 4 devices (padded), the release and the critics those of the single-device run.
+    acfg = gcfg.replace(critic_schedule="all", generator_steps=5, chunk_size=2)
+    start = gw.init_generator_phase(acfg, 5, pre.critics.params, jax.random.key(3))
+    gen = {}
+    for devices in (None, 4):
+        mesh = None if devices is None else dpsgd.data_mesh(devices)
+        st = gw.train_generator(acfg, start, xs, sh, jax.random.key(4), mesh=mesh)
+        gen[str(devices)] = {"released": _flat((st.generator.params, st.ema)), "critics": _flat(st.critics.params),
+                             "shape": list(jax.tree_util.tree_leaves(st.critics.params)[0].shape),
+                             "steps": int(st.steps)}
+    out["gswgan_generator"] = gen
 
     # 7. DP-SACTGAN pretraining: K = 3 shards (with a label, so classifiers too) over 4 devices.
     import pandas as pd
@@ -218,16 +230,17 @@ def _worker(part: str) -> dict:  # runs in the subprocess, with DEVICES host dev
 def _fit_worker(out: dict) -> dict:
     import jax
 
-    from dpgen_jax import dpsgd, privacy, synthesizers
+    from dpgen_jax import data, dpsgd, privacy, synthesizers
     from dpgen_jax.synthesizers import dp_auto_gan as dag
     from tests import _tables
 
     # A whole fit: DP-auto-GAN (autoencoder phase, then the critic phase with its batch_fn)
     # with fit(mesh=), against the sample pinned for fit() with the same seed and schedule
-    # (tests/test_dp_auto_gan.py::test_pinned_encoded_sample); and its accounting.
+    # (tests/test_dp_auto_gan.py::test_pinned_encoded_sample, the paper's encoding: width 6);
+    # and its accounting.
     tiny = dict(ae_steps=12, critic_steps=10, critic_steps_per_generator_step=5, chunk_size=4,
                 ae_batch_size=16, critic_batch_size=16, generator_batch_size=16, ae_clip_norm=0.05)
-    model = synthesizers.create("dp-auto-gan", **tiny).fit(
+    model = synthesizers.create("dp-auto-gan", **tiny, continuous_encoding="paper").fit(
         _tables.mixed_frame(300, 0), _tables.MIXED_SCHEMA, epsilon=4.0, seed=0,
         mesh=dpsgd.data_mesh(4))
     cfg, rel = model.fitted_config, model.released
@@ -245,8 +258,6 @@ def _fit_worker(out: dict) -> dict:
     # Every other DP-SGD method (and GS-WGAN, whose pretraining is sharded along K): fit(mesh=)
     # against fit(), same seed, on small schedules.
     import dataclasses
-
-    from dpgen_jax import data
 
     labelled = data.Schema(tuple(dataclasses.replace(c, label=(c.name == "b"))
                                  for c in _tables.MIXED_SCHEMA.columns))
@@ -463,6 +474,15 @@ def test_gswgan_pretraining_sharded_along_k_equals_unsharded(ensemble_results):
     assert g["4"]["steps"] == g["None"]["steps"] == 4
     np.testing.assert_allclose(g["4"]["critics"], g["None"]["critics"], rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(g["4"]["generators"], g["None"]["generators"], rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_gswgan_generator_phase_with_every_critic_sharded_along_k_equals_unsharded(ensemble_results):
+    g = ensemble_results["gswgan_generator"]
+    assert g["4"]["shape"] == g["None"]["shape"] and g["4"]["shape"][0] == 3  # padding dropped
+    assert g["4"]["steps"] == g["None"]["steps"] == 5
+    np.testing.assert_allclose(g["4"]["released"], g["None"]["released"], rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(g["4"]["critics"], g["None"]["critics"], rtol=1e-4, atol=1e-6)
 
 
 @pytest.mark.slow

@@ -210,10 +210,14 @@ def test_cardio_gswgan_experiment_end_to_end(cardio_path, tmp_path, xla_cache_ho
     out = tmp_path / "cardio"
     cardio_gswgan.main([
         "--epsilon", "10", "--seeds", "0", "--set", "generator_steps=20", "--set", "num_shards=50",
-        "--no-progress", "--data-dir", str(cardio_path), "--out", str(out)])
+        "--set", "snapshot_every=10", "--no-progress", "--data-dir", str(cardio_path), "--out", str(out)])
     _all_json_strict(out)
     report = _strict_load(out / "report.json")  # one seed: the run's files sit in --out itself
-    assert set(report) == ADULT_REPORT_KEYS | {"tstr_real_auroc", "tstr_gap", "thesis_reference"}
+    assert set(report) == ADULT_REPORT_KEYS | {"tstr_real_auroc", "tstr_gap", "thesis_reference",
+                                               "checkpoint_selection"}
+    selection = report["checkpoint_selection"]  # chosen on the 7,000 validation rows
+    assert set(selection["validation_auroc"]) == {"10", "20"} and selection["validation_rows"] == 7000
+    assert selection["validation_auroc"][str(selection["chosen_step"])] == max(selection["validation_auroc"].values())
     assert report["dataset"] == "cardio" and report["thesis_reference"]["M1500"]["auroc"] == 0.717
     assert 0.78 <= report["tstr_real_auroc"] <= 0.81  # the thesis: 0.795 on real rows
     phase = report["privacy"]["phases"][0]

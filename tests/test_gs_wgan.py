@@ -14,6 +14,7 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats
 
@@ -273,6 +274,30 @@ def test_every_critic_training_keeps_the_release_independent_of_undrawn_shards(s
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     critic_j = [np.asarray(jax.tree_util.tree_leaves(r.critics.params)[0])[j] for r in runs]
     assert not np.array_equal(*critic_j)  # the undrawn critic did see its (changed) rows
+
+
+def test_snapshots_are_the_generators_of_an_uninterrupted_run():
+    """``snapshot_every`` keeps the sampling generator at every multiple of it and at the end, in
+    memory; the snapshot of the last step is the released generator, and keeping them changes no
+    bit of the release (chunks are cut at the snapshot steps; step t still uses fold_in(key, t))."""
+    frame = data.cardio_like(300, seed=0)
+    schema = data.cardio_schema()
+    fits = {}
+    for every in (0, 6):
+        model = synthesizers.create("gs-wgan", **dict(TINY, snapshot_every=every))
+        fits[every] = model.fit(frame, schema, epsilon=10.0, num_records=300, seed=3)
+    plain, kept = fits[0], fits[6]
+    assert plain.snapshots == {} and sorted(kept.snapshots) == [6, 12]
+    for a, b, c in zip(jax.tree_util.tree_leaves(plain.released), jax.tree_util.tree_leaves(kept.released),
+                       jax.tree_util.tree_leaves({"generator": kept.released["generator"],
+                                                  "generator_ema": kept.snapshots[12]})):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+        np.testing.assert_array_equal(np.asarray(b), np.asarray(c))
+    assert not all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(
+        jax.tree_util.tree_leaves(kept.snapshots[6]), jax.tree_util.tree_leaves(kept.snapshots[12])))
+    pd.testing.assert_frame_equal(kept.sample_snapshot(12, 50, seed=1), kept.sample(50, seed=1))
+    with pytest.raises(ValueError, match=r"step=7 .*\[6, 12\]"):
+        kept.sample_snapshot(7, 10)
 
 
 def _binary_rates(frame, schema):

@@ -369,9 +369,11 @@ class Synthesizer(abc.ABC):
     def _sample_encoded(self, n: int, key: jax.Array) -> np.ndarray:
         raise NotImplementedError(f"{type(self).__name__} samples frames directly.")
 
-    def _sample_frame(self, n: int, key: jax.Array, mode: str) -> pd.DataFrame:
+    def _sample_frame(self, n: int, key: jax.Array, mode: str, **options) -> pd.DataFrame:
+        """Decoded rows; ``options`` go to the method's ``_sample_encoded`` (e.g. GS-WGAN's
+        ``params`` of a kept snapshot)."""
         k_gen, k_dec = jax.random.split(key)
-        arr = self._sample_encoded(n, k_gen)
+        arr = self._sample_encoded(n, k_gen, **options)
         return self._encoder(self.schema, self.fitted_config).decode(arr, mode=mode, key=k_dec)
 
     @abc.abstractmethod
@@ -678,10 +680,14 @@ class Synthesizer(abc.ABC):
             mode: how discrete columns are decoded (``"argmax"`` or ``"sample"``, see
                 ``data.TableEncoder.decode``); None: :meth:`default_decode_mode`.
         """
+        return self._sample_frame(self._check_sample_size(n), dpsgd.make_key(seed).key,
+                                  mode or self.default_decode_mode())
+
+    def _check_sample_size(self, n) -> int:
         self._require_fitted()
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0:
             raise ValueError(f"Expected n={n!r} to be a positive integer.")
-        return self._sample_frame(int(n), dpsgd.make_key(seed).key, mode or self.default_decode_mode())
+        return int(n)
 
     def default_decode_mode(self) -> str:
         """How :meth:`sample` decodes by default: the fitted configuration's ``decode`` field when

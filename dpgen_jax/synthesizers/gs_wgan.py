@@ -93,6 +93,10 @@ class GSWGANConfig(SynthesizerConfig):
     updates, near the thesis's pretraining; the ``thesis-M*`` presets are the thesis's schedule.
     ``fit(epsilon=...)`` calibrates the noise multiplier under the proven bound (no cap short of
     1e7: a proven epsilon near 1 on Adult needs a noise multiplier far above 100).
+    ``snapshot_every`` (0: off): keep a host copy of the moving-average generator after every that
+    many generator steps, in memory only (:attr:`GSWGAN.snapshots`, :meth:`GSWGAN.sample_snapshot`),
+    for choosing a checkpoint on held-out rows; each is a function of the sanitised steps before it,
+    so the accounting of the executed steps covers it (the choice itself, on real rows, is not).
     """
 
     NOISE_FIELDS: ClassVar[Mapping[str, str]] = {"generator": "noise_multiplier"}
@@ -123,6 +127,7 @@ class GSWGANConfig(SynthesizerConfig):
     shard_group: int = 32
     chunk_size: int = 500
     critic_schedule: str = "all"
+    snapshot_every: int = 0
 
     def validate(self) -> GSWGANConfig:
         for name in ("batch_size", "noise_dim", "critic_steps_per_generator_step",
@@ -134,6 +139,7 @@ class GSWGANConfig(SynthesizerConfig):
         if self.thesis_shards is not None and check_steps(self.thesis_shards, "thesis_shards") < 1:
             raise ValueError(f"Expected thesis_shards={self.thesis_shards!r} to be an integer >= 1 or None.")
         check_steps(self.pretrain_iterations, "pretrain_iterations")
+        check_steps(self.snapshot_every, "snapshot_every")
         check_steps(self.generator_steps, "generator_steps")
         for name, widths in (("generator_hidden", self.generator_hidden),
                              ("critic_hidden", self.critic_hidden)):
@@ -314,28 +320,71 @@ def critic_update_on(config: GSWGANConfig, critic: Net, fake: jax.Array, x: jax.
 
 
 def critic_updates(config, critic: Net, gen_params, x, start, size, key) -> Net:
-    """``critic_steps_per_generator_step`` critic updates with keys ``fold_in(key, i)``."""
-    return lax.fori_loop(
-        0, config.critic_steps_per_generator_step,
-        lambda i, c: critic_update(config, c, gen_params, x, start, size, jax.random.fold_in(key, i)),
-        critic)
+    """``critic_steps_per_generator_step`` critic updates with keys ``fold_in(key, i)``: update i
+    is :func:`critic_update` with that key. The generator does not change during them, so the
+    generated rows of all updates come from one call (batches of B, each normalised on its own)."""
+    n = config.critic_steps_per_generator_step
+    k_z, k_rest = jax.vmap(jax.random.split, out_axes=1)(
+        jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(n)))
+    fakes = jax.vmap(lambda kz: _fake_rows(config, x.shape[1], gen_params, kz))(k_z)
+    return lax.fori_loop(0, n, lambda i, c: critic_update_on(config, c, fakes[i], x, start, size, k_rest[i]),
+                         critic)
 
 
 def all_critic_updates(config: GSWGANConfig, critics: Net, gen_params: PyTree, x: jax.Array,
-                       shards: Shards, key: jax.Array) -> Net:
+                       shards: Shards, key: jax.Array, *, num_shards: int | None = None,
+                       mesh: jax.sharding.Mesh | None = None) -> Net:
     """``critic_steps_per_generator_step`` updates of EVERY critic (stacked over K), each on B rows
     of its own shard; update i of every critic uses the same B rows generated from
     ``fold_in(key, i)`` (they depend on the generator and public randomness only, so sharing them
-    couples no shard to another)."""
-    k = shards.starts.shape[0]
+    couples no shard to another).
+
+    With a ``mesh`` the stack (padded by the caller with empty shards to a multiple of the device
+    count; ``num_shards``: the real K) is split along K over the devices (``shard_map``; the
+    critics never communicate); critic k's keys are those of the unpadded run."""
+    k_pad = shards.starts.shape[0]
+    k = k_pad if num_shards is None else num_shards
+
+    def update(nets, starts, sizes, keys, fake, rows):
+        return jax.vmap(lambda c, start, size, kk: critic_update_on(config, c, fake, rows, start, size, kk))(
+            nets, starts, sizes, keys)
+
+    if mesh is not None:
+        P = jax.sharding.PartitionSpec
+        axis = mesh.axis_names[0]
+        update = jax.shard_map(update, mesh=mesh, in_specs=(P(axis),) * 4 + (P(), P()),
+                               out_specs=P(axis), check_vma=False)
 
     def one_round(i, nets):
         k_z, k_rest = jax.random.split(jax.random.fold_in(key, i))
         fake = _fake_rows(config, x.shape[1], gen_params, k_z)
-        return jax.vmap(lambda c, start, size, kk: critic_update_on(config, c, fake, x, start, size, kk))(
-            nets, shards.starts, shards.sizes, jax.random.split(k_rest, k))
+        keys = jax.random.split(k_rest, k)
+        if k_pad > k:  # the padding's critics (empty shards, dropped afterwards) reuse keys
+            keys = keys[jnp.arange(k_pad) % k]
+        return update(nets, shards.starts, shards.sizes, keys, fake, x)
 
     return lax.fori_loop(0, config.critic_steps_per_generator_step, one_round, critics)
+
+
+class Snapshots:
+    """A :func:`dpsgd.run_phase` checkpoint hook that keeps the generator that samples
+    (``sample_from``: the moving average or the raw one; a host copy) whenever the executed step
+    count is a multiple of ``every`` or the phase's last, then hands ``restore``/``save`` to the
+    fit's own hook ``inner`` (None: none). ``kept``: step -> parameters; a resumed phase keeps only
+    the snapshots of the steps run in this process."""
+
+    def __init__(self, every: int, inner=None, sample_from: str = "ema"):
+        self.every, self.inner, self.kept = every, inner, {}
+        self.raw = check_choice(sample_from, SAMPLE_FROM, "sample_from") == "raw"
+
+    def restore(self, state, total):
+        return self.inner.restore(state, total) if self.inner is not None else (state, 0)
+
+    def save(self, state, done, total, stopping):
+        if done % self.every == 0 or done == total or stopping:
+            self.kept[int(done)] = jax.device_get(state.generator.params if self.raw else state.ema)
+        if self.inner is not None:
+            self.inner.save(state, done, total, stopping)
 
 
 class PretrainState(NamedTuple):
@@ -416,14 +465,12 @@ def _pretrain_runner(config: GSWGANConfig, mesh: jax.sharding.Mesh | None = None
     return jax.jit(run)
 
 
-def _pad_shards(state: PretrainState, shards: Shards, size: int) -> tuple[PretrainState, Shards]:
-    """K shards padded to ``size``: copies of shard 0's networks on empty shards (start 0, size 0),
-    trained and then dropped; an empty shard's critic sees no real row."""
-    extra = size - shards.starts.shape[0]
-    nets = dpsgd.pad_stacked((state.critics, state.generators), size)
-    zeros = jnp.zeros((extra,), jnp.int32)
-    return (PretrainState(nets[0], nets[1], state.steps),
-            Shards(jnp.concatenate([shards.starts, zeros]), jnp.concatenate([shards.sizes, zeros])))
+def _pad_shards(shards: Shards, size: int) -> Shards:
+    """K shards padded to ``size`` with empty ones (start 0, size 0): their networks (copies of
+    shard 0's, :func:`dpsgd.pad_stacked`) train and are dropped; an empty shard's critic sees no
+    real row."""
+    zeros = jnp.zeros((size - shards.starts.shape[0],), jnp.int32)
+    return Shards(jnp.concatenate([shards.starts, zeros]), jnp.concatenate([shards.sizes, zeros]))
 
 
 def pretrain(config: GSWGANConfig, x_sorted: jax.Array, shards: Shards, key: jax.Array, *,
@@ -445,7 +492,9 @@ def pretrain(config: GSWGANConfig, x_sorted: jax.Array, shards: Shards, key: jax
     total = config.pretrain_iterations if iterations is None else iterations
     mesh = dpsgd.resolve_mesh(mesh)
     if mesh is not None:
-        state, shards = _pad_shards(state, shards, dpsgd.pad_to_devices(k, mesh))
+        size = dpsgd.pad_to_devices(k, mesh)
+        nets = dpsgd.pad_stacked((state.critics, state.generators), size)
+        state, shards = PretrainState(nets[0], nets[1], state.steps), _pad_shards(shards, size)
         x_sorted = dpsgd.replicate(x_sorted, mesh)
     state = dpsgd.run_phase(None, state, x_sorted, k_run, total, extra=shards,
                             chunk_size=config.pretrain_chunk, progress=progress,
@@ -480,7 +529,7 @@ def step_keys(key: jax.Array, k: int) -> tuple[jax.Array, jax.Array, jax.Array, 
     return jax.random.randint(k_sel, (), 0, k), k_c, k_z, k_noise
 
 
-def generator_step(config: GSWGANConfig, private: bool):
+def generator_step(config: GSWGANConfig, private: bool, mesh: jax.sharding.Mesh | None = None):
     """One private generator step ``step(state, x_sorted, key, shards) -> (state, {})``.
 
     Draws a shard k uniformly (secret); gives every critic (``critic_schedule="all"``) or critic k
@@ -488,15 +537,21 @@ def generator_step(config: GSWGANConfig, private: bool):
     ``-sum_i D_k(G(z_i))`` through the sanitiser (scale 1/B: the mean loss), and the EMA. What the
     step releases comes from critic k alone; the other critics' states depend on their own shards
     and on the generator, never on shard k. ``private=False``: the same without the sanitiser (no
-    clipping, no noise).
+    clipping, no noise). With a ``mesh`` (``"all"`` only) the critics and shards are padded to a
+    multiple of the device count (:func:`train_generator` does it), ``config.num_shards`` is the
+    real K, and the critic updates are split along K over the devices.
     """
     b = config.batch_size
+    if mesh is not None and (config.critic_schedule != "all" or config.num_shards is None):
+        raise ValueError("generator_step: a mesh needs critic_schedule='all' and num_shards set "
+                         f"(got {config.critic_schedule!r}, {config.num_shards!r}).")
 
     def step(state: GeneratorState, x, key, shards: Shards):
-        k, k_c, k_z, k_noise = step_keys(key, shards.starts.shape[0])
+        k, k_c, k_z, k_noise = step_keys(key, shards.starts.shape[0] if mesh is None else config.num_shards)
         take = functools.partial(jax.tree_util.tree_map, lambda a: a[k])
         if config.critic_schedule == "all":
-            critics = all_critic_updates(config, state.critics, state.generator.params, x, shards, k_c)
+            critics = all_critic_updates(config, state.critics, state.generator.params, x, shards, k_c,
+                                         num_shards=None if mesh is None else config.num_shards, mesh=mesh)
             critic = Net(take(critics.params), take(critics.opt_state))
         else:
             critic = critic_updates(config, Net(take(state.critics.params), take(state.critics.opt_state)),
@@ -528,20 +583,37 @@ def generator_step(config: GSWGANConfig, private: bool):
 
 def train_generator(config: GSWGANConfig, state: GeneratorState, x_sorted: jax.Array, shards: Shards,
                     key: jax.Array, *, private: bool = True, steps: int | None = None, progress=None,
-                    should_stop=None, checkpoint=None) -> GeneratorState:
+                    should_stop=None, checkpoint=None,
+                    mesh: jax.sharding.Mesh | None = None) -> GeneratorState:
     """``generator_steps`` generator steps (step t uses ``fold_in(key, t)``); ``int(state.steps)``
-    is the executed count the accountant is given."""
+    is the executed count the accountant is given.
+
+    ``mesh`` (default: the mesh of an enclosing ``dpsgd.data_parallel`` block, if any): with
+    ``critic_schedule="all"`` the K critics are split over the devices (K padded with empty shards
+    whose critics are dropped at the end; the shard draw, keys and release are those of the
+    unsharded run, to float rounding); ``"selected"`` trains one critic per step and ignores it.
+    A checkpoint hook sees the padded state, so a run resumes on the same number of devices."""
     total = config.generator_steps if steps is None else steps
-    return dpsgd.run_phase(None, state, x_sorted, key, total, extra=shards,
-                           chunk_size=config.chunk_size, progress=progress,
-                           runner=_generator_runner(config, private), should_stop=should_stop,
-                           checkpoint=checkpoint)
+    mesh = dpsgd.resolve_mesh(mesh) if config.critic_schedule == "all" else None
+    k = shards.starts.shape[0]
+    if mesh is not None:
+        config = config.replace(num_shards=k)
+        size = dpsgd.pad_to_devices(k, mesh)
+        state, shards = state._replace(critics=dpsgd.pad_stacked(state.critics, size)), _pad_shards(shards, size)
+        x_sorted = dpsgd.replicate(x_sorted, mesh)
+    state = dpsgd.run_phase(None, state, x_sorted, key, total, extra=shards,
+                            chunk_size=config.chunk_size, progress=progress,
+                            runner=_generator_runner(config, private, mesh), should_stop=should_stop,
+                            checkpoint=checkpoint)
+    if mesh is not None:
+        state = state._replace(critics=jax.tree_util.tree_map(lambda a: a[:k], state.critics))
+    return state
 
 
 @functools.lru_cache(maxsize=32)
-def _generator_runner(config: GSWGANConfig, private: bool):
-    """The compiled runner of :func:`generator_step`, cached per configuration."""
-    return dpsgd.make_phase_runner(generator_step(config, private))
+def _generator_runner(config: GSWGANConfig, private: bool, mesh: jax.sharding.Mesh | None = None):
+    """The compiled runner of :func:`generator_step`, cached per configuration (and mesh)."""
+    return dpsgd.make_phase_runner(generator_step(config, private, mesh))
 
 
 # ----------------------------------------------------------------------------- sampling, privacy
@@ -622,9 +694,13 @@ class GSWGAN(Synthesizer):
         t1 = time.perf_counter()
         state = init_generator_phase(config, x.shape[1], pre.critics.params, k_init)
         del pre
-        state = train_generator(config, state, x_sorted, shards, k_gen, private=ctx.private,
+        hook, run_config = ctx.checkpoint("generator"), config
+        if config.snapshot_every:  # chunks end on every snapshot step
+            hook = Snapshots(config.snapshot_every, hook, config.sample_from)
+            run_config = config.replace(chunk_size=math.gcd(config.chunk_size, config.snapshot_every))
+        state = train_generator(run_config, state, x_sorted, shards, k_gen, private=ctx.private,
                                 progress=ctx.progress("generator"), should_stop=ctx.should_stop,
-                                checkpoint=ctx.checkpoint("generator"))
+                                checkpoint=hook)
         jax.block_until_ready(state.ema)
         t2 = time.perf_counter()
         notes = [
@@ -654,12 +730,30 @@ class GSWGAN(Synthesizer):
         return TrainResult(config=config, released={"generator": state.generator.params,
                                                     "generator_ema": state.ema},
                            steps={"generator": int(state.steps)},
-                           seconds={"pretrain": t1 - t0, "generator": t2 - t1}, assumptions=notes)
+                           seconds={"pretrain": t1 - t0, "generator": t2 - t1}, assumptions=notes,
+                           state={"snapshots": hook.kept if isinstance(hook, Snapshots) else {}})
 
-    def _sample_encoded(self, n, key):
-        name = "generator_ema" if self.fitted_config.sample_from == "ema" else "generator"
+    @property
+    def snapshots(self) -> dict[int, PyTree]:
+        """Step -> the sampling generator (``sample_from``) kept by the last fit
+        (``snapshot_every > 0``; in memory only, never saved; empty after :meth:`load`)."""
+        return dict(self._state.get("snapshots") or {})
+
+    def sample_snapshot(self, step: int, n: int, seed: int | None = None, mode: str | None = None):
+        """``n`` rows decoded from the generator kept after ``step`` steps (see :meth:`sample`)."""
+        n = self._check_sample_size(n)
+        kept = self.snapshots
+        if step not in kept:
+            raise ValueError(f"Expected step={step!r} to be a kept snapshot step {sorted(kept)} "
+                             "(fit with snapshot_every > 0 keeps them).")
+        return self._sample_frame(n, dpsgd.make_key(seed).key, mode or self.default_decode_mode(),
+                                  params=kept[step])
+
+    def _sample_encoded(self, n, key, params=None):
+        if params is None:
+            params = self.released["generator_ema" if self.fitted_config.sample_from == "ema" else "generator"]
         width = data_lib.TableEncoder(self.schema).width
-        return sample_encoded(self.fitted_config, width, self.released[name], n, key)
+        return sample_encoded(self.fitted_config, width, params, n, key)
 
     def _release_shapes(self, config, schema):
         width = data_lib.TableEncoder(schema).width
