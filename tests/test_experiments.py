@@ -227,6 +227,26 @@ def test_cardio_gswgan_experiment_end_to_end(cardio_path, tmp_path, xla_cache_ho
     assert synthesizers.load(out / "model.npz").privacy_report() == report["privacy"]
 
 
+@pytest.mark.slow
+def test_gswgan_frontier_quick_chooses_on_validation_and_resumes(cardio_path, tmp_path, xla_cache_home):
+    from experiments import gswgan_frontier
+
+    out = tmp_path / "frontier"
+    argv = ["--quick", "--out", str(out), "--data-dir", str(cardio_path), "--epsilons", "10"]
+    summary = gswgan_frontier.main(argv)
+    fits, (chosen,) = summary["fits"], summary["chosen"]
+    assert {f["config"] for f in fits} == {"default", "K1"}
+    assert chosen["validation_auroc"] == max(f["validation_auroc"] for f in fits)  # chosen on validation
+    assert 0.0 <= chosen["test_auroc_tuned"] <= 1.0 and 9.9 <= chosen["epsilon"] <= 10.0
+    for f in fits:  # each fit is calibrated to the proven target; the assumed number is beside it
+        assert 9.9 <= f["epsilon"] <= 10.0 and f["assumed_epsilon"] <= f["epsilon"] * (1 + 1e-5)  # K = 1: equal
+    assert (out / "frontier.png").stat().st_size > 0 and "| 10 |" in (out / "frontier.md").read_text()
+    stamps = {f: f.stat().st_mtime_ns for f in out.glob("eps-10/*/result.json")}
+    again = gswgan_frontier.main(argv)  # every fit (and the chosen one's tuned score) is done
+    assert [f["validation_auroc"] for f in again["fits"]] == [f["validation_auroc"] for f in fits]
+    assert {f: f.stat().st_mtime_ns for f in stamps} == stamps and len(stamps) == 2
+
+
 # --------------------------------------------------------------------------------------------
 # Throughput benchmark (slow: ~45 s of compilation; CI runs the quick benchmark separately)
 # --------------------------------------------------------------------------------------------
