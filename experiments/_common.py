@@ -87,6 +87,15 @@ def host_devices(count: int) -> None:
                            f"XLA_FLAGS={flag} before JAX starts (docs/scaling.md).")
 
 
+def device_mesh(count: int):
+    """``dpsgd.data_mesh(count)`` for ``--devices`` above 1, else None (one device: no mesh)."""
+    if count <= 1:
+        return None
+    from dpgen_jax import dpsgd
+
+    return dpsgd.data_mesh(count)
+
+
 def enable_compilation_cache() -> None:
     """JAX's persistent compilation cache under the user cache folder: repeated runs (seeds,
     settings with the same shapes and constants) skip XLA compilation."""
@@ -201,12 +210,7 @@ def fit_sample_evaluate(args, seed, out: pathlib.Path, *, train, test, schema, n
     timings = {} if timings is None else timings
     model = synthesizers.create(args.method, config, **getattr(args, "config_overrides", {}))
     t = time.perf_counter()
-    devices = getattr(args, "devices", 1)
-    mesh = None
-    if devices > 1:
-        from dpgen_jax import dpsgd
-
-        mesh = dpsgd.data_mesh(devices)
+    mesh = device_mesh(getattr(args, "devices", 1))
     model.fit(train, schema, epsilon=args.epsilon, delta=args.delta, preset=args.preset,
               num_records=args.num_records, seed=seed, progress=not args.no_progress,
               max_seconds=max_seconds, mesh=mesh)

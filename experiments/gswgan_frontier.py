@@ -86,7 +86,7 @@ def _parse(argv):
 
 def fit_one(args, epsilon: float, name: str, splits, out: pathlib.Path) -> dict:
     """One fit: calibrate to ``epsilon``, choose the snapshot on validation, write its rows."""
-    from dpgen_jax import data, dpsgd, metrics, synthesizers
+    from dpgen_jax import data, metrics, synthesizers
 
     train, validation, test = splits
     schema = data.cardio_schema()
@@ -96,7 +96,7 @@ def fit_one(args, epsilon: float, name: str, splits, out: pathlib.Path) -> dict:
     t0 = time.perf_counter()
     model = synthesizers.create("gs-wgan", **overrides).fit(
         train, schema, epsilon=epsilon, delta=args.delta, seed=args.seed, progress=False,
-        mesh=dpsgd.data_mesh(args.devices) if args.devices > 1 else None)
+        mesh=_common.device_mesh(args.devices))
     fit_seconds = time.perf_counter() - t0
     selection: dict = {}
     rows = cardio_gswgan.validation_sampler(validation, schema, "cardio", selection)(

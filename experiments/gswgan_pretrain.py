@@ -67,7 +67,6 @@ import time
 from experiments.throughput import _configure_threads, _machine, _stats
 
 TABLES = {"adult-like": 32561, "cardio-like": 56000}  # rows: Adult's training rows, cardio's split
-NUM_RECORDS = TABLES["adult-like"]
 GOALS = {"loop": 3.0, "torch": 5.0}  # the targets: (v) faster than (a) by 3x, (b) by 5x
 PARITY_RTOL = 1e-4
 QUICK = {"iterations": 2, "full_k_iterations": 1, "rounds": 3}
@@ -373,7 +372,7 @@ def benchmark(args, torch_ref, log=print) -> dict:
 
     from dpgen_jax.synthesizers import gs_wgan
 
-    from dpgen_jax import dpsgd
+    from experiments import _common
 
     config = gs_wgan.GSWGANConfig(generator_norm=args.norm, critic_norm=args.norm).replace(
         num_shards=args.full_k).validate()
@@ -381,7 +380,7 @@ def benchmark(args, torch_ref, log=print) -> dict:
     x_sorted, shards_full = gs_wgan.partition(x, jax.random.key(args.seed), args.full_k)
     shards = _first(shards_full, args.discriminators)
     sizes = np.asarray(shards.sizes)
-    mesh = dpsgd.data_mesh(args.devices) if args.devices > 1 else None
+    mesh = _common.device_mesh(args.devices)
     log(f"data: {x.shape[0]} {args.table} rows, width {x.shape[1]}; K={args.full_k} shards; the "
         f"{args.discriminators} timed shards hold {sizes.min()}-{sizes.max()} rows")
 

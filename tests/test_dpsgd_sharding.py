@@ -468,21 +468,16 @@ def test_every_method_fits_the_same_with_a_mesh(fit_results, method):
 
 
 @pytest.mark.slow
-def test_gswgan_pretraining_sharded_along_k_equals_unsharded(ensemble_results):
-    g = ensemble_results["gswgan"]
+@pytest.mark.parametrize("phase, steps, compared", [
+    ("gswgan", 4, ("critics", "generators")),          # pretraining
+    ("gswgan_generator", 5, ("released", "critics")),  # generator phase, every critic training
+])
+def test_gswgan_sharded_along_k_equals_unsharded(ensemble_results, phase, steps, compared):
+    g = ensemble_results[phase]
     assert g["4"]["shape"] == g["None"]["shape"] and g["4"]["shape"][0] == 3  # padding dropped
-    assert g["4"]["steps"] == g["None"]["steps"] == 4
-    np.testing.assert_allclose(g["4"]["critics"], g["None"]["critics"], rtol=1e-4, atol=1e-6)
-    np.testing.assert_allclose(g["4"]["generators"], g["None"]["generators"], rtol=1e-4, atol=1e-6)
-
-
-@pytest.mark.slow
-def test_gswgan_generator_phase_with_every_critic_sharded_along_k_equals_unsharded(ensemble_results):
-    g = ensemble_results["gswgan_generator"]
-    assert g["4"]["shape"] == g["None"]["shape"] and g["4"]["shape"][0] == 3  # padding dropped
-    assert g["4"]["steps"] == g["None"]["steps"] == 5
-    np.testing.assert_allclose(g["4"]["released"], g["None"]["released"], rtol=1e-4, atol=1e-6)
-    np.testing.assert_allclose(g["4"]["critics"], g["None"]["critics"], rtol=1e-4, atol=1e-6)
+    assert g["4"]["steps"] == g["None"]["steps"] == steps
+    for name in compared:
+        np.testing.assert_allclose(g["4"][name], g["None"][name], rtol=1e-4, atol=1e-6)
 
 
 @pytest.mark.slow
