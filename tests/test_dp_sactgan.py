@@ -28,7 +28,6 @@ from dpgen_jax import data, dpsgd, privacy, synthesizers
 from dpgen_jax.synthesizers import dp_sactgan as ds
 from tests._contract import SynthesizerContract
 
-pytestmark = pytest.mark.usefixtures("persistent_compilation_cache")
 
 TINY = dict(batch_size=8, generator_steps=6, noise_dim=8, d_model=8, num_heads=2, num_layers=1,
             n_modes=3, em_iterations=2, chunk_size=3, aux_hidden=(8,))
@@ -470,4 +469,4 @@ def test_small_tables_shrink_the_number_of_shards():
 def test_a_continuous_column_without_public_bounds_is_refused():
     col = types.SimpleNamespace(name="income", lower=None, upper=5.0)
     with pytest.raises(ValueError, match="column 'income' is continuous and needs public bounds"):
-        ds._check_bounds(col)
+        ds._encoding._check_bounds(col)

@@ -1,0 +1,109 @@
+"""DP-SACTGAN's configuration, its choices and the paper's preset (``docs/dp-sactgan.md``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from dpgen_jax import _validate as _v
+from dpgen_jax._validate import check_choice
+from dpgen_jax.synthesizers._base import SynthesizerConfig
+
+PyTree = Any
+MODE_SOURCES = ("dp-em", "public")
+MODE_ASSIGNMENTS = ("argmax", "sample")
+COND_SOURCES = ("noisy", "uniform")
+#: Below this per-step signal-to-noise bound, sqrt(B) / (2 sigma sqrt(width)), a calibration warns.
+ABSURD_SNR = 1e-3
+
+PAPER_PRESETS: dict[str, dict[str, Any]] = {
+    # the paper's single discriminator on CTAB-GAN+'s schedule: B = 500, 150 epochs
+    "paper": {"num_discriminators": 1, "batch_size": 500, "epochs": 150.0},
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class DPSACTGANConfig(SynthesizerConfig):
+    """Hyperparameters of DP-SACTGAN (all public; ``docs/dp-sactgan.md`` says where each comes from).
+
+    ``num_discriminators`` (K): None chooses ``min(max_discriminators, N // batch_size)`` (every
+    shard holds a batch on average); an explicit K must leave N / K >= batch_size. K = 1 is the
+    paper's single discriminator. ``epochs`` (if set) gives ``epochs * (N // batch_size)``
+    generator steps (CTAB-GAN+'s schedule) instead of ``generator_steps``.
+
+    ``preprocessing_share``: ``fit(epsilon=...)`` first scales the histogram and DP-EM noise so
+    that those mechanisms alone spend this share of epsilon, then calibrates the generator noise
+    with them held fixed; None keeps ``hist_noise_multiplier`` and ``em_noise_multiplier`` as given.
+    """
+
+    NOISE_FIELDS: ClassVar[Mapping[str, str]] = {"histograms": "hist_noise_multiplier",
+                                                 "dp-em": "em_noise_multiplier",
+                                                 "generator": "noise_multiplier"}
+
+    num_discriminators: int | None = None
+    max_discriminators: int = 100
+    batch_size: int = 64
+    generator_steps: int = 2000
+    epochs: float | None = None
+    critic_steps: int = 1
+    pretrain_iterations: int = 0
+    noise_dim: int = 100
+    d_model: int = 64
+    num_heads: int = 4
+    num_layers: int = 2
+    aux_hidden: tuple[int, ...] = (256, 256, 256, 256)
+    aux_classifier: bool = True
+    info_loss: bool = True
+    modes: str = "dp-em"
+    n_modes: int = 10
+    em_iterations: int = 10
+    mode_assignment: str = "argmax"
+    cond: str = "noisy"
+    hist_noise_multiplier: float = 100.0
+    em_noise_multiplier: float = 100.0
+    preprocessing_share: float | None = 0.1
+    noise_multiplier: float = 1.0
+    clip_norm: float = 1.0
+    gradient_penalty: float = 10.0
+    learning_rate: float = 2e-4
+    beta1: float = 0.5
+    beta2: float = 0.9
+    adam_eps: float = 1e-3
+    weight_decay: float = 1e-5
+    tau: float = 0.2
+    shard_group: int = 32
+    chunk_size: int = 100
+
+    def validate(self) -> DPSACTGANConfig:
+        for name in ("max_discriminators", "batch_size", "critic_steps", "noise_dim", "d_model",
+                     "num_heads", "num_layers", "n_modes", "shard_group", "chunk_size"):
+            _v.count(getattr(self, name), name, 1)
+        for name in ("generator_steps", "pretrain_iterations", "em_iterations"):
+            _v.count(getattr(self, name), name, 0)
+        if self.num_discriminators is not None:
+            _v.count(self.num_discriminators, "num_discriminators", 1)
+        if self.epochs is not None:
+            _v.positive_finite(self.epochs, "epochs")
+        if self.d_model % self.num_heads:
+            raise ValueError(f"Expected d_model={self.d_model} to be a multiple of num_heads={self.num_heads}.")
+        if not self.aux_hidden or any(isinstance(w, bool) or int(w) != w or w < 1 for w in self.aux_hidden):
+            raise ValueError(f"Expected aux_hidden={self.aux_hidden!r} to be a non-empty tuple of widths >= 1.")
+        for name in ("aux_classifier", "info_loss"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"Expected {name}={getattr(self, name)!r} to be a bool.")
+        check_choice(self.modes, MODE_SOURCES, "modes")
+        check_choice(self.mode_assignment, MODE_ASSIGNMENTS, "mode_assignment")
+        check_choice(self.cond, COND_SOURCES, "cond")
+        for name in ("hist_noise_multiplier", "em_noise_multiplier", "noise_multiplier", "clip_norm",
+                     "learning_rate", "adam_eps", "tau"):
+            _v.positive_finite(getattr(self, name), name)
+        for name in ("gradient_penalty", "weight_decay"):
+            _v.non_negative_finite(getattr(self, name), name)
+        for name in ("beta1", "beta2"):
+            if not 0.0 <= _v.real(getattr(self, name), name) < 1.0:
+                raise ValueError(f"Expected {name}={getattr(self, name)!r} in [0, 1).")
+        if self.preprocessing_share is not None and not 0.0 < _v.real(
+                self.preprocessing_share, "preprocessing_share") < 1.0:
+            raise ValueError(f"Expected preprocessing_share={self.preprocessing_share!r} in (0, 1) or None.")
+        return self

@@ -1,0 +1,253 @@
+"""DP-SACTGAN's encoding: the column layout, public or DP-EM modes, encoding and decoding rows
+(``docs/dp-sactgan.md``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dpgen_jax import data as data_lib
+from dpgen_jax import dpsgd
+from dpgen_jax.synthesizers.dp_sactgan._config import DPSACTGANConfig
+
+# ----------------------------------------------------------------------------- layout
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """The static structure of the encoding (public: from the schema and the configuration).
+
+    Every column is one token and owns one one-hot block of the conditional vector (its category
+    or its mode). Slots are padded to ``max_width`` per column.
+
+    Attributes:
+        names: column names in schema order.
+        continuous: per column, whether it is encoded as ``(alpha, beta)``.
+        widths: encoded width per column (discrete: categories; continuous: 1 + n_modes).
+        starts: first flat position of each column.
+        width: total encoded width.
+        max_width: the widest column.
+        block_lo: first slot of each column's one-hot block (0 discrete, 1 continuous).
+        block_size: size of each one-hot block.
+        cond_offsets: first position of each block in the conditional vector.
+        cond_width: length of the conditional vector.
+        label: the label column's index (discrete label) or None.
+        src_starts: the column's first position in ``TableEncoder``'s layout.
+        src_kinds: ``TableEncoder`` kinds (binary, categorical, continuous).
+    """
+
+    names: tuple[str, ...]
+    continuous: tuple[bool, ...]
+    widths: tuple[int, ...]
+    starts: tuple[int, ...]
+    width: int
+    max_width: int
+    block_lo: tuple[int, ...]
+    block_size: tuple[int, ...]
+    cond_offsets: tuple[int, ...]
+    cond_width: int
+    label: int | None
+    src_starts: tuple[int, ...]
+    src_kinds: tuple[str, ...]
+
+    @property
+    def n_cols(self) -> int:
+        return len(self.names)
+
+    @property
+    def n_continuous(self) -> int:
+        return sum(self.continuous)
+
+    def flat_index(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(column, slot)`` of every flat encoded position."""
+        col = np.concatenate([np.full(w, c) for c, w in enumerate(self.widths)])
+        slot = np.concatenate([np.arange(w) for w in self.widths])
+        return col.astype(np.int32), slot.astype(np.int32)
+
+    def critic_index(self) -> tuple[tuple[int, ...], ...]:
+        """Per column: its flat slots, then its conditional block's positions (offset by width),
+        padded with ``width + cond_width`` (a constant 0)."""
+        pad = self.width + self.cond_width
+        rows = []
+        for c in range(self.n_cols):
+            own = list(range(self.starts[c], self.starts[c] + self.widths[c]))
+            own += [self.width + self.cond_offsets[c] + i for i in range(self.block_size[c])]
+            rows.append(own)
+        m = max(len(r) for r in rows)
+        return tuple(tuple(r + [pad] * (m - len(r))) for r in rows)
+
+    def features_without_label(self) -> np.ndarray:
+        """Flat positions that are not the label's (the auxiliary classifier's input)."""
+        keep = np.ones(self.width, bool)
+        if self.label is not None:
+            s = self.starts[self.label]
+            keep[s:s + self.widths[self.label]] = False
+        return np.flatnonzero(keep).astype(np.int32)
+
+
+def build_layout(schema: data_lib.Schema, config: DPSACTGANConfig) -> Layout:
+    """The encoding's :class:`Layout` from the public schema and configuration (no data).
+
+    Raises:
+        ValueError: a continuous column without public bounds (naming it).
+    """
+    enc = data_lib.TableEncoder(schema)
+    widths, continuous, lo, size = [], [], [], []
+    for col in schema.columns:
+        if col.kind == "continuous":
+            _check_bounds(col)
+            widths.append(1 + config.n_modes)
+            continuous.append(True)
+            lo.append(1)
+            size.append(config.n_modes)
+        else:
+            k = len(col.categories)
+            widths.append(k)
+            continuous.append(False)
+            lo.append(0)
+            size.append(k)
+    starts = tuple(int(s) for s in np.cumsum([0] + widths[:-1]))
+    offsets = tuple(int(s) for s in np.cumsum([0] + size[:-1]))
+    label = next((i for i, c in enumerate(schema.columns) if c.label and c.kind != "continuous"), None)
+    return Layout(tuple(schema.names), tuple(continuous), tuple(widths), starts, int(sum(widths)),
+                  int(max(widths)), tuple(lo), tuple(size), offsets, int(sum(size)), label,
+                  tuple(b.start for b in enc.blocks), tuple(b.kind for b in enc.blocks))
+
+
+def _check_bounds(col) -> None:
+    lower, upper = getattr(col, "lower", None), getattr(col, "upper", None)
+    if lower is None or upper is None or not (math.isfinite(lower) and math.isfinite(upper)) or not lower < upper:
+        raise ValueError(f"column {col.name!r} is continuous and needs public bounds (lower < upper) to "
+                         f"place its modes; got lower={lower!r}, upper={upper!r}.")
+
+
+# ----------------------------------------------------------------------------- modes
+
+
+class Modes(NamedTuple):
+    """Modes of the continuous columns on the [-1, 1] scale, each ``(n_continuous, n_modes)``."""
+
+    means: jax.Array
+    stds: jax.Array
+    weights: jax.Array
+
+
+def public_modes(schema: data_lib.Schema, config: DPSACTGANConfig) -> Modes:
+    """Modes from the schema alone (reads no data): the centres of ``n_modes`` equal-width public
+    bins over each column's bounds (``data.bin_edges``), std half a bin width, equal weights."""
+    means, stds = [], []
+    for col in schema.columns:
+        if col.kind != "continuous":
+            continue
+        _check_bounds(col)
+        e = 2.0 * (data_lib.bin_edges(col, config.n_modes) - col.lower) / (col.upper - col.lower) - 1.0
+        means.append((e[1:] + e[:-1]) / 2.0)
+        stds.append((e[1:] - e[:-1]) / 2.0)
+    m = config.n_modes
+    shape = (len(means), m)
+    return Modes(jnp.asarray(np.reshape(means, shape), jnp.float32),
+                 jnp.asarray(np.reshape(stds, shape), jnp.float32), jnp.full(shape, 1.0 / m, jnp.float32))
+
+
+def fit_modes(values: jax.Array, key: jax.Array, config: DPSACTGANConfig, *, private: bool = True) -> Modes:
+    """Modes by one-dimensional DP-EM per column (``dpsgd.dp_em_ssp``, noise
+    ``em_noise_multiplier`` on every statistic; accounted as ``3 * em_iterations`` Gaussian
+    releases per column, phase ``"dp-em"``). ``values``: ``(n, n_continuous)`` in [-1, 1]; the
+    starts are public (``dpsgd.init_mixture``). ``private=False`` runs plain EM."""
+    n_cont = values.shape[1]
+    m = config.n_modes
+    if n_cont == 0:
+        z = jnp.zeros((0, m), jnp.float32)
+        return Modes(z, z, z)
+    k_init, k_fit = jax.random.split(key)
+    inits = jax.vmap(lambda kk: dpsgd.init_mixture(kk, m, 1))(jax.random.split(k_init, n_cont))
+    noise = config.em_noise_multiplier if private else 0.0
+    mix = jax.vmap(lambda u, kk, init: dpsgd.dp_em_ssp(u[:, None], kk, init, iterations=config.em_iterations,
+                                                      noise_multiplier=noise))(
+        values.T, jax.random.split(k_fit, n_cont), inits)
+    return Modes(mix.means[..., 0], jnp.sqrt(mix.covariances[..., 0, 0]), mix.weights)
+
+
+def _log_density(u: jax.Array, modes: Modes) -> jax.Array:
+    """``(n, n_cont, n_modes)`` log weight + log normal density of every value under every mode."""
+    z = (u[..., None] - modes.means) / modes.stds
+    return jnp.log(modes.weights) - 0.5 * z * z - jnp.log(modes.stds)
+
+
+def assign_modes(u: jax.Array, modes: Modes, how: str, key: jax.Array | None = None) -> jax.Array:
+    """``(n, n_cont)`` mode of each value: the most probable (``"argmax"``) or one drawn from the
+    posterior (``"sample"``, needs ``key``)."""
+    logp = _log_density(u, modes)
+    if how == "argmax":
+        return jnp.argmax(logp, axis=-1).astype(jnp.int32)
+    return jax.random.categorical(key, logp, axis=-1).astype(jnp.int32)
+
+
+# ----------------------------------------------------------------------------- encoding
+
+
+def split_columns(layout: Layout, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """From ``TableEncoder`` rows: ``(codes (n, n_cols) int32, values (n, n_cont) in [-1, 1])``;
+    a continuous column's code is filled in by :func:`encode_rows`."""
+    x = jnp.asarray(x)
+    codes, values = [], []
+    for c in range(layout.n_cols):
+        s, kind = layout.src_starts[c], layout.src_kinds[c]
+        if kind == "categorical":
+            codes.append(jnp.argmax(x[:, s:s + layout.widths[c]], axis=1))
+        elif kind == "binary":
+            codes.append((x[:, s] > 0.5).astype(jnp.int32))
+        else:
+            codes.append(jnp.zeros(x.shape[0], jnp.int32))
+            values.append(2.0 * x[:, s] - 1.0)
+    vals = jnp.stack(values, axis=1) if values else jnp.zeros((x.shape[0], 0), jnp.float32)
+    return jnp.stack(codes, axis=1).astype(jnp.int32), vals
+
+
+def encode_rows(layout: Layout, x: jax.Array, modes: Modes, how: str = "argmax",
+                key: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
+    """``TableEncoder`` rows -> ``(rows (n, width), codes (n, n_cols))`` in this method's layout:
+    one-hot discrete columns, ``(alpha, beta)`` continuous ones with alpha clipped to +-0.99."""
+    codes, u = split_columns(layout, x)
+    mode = assign_modes(u, modes, how, key) if layout.n_continuous else None
+    parts, j = [], 0
+    for c in range(layout.n_cols):
+        if layout.continuous[c]:
+            m = mode[:, j]
+            mu = modes.means[j][m]
+            sd = modes.stds[j][m]
+            alpha = jnp.clip((u[:, j] - mu) / (4.0 * sd), -0.99, 0.99)
+            parts += [alpha[:, None], jax.nn.one_hot(m, layout.block_size[c])]
+            codes = codes.at[:, c].set(m)
+            j += 1
+        else:
+            parts.append(jax.nn.one_hot(codes[:, c], layout.widths[c]))
+    return jnp.concatenate(parts, axis=1).astype(jnp.float32), codes
+
+
+def decode_rows(layout: Layout, probs: jax.Array, modes: Modes, key: jax.Array) -> jax.Array:
+    """Generated padded outputs -> ``TableEncoder`` rows (post-processing).
+
+    ``probs`` is ``(n, n_cols, max_width)``: tanh(alpha) in slot 0 and mode logits in the block of
+    a continuous column, class probabilities for a discrete one. The mode is drawn from its
+    softmax; the value is ``alpha * 4 sd + mu`` clipped to [-1, 1], mapped to [0, 1].
+    """
+    cols, j = [], 0
+    keys = jax.random.split(key, max(1, layout.n_continuous))
+    for c in range(layout.n_cols):
+        w = layout.widths[c]
+        if layout.continuous[c]:
+            m = jax.random.categorical(keys[j], probs[:, c, 1:w], axis=-1)
+            u = probs[:, c, 0] * 4.0 * modes.stds[j][m] + modes.means[j][m]
+            cols.append(((jnp.clip(u, -1.0, 1.0) + 1.0) / 2.0)[:, None])
+            j += 1
+        elif layout.src_kinds[c] == "binary":
+            cols.append(probs[:, c, 1:2])
+        else:
+            cols.append(probs[:, c, :w])
+    return jnp.concatenate(cols, axis=1)
