@@ -7,6 +7,15 @@ import pytest
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("MPLBACKEND", "Agg")
+# Test-only: XLA's CPU backend optimisations off. The suite is dominated by compiling many small
+# programs, which this makes about a third faster; what the tests check (equalities between two
+# programs compiled alike, tolerances against references, statistics of draws, the pinned sample
+# at rtol 1e-6) does not depend on them. Subprocesses (the command line, the experiments) inherit
+# it. Set DPGEN_TEST_XLA_OPT=1 to test the optimised programs the library runs.
+if os.environ.get("DPGEN_TEST_XLA_OPT") != "1":
+    os.environ["XLA_FLAGS"] = " ".join(filter(None, [
+        os.environ.get("XLA_FLAGS", ""),
+        "--xla_backend_optimization_level=0", "--xla_llvm_disable_expensive_passes=true"]))
 
 from dpgen_jax import data  # noqa: E402  (after the environment above)
 from tests._compile import compilation_cache  # noqa: E402
@@ -55,16 +64,20 @@ def adult(adult_dir):
     return data.load_adult(adult_dir)
 
 
-@pytest.fixture(scope="module")
-def persistent_compilation_cache(tmp_path_factory):
-    """JAX's persistent compilation cache in a temporary folder for one module; a module opts in
-    with ``pytestmark = pytest.mark.usefixtures("persistent_compilation_cache")``.
+@pytest.fixture(scope="session", autouse=True)
+def persistent_compilation_cache(tmp_path_factory, worker_id):
+    """JAX's persistent compilation cache in one temporary folder for the whole run, shared by
+    pytest-xdist's workers (the folder sits beside their base temporary folders).
 
-    Programs compiled again with new closures (a functional reproduction of a fit, the released
-    model's sampler, references) are loaded instead of recompiled. Results are unaffected: a
-    cached program is the same executable. The previous settings are restored afterwards.
+    Programs compiled again with new closures (the same tiny schedule fitted by several tests, a
+    functional reproduction of a fit, the released model's sampler, references) are loaded instead
+    of recompiled. Results are unaffected: a cached program is the same executable. The previous
+    settings are restored afterwards.
     """
-    with compilation_cache(str(tmp_path_factory.mktemp("xla_cache")), 0.3):
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if worker_id != "master" else base) / "xla_cache"
+    folder.mkdir(exist_ok=True)
+    with compilation_cache(str(folder), 0.3):
         yield
 
 

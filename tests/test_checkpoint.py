@@ -26,7 +26,6 @@ from dpgen_jax import data, privacy, synthesizers
 from dpgen_jax.synthesizers import _checkpoint
 from tests import _tables
 
-pytestmark = pytest.mark.usefixtures("persistent_compilation_cache")
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 GAN_TINY = dict(ae_steps=8, critic_steps=10, critic_steps_per_generator_step=5, chunk_size=4,

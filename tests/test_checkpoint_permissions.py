@@ -21,8 +21,7 @@ from dpgen_jax.synthesizers import _checkpoint
 from tests import _tables
 from tests.test_checkpoint import EPS, GAN_TINY
 
-pytestmark = [pytest.mark.usefixtures("persistent_compilation_cache"),
-              pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits")]
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits")
 
 
 def _mode(path) -> int:

@@ -38,7 +38,6 @@ from tests._oracles import (
     unflat as _unflat,
 )
 
-pytestmark = pytest.mark.usefixtures("persistent_compilation_cache")  # tests/conftest.py
 
 ADULT_ROWS = 2000
 SEED = 0

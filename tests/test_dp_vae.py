@@ -28,7 +28,6 @@ from tests._presets import check_paper_presets
 TINY = dict(steps=12, batch_size=16, chunk_size=4, clip_norm=0.5)
 
 
-pytestmark = pytest.mark.usefixtures("persistent_compilation_cache")  # tests/conftest.py
 
 
 class TestDPVAEContract(SynthesizerContract):

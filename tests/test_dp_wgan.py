@@ -27,7 +27,6 @@ TINY = dict(critic_steps=10, critic_steps_per_generator_step=5, chunk_size=4, ba
             hidden=(16, 16), clip_norm=0.01)
 
 
-pytestmark = pytest.mark.usefixtures("persistent_compilation_cache")  # tests/conftest.py
 
 
 class TestDPWGANContract(SynthesizerContract):
