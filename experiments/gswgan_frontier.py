@@ -25,7 +25,8 @@ result in ``OUT``'s folders of the epsilons asked for (also configurations fitte
 ``--configs``): per epsilon the chosen
 configuration, its sigma, K, T, validation and test AUROC, the assumed epsilon and the thesis's
 accounting of the same run, and the smallest measured epsilon whose chosen configuration reaches
-TSTR 0.70.
+TSTR 0.70. Beside them, the floor: the same TSTR of GS-WGAN's untrained generator over eight seeds
+(``OUT/floor.json``, :func:`untrained_floor`), which a score must clear to show learning.
 """
 
 from __future__ import annotations
@@ -128,6 +129,42 @@ def fit_one(args, epsilon: float, name: str, splits, out: pathlib.Path) -> dict:
     return result
 
 
+FLOOR_SEEDS = 8
+
+
+def untrained_floor(splits, out: pathlib.Path, quick: bool) -> dict:
+    """TSTR of GS-WGAN's *untrained* generator (T = 0, its random initialisation) over
+    :data:`FLOOR_SEEDS` seeds: a random network makes the label depend on the other columns at
+    random, and a logistic regression fitted to that can score well above 0.5 on real rows. The
+    frontier's scores mean something only above this floor (and a choice among snapshots on the
+    validation rows lifts a noise-only run towards its maximum). Written to ``OUT/floor.json``
+    once, then read."""
+    path = out / "floor.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    import numpy as np
+
+    from dpgen_jax import data, metrics, synthesizers
+
+    train, validation, test = splits
+    schema = data.cardio_schema()
+    n = QUICK["samples"] if quick else 20_000
+    fits = []
+    for seed in range(2 if quick else FLOOR_SEEDS):
+        model = synthesizers.create("gs-wgan", num_shards=1, generator_steps=0).fit(
+            train, schema, epsilon=math.inf, seed=seed, progress=False)
+        rows = model.sample(n, seed=seed)
+        fits.append({"seed": seed, "validation_auroc": metrics.tstr_auroc(rows, validation, schema, "cardio"),
+                     "test_auroc_plain": metrics.tstr_auroc(rows, test, schema, "cardio")})
+    test_scores = [f["test_auroc_plain"] for f in fits]
+    floor = {"fits": fits, "samples": n, "test_median": float(np.median(test_scores)),
+             "test_max": float(max(test_scores)), "test_min": float(min(test_scores)),
+             "note": "GS-WGAN's generator at its random initialisation (generator_steps=0, no data read "
+                     "by the generator), plain-LR TSTR"}
+    _common.write_json(path, floor)
+    return floor
+
+
 def choose(results: list[dict], args, splits, out: pathlib.Path) -> list[dict]:
     """Per epsilon the configuration with the best validation AUROC, with its tuned test AUROC
     (computed once, from its saved rows, and stored in its ``result.json``)."""
@@ -149,7 +186,7 @@ def choose(results: list[dict], args, splits, out: pathlib.Path) -> list[dict]:
     return chosen
 
 
-def markdown(results: list[dict], chosen: list[dict]) -> str:
+def markdown(results: list[dict], chosen: list[dict], floor: dict | None = None) -> str:
     ref = cardio_gswgan.THESIS_REFERENCE
     lines = ["# GS-WGAN on cardio: TSTR AUROC against the proven epsilon", "",
              "Chosen per epsilon on the 7,000 validation rows (plain LR TSTR of each configuration's "
@@ -164,6 +201,10 @@ def markdown(results: list[dict], chosen: list[dict]) -> str:
             f"{r['batch_size']} | {r['generator_steps']} | {r['chosen_step']} | {r['validation_auroc']:.3f} | "
             f"{r['test_auroc_tuned']:.3f} | {r['assumed_epsilon']:.3g} | {r['thesis_accounting_epsilon']:.3g} | "
             f"{r['fit_seconds']:.0f} |")
+    if floor:
+        lines += ["", f"Floor: GS-WGAN's untrained generator (T = 0) over {len(floor['fits'])} seeds scores a "
+                      f"plain-LR test AUROC of {floor['test_min']:.3f}-{floor['test_max']:.3f} (median "
+                      f"{floor['test_median']:.3f}); scores up to that maximum are reachable without learning."]
     reached = [r["epsilon"] for r in chosen if r["test_auroc_tuned"] >= TARGET_AUROC]
     lines += ["", (f"Smallest measured proven epsilon whose chosen configuration reaches TSTR {TARGET_AUROC}: "
                    f"{min(reached):.3g}." if reached else
@@ -187,7 +228,7 @@ def thesis_proven_epsilons(num_records: int, delta: float) -> dict[str, float]:
             for name in ("M1500", "M250")}
 
 
-def plot(chosen: list[dict], path: pathlib.Path, proven: dict[str, float]) -> None:
+def plot(chosen: list[dict], path: pathlib.Path, proven: dict[str, float], floor: dict | None = None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -199,6 +240,9 @@ def plot(chosen: list[dict], path: pathlib.Path, proven: dict[str, float]) -> No
             label="GS-WGAN, best configuration on validation")
     ax.axhline(ref["real_lr_auroc"], color="k", ls="--", lw=1, label="real rows (thesis)")
     ax.axhline(ref["non_private_auroc"], color="gray", ls=":", lw=1, label="non-private K = 1 (thesis)")
+    if floor:
+        ax.axhspan(floor["test_min"], floor["test_max"], color="0.85", zorder=0,
+                   label="untrained generator (T = 0), range over seeds")
     for name, eps in proven.items():
         ax.plot([ref[name]["published_epsilon"]], [ref[name]["auroc"]], "x", color="tab:red")
         ax.plot([eps], [ref[name]["auroc"]], "s", color="tab:red", mfc="none")
@@ -238,12 +282,13 @@ def main(argv=None) -> dict:
             if done.parent.name not in args.configs and done.parent.name in CONFIGS:
                 results.append(json.loads(done.read_text()))
     chosen = choose(results, args, splits, args.out)
-    summary = {"seed": args.seed, "chosen": chosen, "fits": results, "target_auroc": TARGET_AUROC,
+    floor = untrained_floor(splits, args.out, args.quick)
+    summary = {"seed": args.seed, "chosen": chosen, "fits": results, "target_auroc": TARGET_AUROC, "floor": floor,
                "thesis_reference": cardio_gswgan.THESIS_REFERENCE, "quick": args.quick}
     _common.write_json(args.out / "frontier.json", summary)
-    text = markdown(results, chosen)
+    text = markdown(results, chosen, floor)
     (args.out / "frontier.md").write_text(text)
-    plot(chosen, args.out / "frontier.png", thesis_proven_epsilons(len(splits[0]), args.delta))
+    plot(chosen, args.out / "frontier.png", thesis_proven_epsilons(len(splits[0]), args.delta), floor)
     print(text)
     return summary
 

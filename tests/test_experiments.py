@@ -241,6 +241,9 @@ def test_gswgan_frontier_quick_chooses_on_validation_and_resumes(cardio_path, tm
     for f in fits:  # each fit is calibrated to the proven target; the assumed number is beside it
         assert 9.9 <= f["epsilon"] <= 10.0 and f["assumed_epsilon"] <= f["epsilon"] * (1 + 1e-5)  # K = 1: equal
     assert (out / "frontier.png").stat().st_size > 0 and "| 10 |" in (out / "frontier.md").read_text()
+    floor = summary["floor"]  # the untrained generator's TSTR, two seeds in quick mode
+    assert len(floor["fits"]) == 2 and floor["test_min"] <= floor["test_median"] <= floor["test_max"]
+    assert "Floor: GS-WGAN's untrained generator" in (out / "frontier.md").read_text()
     stamps = {f: f.stat().st_mtime_ns for f in out.glob("eps-10/*/result.json")}
     again = gswgan_frontier.main(argv)  # every fit (and the chosen one's tuned score) is done
     assert [f["validation_auroc"] for f in again["fits"]] == [f["validation_auroc"] for f in fits]
