@@ -7,15 +7,6 @@ import pytest
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("MPLBACKEND", "Agg")
-# Test-only: XLA's CPU backend optimisations off. The suite is dominated by compiling many small
-# programs, which this makes about a third faster; what the tests check (equalities between two
-# programs compiled alike, tolerances against references, statistics of draws, the pinned sample
-# at rtol 1e-6) does not depend on them. Subprocesses (the command line, the experiments) inherit
-# it. Set DPGEN_TEST_XLA_OPT=1 to test the optimised programs the library runs.
-if os.environ.get("DPGEN_TEST_XLA_OPT") != "1":
-    os.environ["XLA_FLAGS"] = " ".join(filter(None, [
-        os.environ.get("XLA_FLAGS", ""),
-        "--xla_backend_optimization_level=0", "--xla_llvm_disable_expensive_passes=true"]))
 
 from dpgen_jax import data  # noqa: E402  (after the environment above)
 from tests._compile import compilation_cache  # noqa: E402

@@ -63,6 +63,8 @@ class TestGSWGANContract(SynthesizerContract):
                                           phase["noise_multiplier"], 300, accounting="paper")
         assert paper["epsilon"] == pytest.approx(privacy.epsilon([p], 1e-5, "rdp", "classic"), rel=1e-9)
         assert set(fitted.released) == {"generator", "generator_ema"}  # no critic, no shard
+        budget = [a for a in rep["assumptions"] if a.startswith("Measured budgets")]  # epsilon 3 < 100
+        assert len(budget) == 1 and f"epsilon of {rep['epsilon']:.3g} expect" in budget[0]
 
 
 # ----------------------------------------------------------------------------- the sanitiser
