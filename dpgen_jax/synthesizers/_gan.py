@@ -76,6 +76,9 @@ def make_gan_runner(
     generator_batch_size: int,
     post_update: Callable[[PyTree], PyTree] | None = None,
     method: str = "ghost",
+    critic_loss: Callable[[PyTree, PyTree], jax.Array] | None = None,
+    critic_batch_fn: Callable[[PyTree, jax.Array, jax.Array, PyTree], PyTree] | None = None,
+    generator_loss: Callable[[PyTree, PyTree, PyTree, jax.Array], jax.Array] | None = None,
 ):
     """Compiles ``run(state, data, frozen, key, n_iterations, total_critic_steps) -> state``.
 
@@ -83,6 +86,14 @@ def make_gan_runner(
     ``total_critic_steps`` executed in all) followed by one generator step on
     ``generator_batch_size`` generated rows. ``clip_norm=None`` trains the critic without
     clipping or noise (a non-private run).
+
+    A method with its own paired term gives ``critic_loss`` (per example, ``(params, batch) ->
+    (B,)``) with ``critic_batch_fn`` (``(data, indices, key, (gen_params, frozen)) -> batch``: the
+    sampled real rows and one generated row per real row; everything in an example must be a
+    function of that example's record and public values only) in place of the paired term of
+    ``critic_fn``, and ``generator_loss`` (``(gen_params, critic_params, frozen, key) -> scalar``)
+    in place of ``-mean D(fake)``; ``critic_fn`` and ``fake_fn`` may then be None (DP-SACTGAN's
+    critic mechanism: a critic and a classifier clipped jointly, conditional vectors).
 
     Args:
         critic_fn: ``(params, rows) -> (B,)`` critic scores.
@@ -105,8 +116,13 @@ def make_gan_runner(
     if clipping not in CRITIC_CLIPPINGS:
         raise ValueError(f"Expected clipping={clipping!r} to be one of {CRITIC_CLIPPINGS}.")
     private = clip_norm is not None
+    if (critic_loss is None) != (critic_batch_fn is None):
+        raise ValueError("critic_loss and critic_batch_fn go together (a per-example term and the "
+                         "batch it reads).")
 
-    if clipping == "paired":
+    if critic_loss is not None:
+        batch_fn, loss, public_grad_fn = critic_batch_fn, critic_loss, None
+    elif clipping == "paired":
         def batch_fn(data, idx, key, extra):
             gen_params, frozen = extra
             fake = jax.lax.stop_gradient(fake_fn(gen_params, frozen, key, idx.shape[0]))
@@ -141,6 +157,8 @@ def make_gan_runner(
 
     def generator_step(gen_state, critic_params, frozen, key):
         def gen_loss(gp):
+            if generator_loss is not None:
+                return generator_loss(gp, critic_params, frozen, key)
             return -jnp.mean(critic_fn(critic_params, fake_fn(gp, frozen, key, b2)))
 
         g = jax.grad(gen_loss)(gen_state.params)

@@ -55,6 +55,7 @@ import jax.numpy as jnp
 from dpgen_jax import _validate as _v
 from dpgen_jax import privacy
 from dpgen_jax.synthesizers._base import Synthesizer, TrainResult, register
+from dpgen_jax.synthesizers.dp_sactgan import _critic
 from dpgen_jax.synthesizers.dp_sactgan._conditional import (
     TrainData,
     cond_log_probs,
@@ -156,7 +157,9 @@ def histogram_columns(layout: Layout, config: DPSACTGANConfig) -> tuple[int, ...
 def privacy_phases(config: DPSACTGANConfig, layout: Layout, num_records: int, *,
                    steps: Mapping[str, int] | None = None, private: bool = True) -> list:
     """Histograms (one Gaussian release per histogram), DP-EM (``3 * em_iterations`` releases per
-    continuous column), and the generator (:class:`privacy.ShardedSanitizerPhase`, proven)."""
+    continuous column), and the training: ``mechanism="hook"`` the generator
+    (:class:`privacy.ShardedSanitizerPhase`, proven); ``"critic"`` the critic's DP-SGD
+    (:class:`privacy.DPSGDPhase`, ``critic_steps`` per generator step, q = B / N)."""
     steps = dict(steps or {})
     phases = []
     n_hist = len(histogram_columns(layout, config))
@@ -170,6 +173,13 @@ def privacy_phases(config: DPSACTGANConfig, layout: Layout, num_records: int, *,
         s = steps.get("dp-em", n_em)
         phases.append(privacy.GaussianPhase("dp-em", config.em_noise_multiplier, s, sensitivity=1.0)
                       if private else privacy.NonPrivatePhase("dp-em", s))
+    if config.mechanism == "critic":
+        t = steps.get("critic", t * config.critic_steps)
+        if not private:
+            return phases + [privacy.NonPrivatePhase("critic", t)]
+        return phases + [privacy.DPSGDPhase.from_batch_size(
+            "critic", config.batch_size, int(num_records), config.noise_multiplier, t,
+            clip_norm=config.clip_norm)]
     if not private:
         return phases + [privacy.NonPrivatePhase("generator", t)]
     return phases + [privacy.ShardedSanitizerPhase(
@@ -191,11 +201,13 @@ def calibrate(config: DPSACTGANConfig, layout: Layout, phases: list, epsilon: fl
         scaled = {p.name: p for p in privacy.calibrate(pre, config.preprocessing_share * epsilon, delta,
                                                        accountant, max_noise_multiplier=1e7)}
         phases = [scaled.get(p.name, p) for p in phases]
-    gen = next(p for p in phases if p.name == "generator")
-    if not gen.spends_privacy:  # no generator step planned: nothing left to calibrate
+    gen = next(p for p in phases if p.name not in PREPROCESSING)
+    if not gen.spends_privacy:  # no training step planned: nothing left to calibrate
         return phases
     out = privacy.calibrate(phases, epsilon, delta, accountant, max_noise_multiplier=1e7,
                             fixed=[p.name for p in pre])
+    if config.mechanism == "critic":
+        return out
     gen = next(p for p in out if p.name == "generator")
     snr = math.sqrt(config.batch_size) / (2.0 * gen.noise_multiplier * math.sqrt(layout.width))
     if snr < ABSURD_SNR:
@@ -238,6 +250,8 @@ class DPSACTGAN(Synthesizer):
         return calibrate(config, self._layout(config), phases, epsilon, delta, self.ACCOUNTANT)
 
     def _paper_accounting(self, phases, delta, report):
+        if not any(p.name == "generator" for p in phases):  # mechanism="critic": not the paper's
+            return None
         gen = next(p for p in phases if p.name == "generator")
         if gen.num_shards == 1:
             return {"label": ("The paper's Theorem 1 ((lambda, 2 B lambda / sigma_paper^2)-RDP per generator "
@@ -253,7 +267,7 @@ class DPSACTGAN(Synthesizer):
 
     def _train(self, config, x, key, ctx) -> TrainResult:
         layout = build_layout(ctx.schema, config)
-        k = num_shards(config, ctx.num_records)
+        k = 1 if config.mechanism == "critic" else num_shards(config, ctx.num_records)
         config = config.replace(num_discriminators=k)
         k_modes, k_assign, k_hist, k_part, k_pre, k_init, k_run = jax.random.split(key, 7)
         t0 = time.perf_counter()
@@ -276,6 +290,22 @@ class DPSACTGAN(Synthesizer):
             counts = jnp.where(jnp.isfinite(cond_log_probs(layout, jnp.zeros_like(counts), training=False)),
                                1.0, 0.0)
         log_probs = cond_log_probs(layout, counts, training=True)
+        pre_steps = {"histograms": len(hist_cols)} if hist_cols else {}
+        if config.modes == "dp-em" and layout.n_continuous:
+            pre_steps["dp-em"] = 3 * config.em_iterations * layout.n_continuous
+        released = {"modes": {f: getattr(modes, f) for f in Modes._fields}, "cond": {"counts": counts}}
+        if config.mechanism == "critic":
+            t1 = time.perf_counter()
+            state = _critic.train(config, layout, rows, codes, log_probs, k_run, num_records=ctx.num_records,
+                                  private=ctx.private,
+                                  critic_steps=generator_steps(config, ctx.num_records) * config.critic_steps,
+                                  progress=ctx.progress("critic"), should_stop=ctx.should_stop,
+                                  checkpoint=ctx.checkpoint("critic"))
+            jax.block_until_ready(state.generator.params)
+            return TrainResult(config=config, released={"generator": state.generator.params, **released},
+                               steps={**pre_steps, "critic": int(state.critic.steps)},
+                               seconds={"preprocessing": t1 - t0, "critic": time.perf_counter() - t1},
+                               assumptions=self._critic_notes(config, layout, ctx.private))
         data = prepare(layout, rows, codes, k_part, k)
         t1 = time.perf_counter()
         critics = aux = None
@@ -297,21 +327,15 @@ class DPSACTGAN(Synthesizer):
         jax.block_until_ready(state.generator.params)
         t3 = time.perf_counter()
         notes = self._notes(config, layout, k, pretrained, ctx.private)
-        steps = {"generator": int(state.steps)}
-        if hist_cols:
-            steps["histograms"] = len(hist_cols)
-        if config.modes == "dp-em" and layout.n_continuous:
-            steps["dp-em"] = 3 * config.em_iterations * layout.n_continuous
-        released = {"generator": state.generator.params,
-                    "modes": {f: getattr(modes, f) for f in Modes._fields},
-                    "cond": {"counts": counts}}
-        return TrainResult(config=config, released=released, steps=steps,
+        steps = {"generator": int(state.steps), **pre_steps}
+        return TrainResult(config=config, released={"generator": state.generator.params, **released},
+                           steps=steps,
                            seconds={"preprocessing": t1 - t0, "pretrain": t2 - t1, "generator": t3 - t2},
                            assumptions=notes)
 
     @staticmethod
-    def _notes(config, layout, k, pretrained, private) -> list[str]:
-        notes = [
+    def _preprocessing_notes(config, layout) -> list[str]:
+        return [
             (f"Modes of the {layout.n_continuous} continuous column(s): one-dimensional DP-EM per column "
              f"({config.n_modes} components, {config.em_iterations} iterations, values scaled to [-1, 1] by "
              "the schema bounds; phase 'dp-em'); no mixture is fitted on private values without noise."
@@ -322,6 +346,31 @@ class DPSACTGAN(Synthesizer):
              "adds 1 to one bin per histogram)" + (", the DP-EM weights for mode blocks" if config.modes == "dp-em"
                                                    else "") + "; they are released to sample."
              if config.cond == "noisy" else "Conditional-vector frequencies: uniform (no data read)."),
+        ]
+
+    @classmethod
+    def _critic_notes(cls, config, layout, private) -> list[str]:
+        notes = cls._preprocessing_notes(config, layout) + [
+            "Mechanism 'critic' (not the paper's): one critic and the auxiliary classifier trained with "
+            f"DP-SGD (phase 'critic', {config.critic_steps} step(s) per generator step): real rows "
+            "Poisson-sampled at the public rate batch_size / N (no per-category draw of real rows); each "
+            "real row conditions on its own value in a uniformly chosen column and is paired with one "
+            "generated row under that condition.",
+            "The generator reads only the critic's and the classifier's outputs on generated rows and the "
+            "conditional cross-entropy (conditions from the released frequencies): post-processing. The "
+            "information loss, which reads real rows' critic features, is not used.",
+        ]
+        if private:
+            notes.append(
+                "Per-example term: the pair's critic difference, its own gradient penalty (slerp between the "
+                "pair) and the classifier's cross-entropy on the real row, clipped jointly to "
+                f"C={config.clip_norm} (per-example gradients by vmap: the penalty is a double-backward "
+                "term), Gaussian noise of std noise_multiplier*C once per step.")
+        return notes
+
+    @classmethod
+    def _notes(cls, config, layout, k, pretrained, private) -> list[str]:
+        notes = cls._preprocessing_notes(config, layout) + [
             f"Shards: every record got an independent uniform label in 1..K (K={k}) from the secret key, so "
             "adding or removing a record moves no other record; the labels, shard sizes and the shard drawn "
             "at each step are never saved, logged or reported." if k > 1 else

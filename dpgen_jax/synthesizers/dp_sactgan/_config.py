@@ -14,6 +14,9 @@ PyTree = Any
 MODE_SOURCES = ("dp-em", "public")
 MODE_ASSIGNMENTS = ("argmax", "sample")
 COND_SOURCES = ("noisy", "uniform")
+#: "hook": the paper's sanitiser on the generator's output (K sharded critics); "critic": DP-SGD on
+#: one critic and classifier, the generator trained on their outputs only (docs/dp-sactgan.md).
+MECHANISMS = ("hook", "critic")
 #: Below this per-step signal-to-noise bound, sqrt(B) / (2 sigma sqrt(width)), a calibration warns.
 ABSURD_SNR = 1e-3
 
@@ -32,6 +35,14 @@ class DPSACTGANConfig(SynthesizerConfig):
     paper's single discriminator. ``epochs`` (if set) gives ``epochs * (N // batch_size)``
     generator steps (CTAB-GAN+'s schedule) instead of ``generator_steps``.
 
+    ``mechanism``: ``"hook"`` (the paper's) releases one sanitised gradient of the generator's
+    output per step, with K critics on secret shards; ``"critic"`` trains one critic and the
+    auxiliary classifier with DP-SGD (real rows Poisson-sampled at ``batch_size / N``, each real
+    row's critic and classifier terms clipped jointly to ``clip_norm``, Gaussian noise of std
+    ``noise_multiplier * clip_norm``, ``critic_steps`` DP steps per generator step) and the
+    generator on their outputs only; K is 1, nothing is pretrained, the information loss is not
+    used (it reads real rows' critic features).
+
     ``preprocessing_share``: ``fit(epsilon=...)`` first scales the histogram and DP-EM noise so
     that those mechanisms alone spend this share of epsilon, then calibrates the generator noise
     with them held fixed; None keeps ``hist_noise_multiplier`` and ``em_noise_multiplier`` as given.
@@ -39,7 +50,10 @@ class DPSACTGANConfig(SynthesizerConfig):
 
     NOISE_FIELDS: ClassVar[Mapping[str, str]] = {"histograms": "hist_noise_multiplier",
                                                  "dp-em": "em_noise_multiplier",
-                                                 "generator": "noise_multiplier"}
+                                                 "generator": "noise_multiplier",
+                                                 "critic": "noise_multiplier"}
+
+    mechanism: str = "hook"
 
     num_discriminators: int | None = None
     max_discriminators: int = 100
@@ -92,6 +106,15 @@ class DPSACTGANConfig(SynthesizerConfig):
         for name in ("aux_classifier", "info_loss"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"Expected {name}={getattr(self, name)!r} to be a bool.")
+        check_choice(self.mechanism, MECHANISMS, "mechanism")
+        if self.mechanism == "critic":
+            if self.num_discriminators not in (None, 1):
+                raise ValueError(f"mechanism='critic' trains one critic with DP-SGD on every record; "
+                                 f"num_discriminators={self.num_discriminators} must be None or 1.")
+            if self.pretrain_iterations:
+                raise ValueError(f"mechanism='critic' releases the generator trained on a DP critic; "
+                                 f"pretrain_iterations={self.pretrain_iterations} would train that critic "
+                                 "on private rows without noise: use 0.")
         check_choice(self.modes, MODE_SOURCES, "modes")
         check_choice(self.mode_assignment, MODE_ASSIGNMENTS, "mode_assignment")
         check_choice(self.cond, COND_SOURCES, "cond")

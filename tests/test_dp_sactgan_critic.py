@@ -1,0 +1,151 @@
+"""DP-SACTGAN's critic mechanism (``mechanism="critic"``): the per-example term reads one record,
+critic and classifier are clipped jointly, real rows condition on their own values, the
+accounting is the composition of the listed events, the configuration's refusals, the contract,
+and (slow) that a non-private fit learns the label rate.
+
+Oracles: a Python loop of single-example gradients clipped by hand, dp_accounting's own
+accountants on hand-built events, statistics of many draws (chi-square).
+"""
+
+from __future__ import annotations
+
+import math
+
+import dp_accounting as dpa
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from dp_accounting.pld import pld_privacy_accountant as plda
+from scipy import stats
+
+from dpgen_jax import data, dpsgd, privacy, synthesizers
+from dpgen_jax.synthesizers import dp_sactgan as ds
+from dpgen_jax.synthesizers.dp_sactgan import _critic
+from tests.test_dp_sactgan import LABELLED, TINY, SACTGANContract, _labelled_rows, functional_preprocessing
+
+CRITIC = dict(TINY, mechanism="critic")
+CFG = ds.DPSACTGANConfig(**CRITIC)
+
+
+def _batch(n=12, seed=0):
+    _, x = _labelled_rows(60, seed)
+    lay = ds.build_layout(LABELLED, CFG)
+    modes = ds.public_modes(LABELLED, CFG)
+    rows, codes = ds.encode_rows(lay, x, modes, "argmax", jax.random.key(1))
+    critic_params, g_params = _critic.init_params(CFG, lay, jax.random.key(2))
+    idx = jnp.arange(n)
+    batch = _critic.critic_batch_fn(CFG, lay)({"rows": rows, "codes": codes.astype(jnp.int32)}, idx,
+                                              jax.random.key(3), (g_params, None))
+    return lay, critic_params, batch
+
+
+def test_each_example_term_reads_its_own_row_only():
+    lay, params, batch = _batch()
+    loss = _critic.critic_terms(CFG, lay)
+    together = np.asarray(loss(params, batch))
+    alone = [float(loss(params, jax.tree_util.tree_map(lambda a, i=i: a[i:i + 1], batch))[0])
+             for i in range(together.shape[0])]
+    np.testing.assert_allclose(together, alone, rtol=2e-5, atol=2e-6)
+    # changing row 0's real values changes row 0's term only
+    moved = dict(batch, real=batch["real"].at[0].set(batch["real"][5]))
+    changed = np.asarray(loss(params, moved)) != together
+    assert changed[0] and not changed[1:].any()
+
+
+def test_critic_and_classifier_are_clipped_jointly_as_a_loop_of_single_examples():
+    lay, params, batch = _batch()
+    loss = _critic.critic_terms(CFG, lay)
+    clip = 0.05
+    got, aux = dpsgd.clipped_grad_sum(loss, clip, method="vmap")(params, batch, None)
+    total = jax.tree_util.tree_map(jnp.zeros_like, params)
+    for i in range(batch["real"].shape[0]):
+        one = jax.tree_util.tree_map(lambda a, i=i: a[i:i + 1], batch)
+        g = jax.grad(lambda p, one=one: loss(p, one)[0])(params)
+        norm = math.sqrt(sum(float(jnp.sum(v * v)) for v in jax.tree_util.tree_leaves(g)))
+        aux_norm = math.sqrt(sum(float(jnp.sum(v * v)) for v in jax.tree_util.tree_leaves(g["aux"])))
+        assert aux_norm > 0 and norm > aux_norm  # both networks in the one clipped vector
+        assert float(aux["norms"][i]) == pytest.approx(norm, rel=1e-4)
+        total = jax.tree_util.tree_map(lambda t, v, s=min(1.0, clip / norm): t + s * v, total, g)
+    for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(total), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-7)
+
+
+def test_real_rows_condition_on_their_own_value_in_a_uniform_column():
+    lay = ds.build_layout(LABELLED, CFG)
+    r = np.random.default_rng(0)
+    n = 6000
+    codes = jnp.asarray(np.stack([r.integers(0, s, n) for s in lay.block_size], 1), jnp.int32)
+    cond, col, cat = _critic.real_conditions(lay, codes, jax.random.key(4))
+    slot = np.asarray(jnp.argmax(cond, axis=1))
+    col, cat = np.asarray(col), np.asarray(cat)
+    np.testing.assert_array_equal(cat, np.asarray(codes)[np.arange(n), col])
+    np.testing.assert_array_equal(slot, np.asarray(lay.cond_offsets)[col] + cat)
+    assert np.asarray(cond).sum(axis=1).tolist() == [1.0] * n
+    counts = np.bincount(col, minlength=lay.n_cols)
+    assert stats.chisquare(counts).pvalue > 1e-3
+
+
+def test_epsilon_is_the_composition_of_the_listed_events():
+    schema = data.adult_schema()
+    cfg = ds.DPSACTGANConfig(mechanism="critic", noise_multiplier=1.3, hist_noise_multiplier=80.0,
+                             em_noise_multiplier=120.0, critic_steps=2, generator_steps=700)
+    lay = ds.build_layout(schema, cfg)
+    n = 39_073
+    phases = ds.privacy_phases(cfg, lay, n)
+    n_cat = sum(not c for c in lay.continuous)
+    assert [p.name for p in phases] == ["histograms", "dp-em", "critic"]
+    assert phases[-1].steps == 1400 and phases[-1].sample_rate == pytest.approx(64 / n, rel=1e-12)
+    events = [dpa.SelfComposedDpEvent(dpa.GaussianDpEvent(80.0), n_cat),
+              dpa.SelfComposedDpEvent(dpa.GaussianDpEvent(120.0), 3 * 10 * lay.n_continuous),
+              dpa.SelfComposedDpEvent(dpa.PoissonSampledDpEvent(64 / n, dpa.GaussianDpEvent(1.3)), 1400)]
+    pld = plda.PLDAccountant(value_discretization_interval=1e-4)
+    pld.compose(dpa.ComposedDpEvent(events))
+    assert privacy.epsilon(phases, 1e-5, "pld", pld_discretization=1e-4) == pytest.approx(
+        pld.get_epsilon(1e-5), rel=1e-9)
+    # calibration lands on the target with the preprocessing held at its share
+    plan = synthesizers.create("dp-sactgan", mechanism="critic").plan(schema, n, epsilon=1.01)
+    assert plan.epsilon() == pytest.approx(1.01, rel=1e-3)
+    assert [p.name for p in plan.phases][-1] == "critic"
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"num_discriminators": 3}, "num_discriminators=3 must be None or 1"),
+    ({"pretrain_iterations": 5}, "pretrain_iterations=5"),
+    ({"mechanism": "both"}, "mechanism"),
+])
+def test_bad_critic_configurations_are_refused(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        synthesizers.create("dp-sactgan", **{"mechanism": "critic", **kwargs})
+
+
+class TestDPSACTGANCriticContract(SACTGANContract):
+    OVERRIDES = CRITIC
+
+    def functional_released(self, model, frame, schema):
+        cfg = model.fitted_config
+        lay, keys, rows, codes, modes, counts, log_probs = functional_preprocessing(cfg, schema, frame, self.SEED)
+        state = _critic.train(cfg, lay, rows, codes, log_probs, keys[6], num_records=len(frame))
+        return {"generator": state.generator.params, "modes": modes._asdict(), "cond": {"counts": counts}}
+
+    def test_report_lists_the_critic_phase_and_no_paper_accounting(self, fitted, table):
+        rep = fitted.privacy_report()
+        assert [p["name"] for p in rep["phases"]] == ["histograms", "dp-em", "critic"]
+        critic = rep["phases"][-1]
+        assert critic["steps"] == CRITIC["generator_steps"] * fitted.fitted_config.critic_steps
+        assert rep["paper_accounting"] is None and not rep.get("sharded_accounting")
+        assert set(fitted.released) == {"generator", "modes", "cond"}  # no critic or classifier
+        text = " ".join(rep["assumptions"])
+        assert "Poisson-sampled" in text and "clipped jointly" in text and "not used" in text
+
+
+@pytest.mark.slow
+def test_a_non_private_critic_fit_learns_the_label_rate():
+    frame = data.adult_like(3000, seed=0)
+    schema = data.adult_schema()
+    model = synthesizers.create("dp-sactgan", mechanism="critic", generator_steps=600, d_model=32,
+                                num_layers=1, aux_hidden=(64, 64)).fit(
+        frame, schema, epsilon=math.inf, seed=0, progress=False)
+    rows = model.sample(4000, seed=1)
+    real = float((frame["salary"] == ">50K").mean())
+    assert abs(float((rows["salary"] == ">50K").mean()) - real) < 0.1
