@@ -39,7 +39,7 @@ def _worker(part: str) -> dict:  # runs in the subprocess, with DEVICES host dev
     import jax.numpy as jnp
     import optax
 
-    from dpgen_jax import dpsgd, privacy, synthesizers
+    from dpgen_jax import dpsgd, privacy
     from dpgen_jax.data import TableEncoder
     from dpgen_jax.synthesizers import _training
     from dpgen_jax.synthesizers import dp_syn

@@ -12,12 +12,10 @@ actually executed in the state; that count is what the accountant must be given.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
 from dpgen_jax.dpsgd._clipping import METHODS, clipped_grad_sum, grad_sum
