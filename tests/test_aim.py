@@ -24,11 +24,12 @@ from scipy import stats
 from scipy.special import logsumexp
 
 from dpgen_jax import data, privacy, synthesizers
-from dpgen_jax.synthesizers import AIMConfig, aim, mst
+from dpgen_jax.synthesizers import AIMConfig, aim
+from dpgen_jax.synthesizers import _select_measure as sm
 from tests import _tables
 from tests._contract import SynthesizerContract
 
-needs_mbi = pytest.mark.skipif(aim.mbi_missing() is not None, reason=str(aim.mbi_missing()))
+needs_mbi = pytest.mark.skipif(aim.AIM.unavailable_reason() is not None, reason=str(aim.AIM.unavailable_reason()))
 SCHEMA = _tables.MIXED_SCHEMA
 TINY = dict(bins=8, max_rounds=3, round_iters=300, estimation_iters=500)
 
@@ -74,7 +75,7 @@ def test_scores_are_the_weighted_l1_minus_the_expected_noise_and_have_sensitivit
     est = {c: r.uniform(0, 20, math.prod(sizes[j] for j in c)) for c in cands}
 
     def answers(rows):
-        return {c: mst._counts(rows, sizes, c) for c in cands}
+        return {c: sm.counts(rows, sizes, c) for c in cands}
 
     full = aim.scores(cands, answers(codes), est, sizes, 2.0)
     for c, w in cands.items():

@@ -24,11 +24,12 @@ from scipy import stats
 
 from dpgen_jax import data, privacy, synthesizers
 from dpgen_jax.synthesizers import MSTConfig
+from dpgen_jax.synthesizers import _select_measure as sm
 from dpgen_jax.synthesizers import mst
 from tests import _tables
 from tests._contract import SynthesizerContract
 
-needs_mbi = pytest.mark.skipif(mst.mbi_missing() is not None, reason=str(mst.mbi_missing()))
+needs_mbi = pytest.mark.skipif(mst.MST.unavailable_reason() is not None, reason=str(mst.MST.unavailable_reason()))
 SCHEMA = _tables.MIXED_SCHEMA
 TINY = dict(bins=16, estimation_iters=200, selection_iters=100)
 
@@ -111,8 +112,8 @@ def test_measurement_noise_has_the_given_standard_deviation():
     codes = np.zeros((5, 2), np.int64)
     sizes = (100, 100)
     cliques = [(0, 1), (1, 0), (0, 1), (1, 0)]
-    noisy = mst.measure(codes, sizes, cliques, 3.0, jax.random.key(1))
-    exact = mst.measure(codes, sizes, cliques, None, jax.random.key(1))
+    noisy = sm.measure(codes, sizes, cliques, 3.0, jax.random.key(1))
+    exact = sm.measure(codes, sizes, cliques, None, jax.random.key(1))
     z = np.concatenate([a - b for a, b in zip(noisy, exact)])
     assert stats.kstest(z / 3.0, "norm").pvalue > 1e-3
     assert stats.kstest(z / 2.55, "norm").pvalue < 1e-6 and stats.kstest(z / 3.45, "norm").pvalue < 1e-6
@@ -142,8 +143,8 @@ def test_phases_and_paper_accounting():
     rho = 3 / (2 * calibrated[0].noise_multiplier**2)
     slow = min(rho * a + (math.log(1e5) + (a - 1) * math.log(1 - 1 / a) - math.log(a)) / (a - 1)
                for a in np.linspace(1.01, 200, 400_000))
-    assert mst._cks_epsilon(rho, 1e-5) == pytest.approx(slow, abs=1e-6)
-    assert mst._cks_epsilon(rho, 1e-5) <= privacy.epsilon(calibrated, 1e-5, "rdp") + 1e-9
+    assert sm.cks_epsilon(rho, 1e-5) == pytest.approx(slow, abs=1e-6)
+    assert sm.cks_epsilon(rho, 1e-5) <= privacy.epsilon(calibrated, 1e-5, "rdp") + 1e-9
 
 
 def test_sampling_follows_the_released_tree():

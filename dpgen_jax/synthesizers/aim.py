@@ -44,7 +44,6 @@ import dataclasses
 import itertools
 import math
 import time
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple
 
@@ -57,8 +56,8 @@ from dpgen_jax import privacy
 from dpgen_jax import _validate as _v
 from dpgen_jax._validate import check_choice
 from dpgen_jax.data._discrete import SPACINGS, numpy_rng
-from dpgen_jax.synthesizers import mst
-from dpgen_jax.synthesizers._base import Synthesizer, SynthesizerConfig, TrainResult, register
+from dpgen_jax.synthesizers import _select_measure as sm
+from dpgen_jax.synthesizers._base import SynthesizerConfig, TrainResult, register
 
 PHASES = ("one_way", "selection", "measure")
 PAPER_ROUNDS_PER_COLUMN = 16  # the paper's T = 16 d
@@ -68,23 +67,7 @@ PAPER_ACCOUNTING = ("zCDP of the one-way release and of every round summed and c
                     "bound of Canonne, Kamath and Steinke (2020) over real orders, as in McKenna "
                     "et al. (2022)")
 
-Clique = tuple[int, ...]
-
-
-def mbi_missing() -> str | None:
-    """Why ``mbi`` cannot be used (absent or older than 2.0), or None when it can."""
-    reason = mst.mbi_missing()
-    return None if reason is None else reason.replace("MST", "AIM")
-
-
-def _mbi():
-    reason = mbi_missing()
-    if reason is not None:
-        raise ImportError(f"AIM cannot fit: {reason}")
-    with warnings.catch_warnings():  # import-time notes on float32 and the compilation cache
-        warnings.simplefilter("ignore")
-        import mbi
-    return mbi
+Clique = sm.Clique
 
 
 def paper_rounds(d: int, measure_share: float = 0.9) -> int:
@@ -296,7 +279,7 @@ def _closure(cliques: Sequence[Clique]) -> set[Clique]:
 
 
 def _domain(sizes: Sequence[int]):
-    mbi = _mbi()
+    mbi = sm.load_mbi("AIM")
     return mbi, mbi.Domain([str(j) for j in range(len(sizes))], list(sizes))
 
 
@@ -337,11 +320,8 @@ def select(quality: Mapping[Clique, float], weights: Mapping[Clique, float], eps
     divided by Delta have sensitivity 1); Gumbel-max sampling. None: the best score."""
     keys = list(quality)
     q = np.array([quality[r] for r in keys], np.float64)
-    if epsilon is None:
-        return keys[int(np.argmax(q))]
-    delta = max(weights[r] for r in keys)
-    logits = epsilon * q / (2.0 * delta) + numpy_rng(key).gumbel(size=q.size)
-    return keys[int(np.argmax(logits))]
+    i = sm.exponential_mechanism(q, epsilon, numpy_rng(key), sensitivity=max(weights[r] for r in keys))
+    return keys[i]
 
 
 # ----------------------------------------------------------------------------- estimation
@@ -388,10 +368,6 @@ class Round(NamedTuple):
     annealed: bool   # the next rounds spend 4x the units
 
 
-def _counts(codes: np.ndarray, sizes: Sequence[int], clique: Clique) -> np.ndarray:
-    return mst._counts(codes, sizes, clique).astype(np.float64)
-
-
 def fit_released(config: AIMConfig, codes: np.ndarray, sizes: Sequence[int], key: jax.Array, *,
                  private: bool = True, should_stop: Callable[[], bool] | None = None,
                  ) -> tuple[dict[str, np.ndarray], list[Clique], list[Round]]:
@@ -409,7 +385,7 @@ def fit_released(config: AIMConfig, codes: np.ndarray, sizes: Sequence[int], key
         raise ValueError(f"max_cells={config.max_cells} leaves no {config.workload_degree}-way "
                          "marginal in the workload.")
     cands = candidates(work)
-    answers = {r: _counts(codes, sizes, r) for r in cands}
+    answers = {r: sm.counts(codes, sizes, r).astype(np.float64) for r in cands}
     phases = {p.name: p for p in privacy_phases(config)}
     sigma_u = phases["measure"].noise_multiplier
     eps_u = phases["selection"].epsilon
@@ -420,7 +396,7 @@ def fit_released(config: AIMConfig, codes: np.ndarray, sizes: Sequence[int], key
 
     k_one, k_rounds = jax.random.split(key)
     std1 = phases["one_way"].noise_multiplier * phases["one_way"].sensitivity if private else None
-    one = mst.measure(codes, sizes, [(j,) for j in range(d)], std1, k_one)
+    one = sm.measure(codes, sizes, [(j,) for j in range(d)], std1, k_one)
     log: list[tuple[Clique, np.ndarray, float]] = [((j,), y, std1 or 1.0) for j, y in enumerate(one)]
     measured: list[Clique] = [(j,) for j in range(d)]
     model = estimate(sizes, log, config.round_iters)
@@ -438,7 +414,7 @@ def fit_released(config: AIMConfig, codes: np.ndarray, sizes: Sequence[int], key
         quality = scores(allowed, answers, est, sizes, sigma)
         k_sel, k_meas = jax.random.split(jax.random.fold_in(k_rounds, len(rounds)))
         r = select(quality, allowed, eps_u * math.sqrt(m) if private else None, k_sel)
-        (y,) = mst.measure(codes, sizes, [r], sigma, k_meas)
+        (y,) = sm.measure(codes, sizes, [r], sigma, k_meas)
         log.append((r, y, sigma or 1.0))
         measured.append(r)
         model = estimate(sizes, log, config.round_iters, warm_start=model)
@@ -496,7 +472,7 @@ def sample_codes(tables: Mapping[str, Any], cliques: Sequence[Clique], sizes: Se
 
 
 @register
-class AIM(Synthesizer):
+class AIM(sm.MarginalSynthesizer):
     """AIM with a scikit-learn-like interface (needs the optional ``mbi`` package to fit).
 
     Example:
@@ -509,12 +485,7 @@ class AIM(Synthesizer):
                    "exponential mechanism, measured with Gaussian noise, a graphical model "
                    "re-estimated (McKenna et al. 2022; needs mbi)")
     CONFIG = AIMConfig
-    ACCOUNTANT = "rdp"
-    USES_NUM_RECORDS = False
-
-    @classmethod
-    def unavailable_reason(cls):
-        return mbi_missing()
+    PAPER_ACCOUNTING = PAPER_ACCOUNTING
 
     def resolve_config(self, schema, preset=None):
         config = super().resolve_config(schema, preset)
@@ -531,11 +502,6 @@ class AIM(Synthesizer):
 
     def _phases(self, config, num_records, steps, private):
         return privacy_phases(config, steps=steps, private=private)
-
-    def _paper_accounting(self, phases, delta, report):
-        rho = sum(p.steps * (p.rho if isinstance(p, privacy.ExponentialMechanismPhase)
-                             else 1.0 / (2.0 * p.noise_multiplier**2)) for p in phases)
-        return {"label": PAPER_ACCOUNTING, "epsilon": mst._cks_epsilon(rho, delta), "rho": rho}
 
     def _train(self, config, x, key, ctx) -> TrainResult:
         t0 = time.perf_counter()

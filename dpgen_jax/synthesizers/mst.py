@@ -34,54 +34,26 @@ Functional API: :func:`discretizer`, :func:`privacy_phases`, :func:`measure`, :f
 from __future__ import annotations
 
 import dataclasses
-import importlib.metadata
-import importlib.util
 import math
 import time
-import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy import optimize
 
 from dpgen_jax import data as data_lib
-from dpgen_jax import dpsgd, privacy
+from dpgen_jax import privacy
 from dpgen_jax.data._discrete import SPACINGS, numpy_rng
 from dpgen_jax import _validate as _v
 from dpgen_jax._validate import check_choice
-from dpgen_jax.synthesizers._base import Synthesizer, SynthesizerConfig, TrainResult, register
+from dpgen_jax.synthesizers import _select_measure as sm
+from dpgen_jax.synthesizers._base import SynthesizerConfig, TrainResult, register
 
 PHASES = ("one_way", "selection", "two_way")
-INSTALL = 'pip install "dpgen-jax[baselines]"  (the mbi package, version >= 2.0)'
 PAPER_ACCOUNTING = ("zCDP of the three mechanisms summed and converted with the bound of Canonne, "
                     "Kamath and Steinke (2020) over real orders, as in McKenna et al. (2021)")
-
-
-def mbi_missing() -> str | None:
-    """Why ``mbi`` cannot be used (absent or older than 2.0), or None when it can."""
-    try:
-        spec = importlib.util.find_spec("mbi")
-    except (ImportError, ValueError):  # e.g. sys.modules["mbi"] = None
-        spec = None
-    if spec is None:
-        return f"the optional package mbi is not installed; {INSTALL}."
-    version = importlib.metadata.version("mbi")
-    if int(version.split(".")[0]) < 2:
-        return f"mbi {version} is installed but MST needs mbi >= 2.0; {INSTALL}."
-    return None
-
-
-def _mbi():
-    reason = mbi_missing()
-    if reason is not None:
-        raise ImportError(f"MST cannot fit: {reason}")
-    with warnings.catch_warnings():  # import-time notes on float32 and the compilation cache
-        warnings.simplefilter("ignore")
-        import mbi
-    return mbi
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,25 +148,6 @@ def privacy_phases(config: MSTConfig, *, steps: Mapping[str, int] | None = None,
 # ----------------------------------------------------------------------------- mechanisms
 
 
-def _counts(codes: np.ndarray, sizes: Sequence[int], clique: tuple[int, ...]) -> np.ndarray:
-    shape = tuple(sizes[j] for j in clique)
-    flat = np.ravel_multi_index(tuple(codes[:, j] for j in clique), shape)
-    return np.bincount(flat, minlength=math.prod(shape)).astype(np.float32)
-
-
-def measure(codes: np.ndarray, sizes: Sequence[int], cliques: Sequence[tuple[int, ...]],
-            noise_std: float | None, key: jax.Array) -> list[np.ndarray]:
-    """The flattened marginals of ``cliques`` with N(0, noise_std^2) per cell (None: exact).
-
-    Privacy: one Gaussian release; a record adds one to one cell of each marginal, so the L2
-    sensitivity is sqrt(len(cliques)) and ``noise_std`` must be sigma * sqrt(len(cliques)).
-    """
-    counts = {f"{i:06d}": _counts(codes, sizes, c) for i, c in enumerate(cliques)}
-    if noise_std is not None:
-        counts = dpsgd.add_gaussian_noise(counts, key, float(noise_std))
-    return [np.asarray(counts[k], dtype=np.float64) for k in sorted(counts)]
-
-
 def compress(one_way: Sequence[np.ndarray], threshold: float | None) -> list[np.ndarray]:
     """Per column, original code -> compressed code: values with noisy count >= threshold keep a
     code each (in order), the others share one last code. Identity when fewer than two values
@@ -236,8 +189,7 @@ def select_tree(scores: np.ndarray, epsilon: float | None, key: jax.Array) -> li
     for _ in range(d - 1):
         open_ = np.flatnonzero(comp[a] != comp[b])
         q = scores[a[open_], b[open_]]
-        logits = q if epsilon is None else epsilon * q / 2.0 + rng.gumbel(size=q.size)
-        i = open_[int(np.argmax(logits))]
+        i = open_[sm.exponential_mechanism(q, epsilon, rng)]
         edges.append((int(a[i]), int(b[i])))
         comp[comp == comp[b[i]]] = comp[a[i]]
     return edges
@@ -257,7 +209,7 @@ def estimate(sizes: Sequence[int], maps: Sequence[np.ndarray],
         two_way: (pair, noisy flattened counts on the compressed codes, noise std).
         iters: mirror-descent iterations.
     """
-    mbi = _mbi()
+    mbi = sm.load_mbi("MST")
     names = [str(j) for j in range(len(sizes))]
     full = mbi.Domain(names, list(sizes))
     merged = {names[j]: np.asarray(m) for j, m in enumerate(maps) if m.max() + 1 < sizes[j]}
@@ -297,7 +249,7 @@ def fit_released(config: MSTConfig, codes: np.ndarray, sizes: Sequence[int], key
     # The noise scales come from the accounted phases themselves (noise multiplier x sensitivity).
     phases = {p.name: p for p in privacy_phases(config)}
     std1 = phases["one_way"].noise_multiplier * phases["one_way"].sensitivity if private else None
-    one = measure(codes, sizes, [(j,) for j in range(d)], std1, k1)
+    one = sm.measure(codes, sizes, [(j,) for j in range(d)], std1, k1)
     maps = compress(one, 3.0 * std1 if private and config.compress else None)
     small = [int(m.max()) + 1 for m in maps]
     ccodes = np.stack([maps[j][codes[:, j]] for j in range(d)], axis=1)
@@ -310,7 +262,7 @@ def fit_released(config: MSTConfig, codes: np.ndarray, sizes: Sequence[int], key
         scores = pair_scores(ccodes, small, ones, float(model1.total))
         edges = select_tree(scores, phases["selection"].epsilon if private else None, k_sel)
         std2 = phases["two_way"].noise_multiplier * phases["two_way"].sensitivity if private else None
-        log2 = [(e, y, std2 or 1.0) for e, y in zip(edges, measure(ccodes, small, edges, std2, k2))]
+        log2 = [(e, y, std2 or 1.0) for e, y in zip(edges, sm.measure(ccodes, small, edges, std2, k2))]
     model = estimate(sizes, maps, log1, log2, config.estimation_iters)
     big = max(sizes)
     pairs = np.zeros((d - 1, big, big), np.float32)
@@ -357,18 +309,8 @@ def sample_codes(released: Mapping[str, Any], sizes: Sequence[int], n: int, key:
     return out
 
 
-def _cks_epsilon(rho: float, delta: float) -> float:
-    """rho-zCDP to (epsilon, delta) by Canonne, Kamath and Steinke (2020, Prop. 12), minimised over
-    real orders alpha > 1 (the conversion of the MST reference code)."""
-    def eps(log_am1):
-        a = 1.0 + math.exp(log_am1)
-        return rho * a + (math.log(1 / delta) + (a - 1) * math.log(1 - 1 / a) - math.log(a)) / (a - 1)
-    res = optimize.minimize_scalar(eps, bounds=(-10.0, 10.0), method="bounded", options={"xatol": 1e-10})
-    return float(res.fun)
-
-
 @register
-class MST(Synthesizer):
+class MST(sm.MarginalSynthesizer):
     """MST with a scikit-learn-like interface (needs the optional ``mbi`` package to fit).
 
     Example:
@@ -380,23 +322,13 @@ class MST(Synthesizer):
     DESCRIPTION = ("Noisy 1-way marginals, a maximum spanning tree of 2-way marginals chosen with "
                    "the exponential mechanism, a graphical model (McKenna et al. 2021; needs mbi)")
     CONFIG = MSTConfig
-    ACCOUNTANT = "rdp"
-    USES_NUM_RECORDS = False
-
-    @classmethod
-    def unavailable_reason(cls):
-        return mbi_missing()
+    PAPER_ACCOUNTING = PAPER_ACCOUNTING
 
     def resolve_config(self, schema, preset=None):
         return super().resolve_config(schema, preset).for_columns(len(schema))
 
     def _phases(self, config, num_records, steps, private):
         return privacy_phases(config, steps=steps, private=private)
-
-    def _paper_accounting(self, phases, delta, report):
-        rho = sum(p.steps * (p.rho if isinstance(p, privacy.ExponentialMechanismPhase)
-                             else 1.0 / (2.0 * p.noise_multiplier**2)) for p in phases)
-        return {"label": PAPER_ACCOUNTING, "epsilon": _cks_epsilon(rho, delta), "rho": rho}
 
     def _train(self, config, x, key, ctx) -> TrainResult:
         t0 = time.perf_counter()
