@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpgen_jax import dpsgd
-from dpgen_jax.synthesizers import gs_wgan as _gs
+from dpgen_jax.synthesizers import _shards
 from dpgen_jax.synthesizers.dp_sactgan._encoding import Layout
 
 
@@ -57,14 +57,14 @@ class TrainData(NamedTuple):
     order: jax.Array       # (n_cols, n) int32
     first: jax.Array       # (K, cond_width) int32
     count: jax.Array       # (K, cond_width) int32
-    shards: _gs.Shards
+    shards: _shards.Shards
 
 
 def prepare(layout: Layout, rows: jax.Array, codes: jax.Array, key: jax.Array, k: int) -> TrainData:
-    """Secret shard labels (``gs_wgan.partition``: i.i.d. uniform, adding or removing a record
+    """Secret shard labels (``_shards.partition``: i.i.d. uniform, adding or removing a record
     moves no other record), rows sorted by shard, and the training-by-sampling index."""
     both = jnp.concatenate([rows, codes.astype(jnp.float32)], axis=1)
-    sorted_both, shards = _gs.partition(both, key, k)
+    sorted_both, shards = _shards.partition(both, key, k)
     rows_s = sorted_both[:, :layout.width]
     codes_s = np.asarray(sorted_both[:, layout.width:]).astype(np.int64)
     sizes = np.asarray(shards.sizes)

@@ -14,7 +14,7 @@ import optax
 from jax import lax
 
 from dpgen_jax import dpsgd, models
-from dpgen_jax.synthesizers import gs_wgan as _gs
+from dpgen_jax.synthesizers import _shards
 from dpgen_jax.synthesizers.dp_sactgan._conditional import (
     TrainData,
     cond_log_probs,
@@ -272,11 +272,11 @@ def init_state(config, layout, k: int, key: jax.Array, critics: Net | None = Non
 
 def train_step(config, layout, private: bool):
     """``step(state, data, key, log_probs) -> (state, {})``: a secret uniform shard
-    (``gs_wgan.step_keys``), its critic and classifier updated on it, the generator updated."""
+    (``_shards.step_keys``), its critic and classifier updated on it, the generator updated."""
 
     def step(state: State, data: TrainData, key, log_probs):
         k_count = data.shards.starts.shape[0]
-        k, k_it, _, _ = _gs.step_keys(key, k_count)
+        k, k_it, _, _ = _shards.step_keys(key, k_count)
         take = functools.partial(jax.tree_util.tree_map, lambda a: lax.dynamic_index_in_dim(a, k, 0, False))
         put = functools.partial(jax.tree_util.tree_map, lambda a, v: lax.dynamic_update_index_in_dim(a, v, k, 0))
         aux = None if state.aux is None else take(state.aux)
