@@ -35,8 +35,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from dpgen_jax import _validate as _v
 from dpgen_jax import dpsgd, privacy
-from dpgen_jax._validate import check_choice, count, positive_finite
+from dpgen_jax._validate import count, positive_finite
 
 MANY_RUN_BROKEN = {
     "dpsgd-step": ("noise_off", "half_noise", "no_clip"),
@@ -238,7 +239,7 @@ def _in_out(score_fn, key, r_in, r_out, chunk):
 def _check_common(runs, broken, mechanism, significance):
     n = count(runs, "runs", 2)
     if broken is not None:
-        check_choice(broken, MANY_RUN_BROKEN[mechanism], "broken")
+        _v.choice(broken, "broken", MANY_RUN_BROKEN[mechanism])
     if not 0 < significance < 0.5:
         raise ValueError(f"Expected significance={significance!r} in (0, 0.5).")
     return n // 2, n - n // 2
@@ -423,7 +424,7 @@ def audit_histograms(key: jax.Array, *, target_epsilon: float, delta: float = 1e
     """
     from dpgen_jax.synthesizers import dp_sactgan, independent
 
-    check_choice(mechanism, HISTOGRAM_MECHANISMS, "mechanism")
+    _v.choice(mechanism, "mechanism", HISTOGRAM_MECHANISMS)
     r_in, r_out = _check_common(runs, broken, "histograms", significance)
     d, k = count(columns, "columns", 1), count(categories, "categories", 1)
     base = count(base_count, "base_count", 0)

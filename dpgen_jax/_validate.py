@@ -93,30 +93,3 @@ def non_negative_finite(value: Any, name: str, context: str = "") -> float:
             f"{_where(context)}expected {name} to be a finite number >= 0, got {name}={value!r}."
         )
     return x
-
-
-# -- the engine's names for the same checks ------------------------------------------------------
-
-
-def check_sample_rate(value: Any, name: str = "sample_rate") -> float:
-    return sample_rate(value, name)
-
-
-def check_num_records(value: Any, name: str = "num_records") -> int:
-    return count(value, name, 1)
-
-
-def check_clip_norm(value: Any, name: str = "clip_norm") -> float:
-    return positive_finite(value, name)
-
-
-def check_noise_multiplier(value: Any, name: str = "noise_multiplier") -> float:
-    return non_negative_finite(value, name)
-
-
-def check_steps(value: Any, name: str = "steps") -> int:
-    return count(value, name, 0)
-
-
-def check_choice(value: Any, options: tuple[str, ...], name: str) -> str:
-    return choice(value, name, tuple(options))

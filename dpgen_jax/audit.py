@@ -41,7 +41,7 @@ import dataclasses
 import math
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -49,6 +49,8 @@ import numpy as np
 import optax
 from jax.flatten_util import ravel_pytree
 
+from dpgen_jax._typing import PyTree
+from dpgen_jax import _validate as _v
 from dpgen_jax import dpsgd, privacy
 from dpgen_jax._audit_mechanisms import (
     HISTOGRAM_MECHANISMS,
@@ -66,10 +68,9 @@ from dpgen_jax._audit_mechanisms import (
     many_run_thresholds,
     max_certifiable_epsilon_many_runs,
 )
-from dpgen_jax._validate import check_choice, check_steps, count, positive_finite
+from dpgen_jax._validate import count, positive_finite
 from dpgen_jax.synthesizers import _training
 
-PyTree = Any
 
 BROKEN_VARIANTS = ("noise_off", "no_clip")
 """Deliberately broken mechanisms for demonstrating the audit (never used by a synthesizer)."""
@@ -412,10 +413,10 @@ def audit_dpsgd(
     if not names:
         raise ValueError("Expected score to name at least one of " + ", ".join(SCORES) + ".")
     for name in names:
-        check_choice(name, SCORES, "score")
+        _v.choice(name, "score", SCORES)
     if broken is not None:
-        check_choice(broken, BROKEN_VARIANTS, "broken")
-    n_steps = check_steps(steps, "steps")
+        _v.choice(broken, "broken", BROKEN_VARIANTS)
+    n_steps = _v.count(steps, "steps", 0)
     m = count(canaries, "canaries", 2)
     c = positive_finite(clip_norm, "clip_norm")
     sigma = positive_finite(noise_multiplier, "noise_multiplier")
@@ -475,7 +476,7 @@ def calibrated_noise(batch_size: int, num_records: int, steps: int, target_epsil
                      delta: float) -> float:
     """The noise multiplier of one DP-SGD phase calibrated to ``target_epsilon`` (PLD)."""
     phase = privacy.DPSGDPhase.from_batch_size("audited", batch_size, num_records, 1.0,
-                                               check_steps(steps, "steps"))
+                                               _v.count(steps, "steps", 0))
     return float(privacy.calibrate([phase], target_epsilon, delta)[0].noise_multiplier)
 
 

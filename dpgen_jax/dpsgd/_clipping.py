@@ -55,16 +55,16 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import Any, Callable
+from typing import Callable
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpgen_jax._validate import check_choice, check_clip_norm
+from dpgen_jax._typing import PyTree
+from dpgen_jax import _validate as _v
 
-PyTree = Any
 LossFn = Callable[[PyTree, PyTree], jax.Array]
 
 METHODS = ("ghost", "vmap")
@@ -400,9 +400,9 @@ def clipped_grad_sum(
         Adding or removing one row of ``batch`` changes the sum by a vector of L2 norm <= C.
         ``aux`` describes private rows: it is for diagnostics and must not be released.
     """
-    clip_norm = check_clip_norm(clip_norm)
-    check_choice(method, METHODS, "method")
-    check_choice(fallback, FALLBACKS, "fallback")
+    clip_norm = _v.positive_finite(clip_norm, "clip_norm")
+    _v.choice(method, "method", METHODS)
+    _v.choice(fallback, "fallback", FALLBACKS)
 
     def fn(params, batch, mask=None):
         if method == "vmap":

@@ -28,14 +28,15 @@ Here every coordinate uses 64 random bits:
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-PyTree = Any
+from dpgen_jax._typing import PyTree
+
 
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 _PARITY = np.uint32(0x1BD11BDA)

@@ -21,14 +21,14 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-PyTree = Any
+from dpgen_jax._typing import PyTree
+
 
 DATA_AXIS = "data"
 

@@ -18,21 +18,13 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from dpgen_jax._typing import PyTree
+from dpgen_jax import _validate as _v
 from dpgen_jax.dpsgd._clipping import METHODS, clipped_grad_sum, grad_sum
 from dpgen_jax.dpsgd._noise import add_gaussian_noise
 from dpgen_jax.dpsgd._sampling import default_capacity, poisson_chunk
 from dpgen_jax.dpsgd._sharding import mesh_axis, pad_to_devices, resolve_mesh
-from dpgen_jax._validate import (
-    check_choice,
-    check_clip_norm,
-    check_noise_multiplier,
-    check_num_records,
-    check_sample_rate,
-    check_steps,
-    positive_finite,
-)
-
-PyTree = Any
+from dpgen_jax._validate import positive_finite
 
 
 class TrainState(NamedTuple):
@@ -142,10 +134,10 @@ def make_dp_step(
         multiplier sigma under add/remove-one neighbours (``privacy.DPSGDPhase``), when
         ``loss_fn`` is per-example and ``key`` is secret.
     """
-    m = check_num_records(num_records)
-    q = check_sample_rate(sample_rate)
-    sigma = check_noise_multiplier(noise_multiplier)
-    check_choice(method, METHODS, "method")
+    m = _v.count(num_records, "num_records", 1)
+    q = _v.sample_rate(sample_rate, "sample_rate")
+    sigma = _v.non_negative_finite(noise_multiplier, "noise_multiplier")
+    _v.choice(method, "method", METHODS)
     if clip_norm is None:
         if sigma != 0.0:
             raise ValueError(
@@ -154,7 +146,7 @@ def make_dp_step(
             )
         grads_fn = grad_sum(loss_fn)
     else:
-        clip_norm = check_clip_norm(clip_norm)
+        clip_norm = _v.positive_finite(clip_norm, "clip_norm")
         grads_fn = clipped_grad_sum(loss_fn, clip_norm, method=method, fallback=fallback)
     if capacity is None:
         cap = default_capacity(m, q)
@@ -301,10 +293,8 @@ def run_phase(
     Returns:
         The final state; ``int(state.steps)`` is the number of steps actually executed.
     """
-    total = check_steps(num_steps, "num_steps")
-    chunk = check_steps(chunk_size, "chunk_size")
-    if chunk == 0:
-        raise ValueError(f"Expected chunk_size={chunk_size!r} to be an integer >= 1.")
+    total = _v.count(num_steps, "num_steps", 0)
+    chunk = _v.count(chunk_size, "chunk_size", 1)
     runner = runner or make_phase_runner(step)
     done = 0
     if checkpoint is not None:
@@ -331,7 +321,7 @@ def expected_batch_size(num_records: int, sample_rate: float) -> float:
     default of :func:`make_dp_step`) or a public size N, whose result is what to pass as
     ``make_dp_step(..., expected_batch_size=...)``.
     """
-    return check_sample_rate(sample_rate) * check_num_records(num_records)
+    return _v.sample_rate(sample_rate, "sample_rate") * _v.count(num_records, "num_records", 1)
 
 
 __all__ = [

@@ -30,11 +30,11 @@ import jax
 import numpy as np
 import pandas as pd
 
+from dpgen_jax._typing import PyTree
 from dpgen_jax import data as data_lib
 from dpgen_jax import dpsgd, privacy
 from dpgen_jax.synthesizers import _checkpoint, _release
 
-PyTree = Any
 ProgressFn = Callable[[int, int], None]
 
 

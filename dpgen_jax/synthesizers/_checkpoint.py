@@ -41,10 +41,10 @@ from typing import Any
 import jax
 import numpy as np
 
+from dpgen_jax._typing import PyTree
 from dpgen_jax import dpsgd
 from dpgen_jax._versions import library_versions
 
-PyTree = Any
 FORMAT = "dpgen_jax.checkpoint"
 FORMAT_VERSION = 1
 MAX_TO_KEEP = 2

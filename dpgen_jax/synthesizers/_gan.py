@@ -22,16 +22,16 @@ See ``docs/architecture.md``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import optax
 
+from dpgen_jax._typing import PyTree
 from dpgen_jax import dpsgd
 from dpgen_jax.synthesizers._training import make_private_step, torch_rmsprop, weight_clamp
 
-PyTree = Any
 CRITIC_CLIPPINGS = ("paired", "real_only")
 
 

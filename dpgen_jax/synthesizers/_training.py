@@ -13,9 +13,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from dpgen_jax._typing import PyTree
 from dpgen_jax import dpsgd, privacy
-
-PyTree = Any
 
 
 def torch_adam(learning_rate: float, b1: float = 0.9, b2: float = 0.999) -> optax.GradientTransformation:

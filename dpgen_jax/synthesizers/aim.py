@@ -51,10 +51,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dpgen_jax import _validate as _v
 from dpgen_jax import data as data_lib
 from dpgen_jax import privacy
-from dpgen_jax import _validate as _v
-from dpgen_jax._validate import check_choice
 from dpgen_jax.data._discrete import SPACINGS, numpy_rng
 from dpgen_jax.synthesizers import _select_measure as sm
 from dpgen_jax.synthesizers._base import SynthesizerConfig, TrainResult, register
@@ -130,7 +129,7 @@ class AIMConfig(SynthesizerConfig):
 
     def validate(self) -> AIMConfig:
         _v.count(self.bins, "bins", 1)
-        check_choice(self.bin_spacing, SPACINGS, "bin_spacing")
+        _v.choice(self.bin_spacing, "bin_spacing", SPACINGS)
         _v.count(self.workload_degree, "workload_degree", 1)
         _v.count(self.max_cells, "max_cells", 1)
         if self.max_rounds is not None:

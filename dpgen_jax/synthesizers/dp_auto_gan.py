@@ -32,14 +32,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dpgen_jax._typing import PyTree
+from dpgen_jax import _validate as _v
 from dpgen_jax import data as data_lib
 from dpgen_jax import dpsgd, models
-from dpgen_jax import _validate as _v
-from dpgen_jax._validate import check_choice, check_steps
 from dpgen_jax.synthesizers import _gan, _training
 from dpgen_jax.synthesizers._base import Synthesizer, SynthesizerConfig, TrainResult, register
 
-PyTree = Any
 
 # The paper's settings by its epsilon (RDP + classic conversion): family, autoencoder and critic
 # sigma, steps. Adult: 10,000 autoencoder and 15,000 critic steps on any table size, with the
@@ -175,18 +174,18 @@ class DPAutoGANConfig(SynthesizerConfig):
                               ("continuous_encoding", CONTINUOUS_ENCODINGS), ("decode", data_lib.DECODE_MODES),
                               ("bin_spacing", data_lib.SPACINGS),
                               ("critic_clipping", _gan.CRITIC_CLIPPINGS), ("method", dpsgd.METHODS)):
-            check_choice(getattr(self, name), options, name)
+            _v.choice(getattr(self, name), name, options)
         for name in ("bins", "latent_dim", "noise_dim", "critic_batch_size",
                      "critic_steps_per_generator_step", "generator_batch_size", "chunk_size"):
             _v.count(getattr(self, name), name, 1)
         if self.ae_batch_size is not None:
             _v.count(self.ae_batch_size, "ae_batch_size", 1)
-        check_steps(self.clip_calibration_steps, "clip_calibration_steps")
+        _v.count(self.clip_calibration_steps, "clip_calibration_steps", 0)
         for name in ("ae_steps", "critic_steps"):
             if getattr(self, name) is not None:
-                check_steps(getattr(self, name), name)
+                _v.count(getattr(self, name), name, 0)
         if isinstance(self.ae_clip_norm, str):
-            check_choice(self.ae_clip_norm, CLIP_NORM_RULES, "ae_clip_norm")
+            _v.choice(self.ae_clip_norm, "ae_clip_norm", CLIP_NORM_RULES)
         else:
             _v.positive_finite(self.ae_clip_norm, "ae_clip_norm")
         if self.weight_clamp is not None:
@@ -382,12 +381,12 @@ def ae_batch_size_for(config: DPAutoGANConfig, num_records: int) -> int:
     N is the public ``num_records`` or the row count, as for the schedule."""
     if config.ae_batch_size is not None:
         return config.ae_batch_size
-    return min(1024, max(64, check_steps(num_records, "num_records") // 32))
+    return min(1024, max(64, _v.count(num_records, "num_records", 0) // 32))
 
 
 def schedule(config: DPAutoGANConfig, num_records: int) -> dict[str, int]:
     """Planned steps per phase: the configured counts, or ``round(epochs * N / batch)`` (at least 1)."""
-    n = check_steps(num_records, "num_records")
+    n = _v.count(num_records, "num_records", 0)
 
     def steps(explicit, epochs, batch):
         return explicit if explicit is not None else max(1, round(epochs * n / batch))

@@ -45,7 +45,6 @@ import pandas as pd
 from dpgen_jax import _validate as _v
 from dpgen_jax import data as data_lib
 from dpgen_jax import dpsgd, models, privacy
-from dpgen_jax._validate import check_choice
 from dpgen_jax.synthesizers import _losses, _training
 from dpgen_jax.synthesizers._base import Synthesizer, SynthesizerConfig, TrainResult, register
 
@@ -106,12 +105,12 @@ class DPSYNConfig(SynthesizerConfig):
             _v.positive_finite(getattr(self, name), name)
         if not 0.0 < _v.real(self.em_share, "em_share") < 1.0:
             raise ValueError(f"expected em_share in (0, 1), got em_share={self.em_share!r}.")
-        check_choice(self.continuous_loss, _losses.CONTINUOUS_LOSSES, "continuous_loss")
-        check_choice(self.group_composition, GROUP_COMPOSITIONS, "group_composition")
-        check_choice(self.continuous_encoding, CONTINUOUS_ENCODINGS, "continuous_encoding")
+        _v.choice(self.continuous_loss, "continuous_loss", _losses.CONTINUOUS_LOSSES)
+        _v.choice(self.group_composition, "group_composition", GROUP_COMPOSITIONS)
+        _v.choice(self.continuous_encoding, "continuous_encoding", CONTINUOUS_ENCODINGS)
         _v.count(self.bins, "bins", 1)
-        check_choice(self.budget_split, BUDGET_SPLITS, "budget_split")
-        check_choice(self.method, dpsgd.METHODS, "method")
+        _v.choice(self.budget_split, "budget_split", BUDGET_SPLITS)
+        _v.choice(self.method, "method", dpsgd.METHODS)
         for name in ("ae_noise_multipliers", "group_shares", "group_counts", "released_counts"):
             values = getattr(self, name)
             if values is not None:

@@ -28,13 +28,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dpgen_jax._typing import PyTree
+from dpgen_jax import _validate as _v
 from dpgen_jax import data as data_lib
 from dpgen_jax import dpsgd, models
-from dpgen_jax._validate import check_choice, check_steps
 from dpgen_jax.synthesizers import _losses, _training
 from dpgen_jax.synthesizers._base import Synthesizer, SynthesizerConfig, TrainResult, register
 
-PyTree = Any
 # The paper's noise multipliers for epsilon 0.36 / 0.51 / 1.01 (Tantipongpipat et al. 2021, App. E.3)
 # at the default batch size; each step count is the largest whose epsilon under the paper's
 # accounting (RDP, classic conversion, delta 1e-5) stays at or below the paper's epsilon for
@@ -74,18 +74,17 @@ class DPVAEConfig(SynthesizerConfig):
     chunk_size: int = 5000
 
     def validate(self) -> DPVAEConfig:
-        check_choice(self.continuous_loss, _losses.CONTINUOUS_LOSSES, "continuous_loss")
-        check_choice(self.method, dpsgd.METHODS, "method")
+        _v.choice(self.continuous_loss, "continuous_loss", _losses.CONTINUOUS_LOSSES)
+        _v.choice(self.method, "method", dpsgd.METHODS)
         models.get_activation(self.encoder_activation)
         models.get_activation(self.decoder_activation)
         for name in ("latent_dim", "batch_size", "chunk_size"):
-            if check_steps(getattr(self, name), name) < 1:
-                raise ValueError(f"Expected {name}={getattr(self, name)!r} to be >= 1.")
-        check_steps(self.steps, "steps")
+            _v.count(getattr(self, name), name, 1)
+        _v.count(self.steps, "steps", 0)
         if any(isinstance(w, bool) or int(w) != w or w < 1 for w in self.hidden):
             raise ValueError(f"Expected hidden={self.hidden!r} to be a tuple of widths >= 1.")
         if isinstance(self.clip_norm, str):
-            check_choice(self.clip_norm, CLIP_NORM_RULES, "clip_norm")
+            _v.choice(self.clip_norm, "clip_norm", CLIP_NORM_RULES)
         elif not (float(self.clip_norm) > 0 and math.isfinite(self.clip_norm)):
             raise ValueError(f"Expected clip_norm={self.clip_norm!r} > 0 or one of {CLIP_NORM_RULES}.")
         for name in ("noise_multiplier", "learning_rate"):

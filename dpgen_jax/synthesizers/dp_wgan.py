@@ -33,13 +33,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dpgen_jax._typing import PyTree
+from dpgen_jax import _validate as _v
 from dpgen_jax import data as data_lib
 from dpgen_jax import dpsgd, models
-from dpgen_jax._validate import check_choice, check_steps
 from dpgen_jax.synthesizers import _gan, _losses, _training
 from dpgen_jax.synthesizers._base import Synthesizer, SynthesizerConfig, TrainResult, register
 
-PyTree = Any
 PREPROCESSINGS = ("mixed", "paper")
 # The paper's noise multipliers for epsilon 0.36 / 0.51 / 1.01 (Tantipongpipat et al. 2021, App. E.2)
 # at the default batch size; each step count is the largest whose epsilon under the paper's
@@ -84,22 +84,21 @@ class DPWGANConfig(SynthesizerConfig):
     chunk_size: int = 200
 
     def validate(self) -> DPWGANConfig:
-        check_choice(self.preprocessing, PREPROCESSINGS, "preprocessing")
-        check_choice(self.critic_clipping, _gan.CRITIC_CLIPPINGS, "critic_clipping")
-        check_choice(self.method, dpsgd.METHODS, "method")
+        _v.choice(self.preprocessing, "preprocessing", PREPROCESSINGS)
+        _v.choice(self.critic_clipping, "critic_clipping", _gan.CRITIC_CLIPPINGS)
+        _v.choice(self.method, "method", dpsgd.METHODS)
         for name in ("critic_steps_per_generator_step", "chunk_size"):
-            if check_steps(getattr(self, name), name) < 1:
-                raise ValueError(f"Expected {name}={getattr(self, name)!r} to be >= 1.")
+            _v.count(getattr(self, name), name, 1)
         for name in ("batch_size", "noise_dim", "generator_batch_size"):
             v = getattr(self, name)
-            if v is not None and check_steps(v, name) < 1:
-                raise ValueError(f"Expected {name}={v!r} to be >= 1 or None.")
-        check_steps(self.critic_steps, "critic_steps")
+            if v is not None:
+                _v.count(v, name, 1)
+        _v.count(self.critic_steps, "critic_steps", 0)
         for name, widths in (("hidden", self.hidden), ("critic_hidden", self.critic_hidden or (1,))):
             if not widths or any(isinstance(w, bool) or int(w) != w or w < 1 for w in widths):
                 raise ValueError(f"Expected {name}={widths!r} to be a non-empty tuple of widths >= 1.")
         if isinstance(self.clip_norm, str):
-            check_choice(self.clip_norm, CLIP_NORM_RULES, "clip_norm")
+            _v.choice(self.clip_norm, "clip_norm", CLIP_NORM_RULES)
         elif not (float(self.clip_norm) > 0 and math.isfinite(self.clip_norm)):
             raise ValueError(f"Expected clip_norm={self.clip_norm!r} > 0 or one of {CLIP_NORM_RULES}.")
         for name in ("noise_multiplier", "critic_learning_rate", "generator_learning_rate"):
@@ -122,7 +121,7 @@ def working_schema(preprocessing: str, schema: data_lib.Schema) -> data_lib.Sche
         ValueError: ``"paper"`` preprocessing of a schema without discrete columns.
     """
     dropped = [c.name for c in schema.columns if c.kind == "continuous"]
-    check_choice(preprocessing, PREPROCESSINGS, "preprocessing")
+    _v.choice(preprocessing, "preprocessing", PREPROCESSINGS)
     if preprocessing == "mixed" or not dropped:
         return schema
     kept = tuple(c for c in schema.columns if c.kind != "continuous")
@@ -247,7 +246,7 @@ def batch_size_for(config: DPWGANConfig, num_records: int) -> int:
     on Adult (N = 32,561) it is the paper's 2,048."""
     if config.batch_size is not None:
         return config.batch_size
-    return max(1, min(PAPER_BATCH_SIZE, check_steps(num_records, "num_records") // 10))
+    return max(1, min(PAPER_BATCH_SIZE, _v.count(num_records, "num_records", 0) // 10))
 
 
 def privacy_phases(config: DPWGANConfig, num_records: int, *, steps: Mapping[str, int] | None = None,

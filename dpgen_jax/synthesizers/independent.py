@@ -28,11 +28,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dpgen_jax import _validate as _v
 from dpgen_jax import data as data_lib
 from dpgen_jax import dpsgd, privacy
 from dpgen_jax.data._discrete import SPACINGS, numpy_rng
-from dpgen_jax import _validate as _v
-from dpgen_jax._validate import check_choice
 from dpgen_jax.synthesizers._base import Synthesizer, SynthesizerConfig, TrainResult, register
 
 PHASE = "histograms"
@@ -61,7 +60,7 @@ class IndependentConfig(SynthesizerConfig):
 
     def validate(self) -> IndependentConfig:
         _v.count(self.bins, "bins", 1)
-        check_choice(self.bin_spacing, SPACINGS, "bin_spacing")
+        _v.choice(self.bin_spacing, "bin_spacing", SPACINGS)
         _v.positive_finite(self.noise_multiplier, "noise_multiplier")
         if self.num_columns is not None:
             _v.count(self.num_columns, "num_columns", 1)

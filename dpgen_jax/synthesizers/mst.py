@@ -43,11 +43,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dpgen_jax import _validate as _v
 from dpgen_jax import data as data_lib
 from dpgen_jax import privacy
 from dpgen_jax.data._discrete import SPACINGS, numpy_rng
-from dpgen_jax import _validate as _v
-from dpgen_jax._validate import check_choice
 from dpgen_jax.synthesizers import _select_measure as sm
 from dpgen_jax.synthesizers._base import SynthesizerConfig, TrainResult, register
 
@@ -93,7 +92,7 @@ class MSTConfig(SynthesizerConfig):
 
     def validate(self) -> MSTConfig:
         _v.count(self.bins, "bins", 1)
-        check_choice(self.bin_spacing, SPACINGS, "bin_spacing")
+        _v.choice(self.bin_spacing, "bin_spacing", SPACINGS)
         split = tuple(self.budget_split)
         if len(split) != 3 or not all(s > 0 for s in split) or abs(sum(split) - 1.0) > 1e-9:
             raise ValueError(f"Expected budget_split={self.budget_split!r} to be 3 positive shares "

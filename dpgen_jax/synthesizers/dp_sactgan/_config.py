@@ -7,10 +7,8 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from dpgen_jax import _validate as _v
-from dpgen_jax._validate import check_choice
 from dpgen_jax.synthesizers._base import SynthesizerConfig
 
-PyTree = Any
 MODE_SOURCES = ("dp-em", "public")
 MODE_ASSIGNMENTS = ("argmax", "sample")
 COND_SOURCES = ("noisy", "uniform")
@@ -106,7 +104,7 @@ class DPSACTGANConfig(SynthesizerConfig):
         for name in ("aux_classifier", "info_loss"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"Expected {name}={getattr(self, name)!r} to be a bool.")
-        check_choice(self.mechanism, MECHANISMS, "mechanism")
+        _v.choice(self.mechanism, "mechanism", MECHANISMS)
         if self.mechanism == "critic":
             if self.num_discriminators not in (None, 1):
                 raise ValueError(f"mechanism='critic' trains one critic with DP-SGD on every record; "
@@ -115,9 +113,9 @@ class DPSACTGANConfig(SynthesizerConfig):
                 raise ValueError(f"mechanism='critic' releases the generator trained on a DP critic; "
                                  f"pretrain_iterations={self.pretrain_iterations} would train that critic "
                                  "on private rows without noise: use 0.")
-        check_choice(self.modes, MODE_SOURCES, "modes")
-        check_choice(self.mode_assignment, MODE_ASSIGNMENTS, "mode_assignment")
-        check_choice(self.cond, COND_SOURCES, "cond")
+        _v.choice(self.modes, "modes", MODE_SOURCES)
+        _v.choice(self.mode_assignment, "mode_assignment", MODE_ASSIGNMENTS)
+        _v.choice(self.cond, "cond", COND_SOURCES)
         for name in ("hist_noise_multiplier", "em_noise_multiplier", "noise_multiplier", "clip_norm",
                      "learning_rate", "adam_eps", "tau"):
             _v.positive_finite(getattr(self, name), name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -13,6 +13,7 @@ import numpy as np
 import optax
 from jax import lax
 
+from dpgen_jax._typing import PyTree
 from dpgen_jax import dpsgd, models
 from dpgen_jax.synthesizers import _shards
 from dpgen_jax.synthesizers.dp_sactgan._conditional import (
@@ -24,7 +25,6 @@ from dpgen_jax.synthesizers.dp_sactgan._conditional import (
 from dpgen_jax.synthesizers.dp_sactgan._config import DPSACTGANConfig
 from dpgen_jax.synthesizers.dp_sactgan._encoding import Layout, Modes, decode_rows
 
-PyTree = Any
 
 # ----------------------------------------------------------------------------- networks
 

@@ -39,10 +39,10 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from typing import Any
 
 import jax
 
+from dpgen_jax._typing import PyTree
 from dpgen_jax import data as data_lib
 from dpgen_jax import dpsgd, privacy
 from dpgen_jax.synthesizers._base import Synthesizer, TrainResult, register
@@ -56,7 +56,6 @@ from dpgen_jax.synthesizers.gs_wgan._training import (
     init_generator, init_generator_phase, init_pretrain, networks, optimizer, pretrain,
     pretrain_iteration, sample_encoded, train_generator)
 
-PyTree = Any
 
 __all__ = [
     "CRITIC_SCHEDULES", "LEARNS_FROM_EPSILON", "SAMPLE_FROM", "THESIS_PRESETS", "THESIS_ROWS",

@@ -7,8 +7,8 @@ import math
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from dpgen_jax import _validate as _v
 from dpgen_jax import models, privacy
-from dpgen_jax._validate import check_choice, check_steps
 from dpgen_jax.synthesizers._base import SynthesizerConfig
 
 SAMPLE_FROM = ("ema", "raw")
@@ -91,24 +91,23 @@ class GSWGANConfig(SynthesizerConfig):
     def validate(self) -> GSWGANConfig:
         for name in ("batch_size", "noise_dim", "critic_steps_per_generator_step",
                      "pretrain_chunk", "shard_group", "chunk_size"):
-            if check_steps(getattr(self, name), name) < 1:
-                raise ValueError(f"Expected {name}={getattr(self, name)!r} to be an integer >= 1.")
-        if self.num_shards is not None and check_steps(self.num_shards, "num_shards") < 1:
-            raise ValueError(f"Expected num_shards={self.num_shards!r} to be an integer >= 1 or None.")
-        if self.thesis_shards is not None and check_steps(self.thesis_shards, "thesis_shards") < 1:
-            raise ValueError(f"Expected thesis_shards={self.thesis_shards!r} to be an integer >= 1 or None.")
-        check_steps(self.pretrain_iterations, "pretrain_iterations")
-        check_steps(self.snapshot_every, "snapshot_every")
-        check_steps(self.generator_steps, "generator_steps")
+            _v.count(getattr(self, name), name, 1)
+        if self.num_shards is not None:
+            _v.count(self.num_shards, "num_shards", 1)
+        if self.thesis_shards is not None:
+            _v.count(self.thesis_shards, "thesis_shards", 1)
+        _v.count(self.pretrain_iterations, "pretrain_iterations", 0)
+        _v.count(self.snapshot_every, "snapshot_every", 0)
+        _v.count(self.generator_steps, "generator_steps", 0)
         for name, widths in (("generator_hidden", self.generator_hidden),
                              ("critic_hidden", self.critic_hidden)):
             if not widths or any(isinstance(w, bool) or int(w) != w or w < 1 for w in widths):
                 raise ValueError(f"Expected {name}={widths!r} to be a non-empty tuple of widths >= 1.")
-        check_choice(self.generator_norm, models._gswgan.NORMS, "generator_norm")
-        check_choice(self.critic_norm, models._gswgan.NORMS, "critic_norm")
-        check_choice(self.init, models._gswgan.INITS, "init")
-        check_choice(self.sample_from, SAMPLE_FROM, "sample_from")
-        check_choice(self.critic_schedule, CRITIC_SCHEDULES, "critic_schedule")
+        _v.choice(self.generator_norm, "generator_norm", models._gswgan.NORMS)
+        _v.choice(self.critic_norm, "critic_norm", models._gswgan.NORMS)
+        _v.choice(self.init, "init", models._gswgan.INITS)
+        _v.choice(self.sample_from, "sample_from", SAMPLE_FROM)
+        _v.choice(self.critic_schedule, "critic_schedule", CRITIC_SCHEDULES)
         for name in ("records_per_shard", "noise_multiplier", "clip_norm", "learning_rate"):
             v = getattr(self, name)
             if isinstance(v, bool) or not (v > 0 and math.isfinite(v)):
@@ -131,7 +130,7 @@ def num_shards(config: GSWGANConfig, num_records: int) -> int:
     Raises:
         ValueError: K larger than N, or expected shards (N / K records) smaller than a batch.
     """
-    n = check_steps(num_records, "num_records")
+    n = _v.count(num_records, "num_records", 0)
     if config.num_shards is not None:
         k, field = config.num_shards, "num_shards"
     elif config.thesis_shards is not None and n >= config.thesis_shards * config.batch_size:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -12,12 +12,11 @@ import numpy as np
 import optax
 from jax import lax
 
+from dpgen_jax._typing import PyTree
+from dpgen_jax import _validate as _v
 from dpgen_jax import dpsgd, models
-from dpgen_jax._validate import check_choice
 from dpgen_jax.synthesizers._shards import Shards, pad_shards, shard_batch_indices, step_keys
 from dpgen_jax.synthesizers.gs_wgan._config import SAMPLE_FROM, GSWGANConfig
-
-PyTree = Any
 
 
 def networks(config: GSWGANConfig, width: int) -> models.GSWGANNetworks:
@@ -154,7 +153,7 @@ class Snapshots:
 
     def __init__(self, every: int, inner=None, sample_from: str = "ema"):
         self.every, self.inner, self.kept = every, inner, {}
-        self.raw = check_choice(sample_from, SAMPLE_FROM, "sample_from") == "raw"
+        self.raw = _v.choice(sample_from, "sample_from", SAMPLE_FROM) == "raw"
 
     def restore(self, state, total):
         return self.inner.restore(state, total) if self.inner is not None else (state, 0)
