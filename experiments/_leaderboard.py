@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from experiments import _common
+from experiments._datasets import DATASETS
 
 #: (column key, report path, heading, higher is better) of the main table.
 METRICS: tuple[tuple[str, str, str, bool | None], ...] = (
@@ -113,8 +114,6 @@ def aggregate(cells: list[dict]) -> list[dict]:
 
 def published_rows(datasets: set[str]) -> list[dict]:
     """The published numbers of each method's paper on each dataset of the suite."""
-    from experiments.benchmark import DATASETS
-
     out = []
     for ds in sorted(datasets):
         spec = DATASETS.get(ds)
@@ -240,8 +239,6 @@ def markdown(board: dict) -> str:
              "dimension-wise prediction. Published rows are the papers' own numbers.", ""]
     heads = ["method", "target eps.", "epsilon (acct.)", "paper eps.", "seeds"] + [m[2] for m in METRICS]
     for ds in sorted({r["dataset"] for r in board["rows"]} | {r["dataset"] for r in board["published"]}):
-        from experiments.benchmark import DATASETS
-
         desc = DATASETS[ds].description if ds in DATASETS else ""
         lines += [f"## {ds}", "", desc, ""]
         if any(r["dataset"] == ds for r in board["rows"]):

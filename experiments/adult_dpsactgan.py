@@ -103,7 +103,7 @@ def published() -> tuple:
 def load(data_dir, quick: bool):
     """(train, test) of the paper's table; fetched when missing; quick: the first 600 / 400 rows."""
     from dpgen_jax import data
-    from experiments.benchmark import QUICK_ROWS
+    from experiments._datasets import QUICK_ROWS
 
     try:
         train, test = data.load_adult_ctab(data_dir)

@@ -1,4 +1,4 @@
-"""The one frame-vs-schema check of the library, and the value formatting of its messages.
+"""The one frame-vs-schema check of the library (its messages format values with ``_schema.show_values``).
 
 :class:`~dpgen_jax.data.TableEncoder` and every metric call :func:`check_frame`, so a frame that
 does not match its schema is refused with the same words wherever it enters the library.
@@ -6,28 +6,13 @@ does not match its schema is refused with the same words wherever it enters the 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import pandas as pd
 
-if TYPE_CHECKING:
-    from dpgen_jax.data._schema import Schema
-
-
-def show_values(values: Sequence[Any], limit: int = 5) -> str:
-    """Render at most ``limit`` values with ``repr`` for an error message.
-
-    Example:
-        >>> show_values(["a", "b", "c"], limit=2)
-        "'a', 'b', ... (1 more)"
-    """
-    items = list(values)
-    shown = ", ".join(repr(v) for v in items[:limit])
-    extra = len(items) - limit
-    return shown + (f", ... ({extra} more)" if extra > 0 else "")
+from dpgen_jax.data._schema import Schema, show_values  # noqa: F401  (show_values: re-exported)
 
 
 def check_frame(df: Any, schema: Schema, name: str = "df") -> None:

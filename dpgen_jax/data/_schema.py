@@ -15,13 +15,12 @@ import json
 import math
 import numbers
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
-from dpgen_jax.data._check import show_values
 
 ColumnKind = Literal["binary", "categorical", "continuous"]
 SchemaSource = Literal["public", "data-derived"]
@@ -33,6 +32,19 @@ _COLUMN_KEYS = ("name", "kind", "categories", "lower", "upper", "integer", "labe
 _SCHEMA_KEYS = ("version", "columns", "source", "notes")
 #: Largest magnitude of an integer column's bounds: every integer up to it is exact in float64.
 MAX_EXACT_INTEGER = 2**53
+
+
+def show_values(values: Sequence[Any], limit: int = 5) -> str:
+    """Render at most ``limit`` values with ``repr`` for an error message.
+
+    Example:
+        >>> show_values(["a", "b", "c"], limit=2)
+        "'a', 'b', ... (1 more)"
+    """
+    items = list(values)
+    shown = ", ".join(repr(v) for v in items[:limit])
+    extra = len(items) - limit
+    return shown + (f", ... ({extra} more)" if extra > 0 else "")
 
 
 class DataDerivedSchemaWarning(UserWarning):

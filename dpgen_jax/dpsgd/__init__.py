@@ -62,6 +62,7 @@ from dpgen_jax.dpsgd._step import (
     init_state,
     make_dp_step,
     make_phase_runner,
+    run_chunks,
     run_phase,
 )
 
@@ -100,6 +101,7 @@ __all__ = [
     "poisson_sample_indices",
     "replicate",
     "resolve_mesh",
+    "run_chunks",
     "run_phase",
     "sample_mixture",
     "sanitize_rows",

@@ -296,16 +296,36 @@ def run_phase(
     total = _v.count(num_steps, "num_steps", 0)
     chunk = _v.count(chunk_size, "chunk_size", 1)
     runner = runner or make_phase_runner(step)
+
+    def report(state, done):
+        jax.block_until_ready(state.steps)
+        progress(done, total)
+
+    return run_chunks(lambda state, done, n: runner(state, data, key, extra, jnp.int32(n)), state,
+                      total, chunk, after_chunk=report if progress is not None else None,
+                      should_stop=should_stop, checkpoint=checkpoint)
+
+
+def run_chunks(run_chunk: Callable, state: Any, total: int, chunk_size: int, *,
+               after_chunk: Callable | None = None, should_stop: Callable[[], bool] | None = None,
+               checkpoint: Any = None) -> Any:
+    """The host loop of every compiled phase: ``total`` units (steps, iterations) in chunks.
+
+    ``run_chunk(state, done, n) -> state`` runs units ``done .. done + n - 1`` (one compiled call);
+    ``after_chunk(state, done)`` follows each chunk (progress); ``should_stop()`` may end the phase
+    after a chunk that is not the last; ``checkpoint`` is the hook described in :func:`run_phase`
+    (``restore`` once before the first chunk, ``save`` after every chunk). Used by
+    :func:`run_phase`, the GAN phases and DP-SYN's stacked autoencoders.
+    """
     done = 0
     if checkpoint is not None:
         state, done = checkpoint.restore(state, total)
     while done < total:
-        n = min(chunk, total - done)
-        state = runner(state, data, key, extra, jnp.int32(n))
+        n = min(chunk_size, total - done)
+        state = run_chunk(state, done, n)
         done += n
-        if progress is not None:
-            jax.block_until_ready(state.steps)
-            progress(done, total)
+        if after_chunk is not None:
+            after_chunk(state, done)
         stop = should_stop is not None and done < total and should_stop()
         if checkpoint is not None:
             checkpoint.save(state, done, total, stop)
@@ -331,5 +351,6 @@ __all__ = [
     "init_state",
     "make_dp_step",
     "make_phase_runner",
+    "run_chunks",
     "run_phase",
 ]

@@ -203,22 +203,11 @@ def run_gan(runner, state: GANState, data, frozen, key, *, critic_steps: int,
     """
     t_d = critic_steps_per_generator_step
     total_iters = -(-critic_steps // t_d)
-    per_chunk = max(1, chunk_size // t_d)
-    done = 0
-    if checkpoint is not None:
-        state, done = checkpoint.restore(state, total_iters)
-    while done < total_iters:
-        n = min(per_chunk, total_iters - done)
-        state = runner(state, data, frozen, key, jnp.int32(n), jnp.int32(critic_steps))
-        done += n
-        if progress is not None:
-            progress(int(state.critic.steps), critic_steps)
-        stop = should_stop is not None and done < total_iters and should_stop()
-        if checkpoint is not None:
-            checkpoint.save(state, done, total_iters, stop)
-        if stop:
-            break
-    return state
+    return dpsgd.run_chunks(
+        lambda s, done, n: runner(s, data, frozen, key, jnp.int32(n), jnp.int32(critic_steps)),
+        state, total_iters, max(1, chunk_size // t_d),
+        after_chunk=None if progress is None else lambda s, done: progress(int(s.critic.steps), critic_steps),
+        should_stop=should_stop, checkpoint=checkpoint)
 
 
 def rmsprop_gan_runner(critic_fn, fake_fn, *, critic_learning_rate: float,

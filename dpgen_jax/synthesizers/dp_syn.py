@@ -410,20 +410,10 @@ def train_autoencoders(config: DPSYNConfig, blocks: tuple, codes, feats, init_ke
         jnp.asarray([sg * config.clip_norm if private else 0.0 for sg in sigmas], jnp.float32))
     states = jax.vmap(lambda p: dpsgd.init_state(p, opt))(init(config, feats.shape[1], k, init_key))
     planned = jnp.asarray(planned, jnp.int32)
-    done, total = 0, int(planned.max())
     data = jnp.asarray(data)
-    if checkpoint is not None:
-        states, done = checkpoint.restore(states, total)
-    while done < total:
-        n = min(config.chunk_size, total - done)
-        states = run(states, data, key, group_rates, planned, jnp.int32(done), jnp.int32(n))
-        done += n
-        stop = should_stop is not None and done < total and should_stop()
-        if checkpoint is not None:
-            checkpoint.save(states, done, total, stop)
-        if stop:
-            break
-    return states
+    return dpsgd.run_chunks(
+        lambda s, done, n: run(s, data, key, group_rates, planned, jnp.int32(done), jnp.int32(n)),
+        states, int(planned.max()), config.chunk_size, should_stop=should_stop, checkpoint=checkpoint)
 
 
 def fit_mixtures(config: DPSYNConfig, blocks: tuple, codes, feats, params, key, *,
