@@ -10,7 +10,14 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
+import pathlib
 from typing import Any
+
+
+class UsageError(ValueError):
+    """A mistake the user can fix (a missing file, an unreadable CSV, a value its schema does not
+    allow, a bad flag): the command line prints it as one line and exits with status 2."""
 
 
 def _where(context: str) -> str:
@@ -93,3 +100,24 @@ def non_negative_finite(value: Any, name: str, context: str = "") -> float:
             f"{_where(context)}expected {name} to be a finite number >= 0, got {name}={value!r}."
         )
     return x
+
+
+def existing_file(path: os.PathLike | str, what: str) -> pathlib.Path:
+    """``path`` as a Path, if it names an existing file (``what`` names it in the message)."""
+    p = pathlib.Path(path)
+    if not p.exists():
+        raise UsageError(f"{what} {str(p)!r} not found.")
+    if not p.is_file():
+        raise UsageError(f"{what} {str(p)!r} is not a file.")
+    return p
+
+
+def new_file(path: os.PathLike | str, force: bool, what: str) -> pathlib.Path:
+    """``path`` as a Path to write, its folder created; an existing file only with ``force``."""
+    p = pathlib.Path(path)
+    if p.exists() and not force:
+        raise UsageError(f"{what} {str(p)!r} exists; pass --force to replace it.")
+    if p.exists() and not p.is_file():
+        raise UsageError(f"{what} {str(p)!r} is not a file.")
+    p.parent.mkdir(parents=True, exist_ok=True)
+    return p

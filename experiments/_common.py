@@ -22,7 +22,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from dpgen_jax.cli import config_overrides  # the one parser of --set FIELD=VALUE (CLI too)
 
 REPORT_KEYS = (
     "method", "dataset", "seed", "target_epsilon", "epsilon", "epsilon_paper_accounting",
@@ -146,8 +145,10 @@ def run(args, p: argparse.ArgumentParser, run_one: Callable[[Any, int | None, pa
         p.error(f"--devices={devices} must be >= 1")
     if devices > 1:
         host_devices(devices)
+    from dpgen_jax import synthesizers  # the one parser of --set FIELD=VALUE (the CLI's too)
+
     try:
-        args.config_overrides = config_overrides(args.method, args.overrides)
+        args.config_overrides = synthesizers.config_overrides(args.method, args.overrides)
     except ValueError as exc:
         p.error(str(exc))
     args.out.mkdir(parents=True, exist_ok=True)

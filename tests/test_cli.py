@@ -119,7 +119,7 @@ def test_schema_draft_is_marked_data_derived_with_a_loud_warning(trip):
     assert procs["draft"].returncode == 0, procs["draft"].stderr
     assert "DATA-DERIVED" in procs["draft"].stderr and "--allow-data-derived-schema" in procs["draft"].stderr
     assert draft["source"] == "data-derived"
-    assert draft["notes"][0].startswith(cli.DRAFT_NOTE_PREFIX) and "train.csv" in draft["notes"][0]
+    assert draft["notes"][0].startswith(data.DRAFT_NOTE_PREFIX) and "train.csv" in draft["notes"][0]
     schema = data.Schema.from_dict(draft)
     assert schema.names == data.adult_schema().names and schema.label == "salary"
     assert "NOT end-to-end" in " ".join(schema.assumptions())
@@ -141,14 +141,14 @@ def test_fit_prints_the_privacy_report_and_writes_a_release_file(trip):
     assert f"paper's accounting: {report['paper_accounting']['epsilon']:.4g}" in fit.stdout
     assert all(a in fit.stdout for a in report["assumptions"])
     assert any(f"public number of records N={N_TRAIN}" in a for a in report["assumptions"])
-    assert model.schema == cli.load_schema(d / "schema.json")
+    assert model.schema == data.load_schema(d / "schema.json")
 
 
 def test_sample_writes_rows_that_read_back_under_the_schema(trip):
     d, procs, _ = trip
     assert procs["sample"].returncode == 0, procs["sample"].stderr
-    schema = cli.load_schema(d / "schema.json")
-    rows = cli.read_csv(d / "synthetic.csv", schema)
+    schema = data.load_schema(d / "schema.json")
+    rows = data.read_csv(d / "synthetic.csv", schema)
     assert list(rows.columns) == schema.names and len(rows) == 150
     assert rows["age"].dtype == np.int64 and rows["education-num"].dtype == np.int64  # drafted integer
     assert data.TableEncoder(schema).encode(rows).shape == (150, data.TableEncoder(schema).width)
@@ -164,17 +164,17 @@ def test_sample_decodes_with_the_methods_own_mode_by_default(trip, tmp_path, mon
     d, _, _ = trip
     assert synthesizers.get("dp-vae").DECODE_MODE == "sample"  # a method the default matters for
     monkeypatch.setattr(synthesizers.DPAutoGAN, "DECODE_MODE", "sample")
-    schema = cli.load_schema(d / "schema.json")
+    schema = data.load_schema(d / "schema.json")
     model = synthesizers.load(d / "model.npz")
     cases = [([], "sample"), (["--mode", "argmax"], "argmax"), (["--mode", "sample"], "sample")]
     for flags, mode in cases:
         out = tmp_path / f"rows-{mode}-{len(flags)}.csv"
         assert cli.main(["sample", str(d / "model.npz"), "-n", "300", "-o", str(out), "--seed", "2",
                          *flags]) == 0, capsys.readouterr().err
-        rows = cli.read_csv(out, schema).astype(object)
+        rows = data.read_csv(out, schema).astype(object)
         pd.testing.assert_frame_equal(rows, model.sample(300, seed=2, mode=mode).astype(object))
     argmax = model.sample(300, seed=2, mode="argmax").astype(object)
-    default = cli.read_csv(tmp_path / "rows-sample-0.csv", schema).astype(object)
+    default = data.read_csv(tmp_path / "rows-sample-0.csv", schema).astype(object)
     assert not default.equals(argmax)  # the two modes differ on these rows, so the check has teeth
 
 
@@ -403,7 +403,7 @@ def test_privacy_accounts_every_registered_method(method, capsys):
     assert says_rates_use_n == cls.USES_NUM_RECORDS
     if not cls.USES_NUM_RECORDS:
         assert any("No record count enters this method's mechanisms" in a for a in report["assumptions"])
-    table = cli.format_privacy(report, title=method)
+    table = privacy.format_report(report, title=method)
     if report["sharded_accounting"]:  # GS-WGAN, DP-SACTGAN: the three numbers, each labelled
         assert f"epsilon: {report['epsilon']:.4g} (proven, selection-conditioned bound, exact)" in table
         assert f"assumed accounting: {report['sharded_accounting']['assumed']:.4g} (assumes" in table
@@ -431,8 +431,8 @@ def test_csv_round_trip_keeps_every_dtype(tmp_path):
     enc = data.TableEncoder(schema)
     decoded = enc.decode(enc.encode(df))
     path = tmp_path / "rows.csv"
-    cli.write_csv(decoded, path)
-    back = cli.read_csv(path, schema)
+    data.write_csv(decoded, path)
+    back = data.read_csv(path, schema)
     assert back["zip"].tolist() == decoded["zip"].tolist()  # "01" stays "01", "10" stays a string
     assert back["code"].dtype == np.int64 and back["age"].dtype == np.int64
     assert back["flag"].map(type).eq(bool).all()
@@ -445,7 +445,7 @@ def test_csv_round_trip_keeps_every_dtype(tmp_path):
     cells = text[1].split(",")
     cells[header.index("note")] = ""
     path.write_text("\n".join([text[0], ",".join(cells)]) + "\n")
-    one = cli.read_csv(path, schema)
+    one = data.read_csv(path, schema)
     assert pd.isna(one["note"][0])
     assert enc.decode(enc.encode(one))["note"][0] == "NA"
 
@@ -454,16 +454,16 @@ def test_read_csv_names_the_file_and_column_it_cannot_parse(tmp_path):
     path = tmp_path / "bad.csv"
     mixed_frame(5).assign(age="old").to_csv(path, index=False)
     with pytest.raises(cli.UsageError, match=r"bad.csv: column 'age' holds 'old'; expected integers"):
-        cli.read_csv(path, MIXED_SCHEMA)
+        data.read_csv(path, MIXED_SCHEMA)
     mixed_frame(5).assign(flag="maybe").to_csv(path, index=False)
     with pytest.raises(cli.UsageError, match=r"column 'flag' holds 'maybe'; expected True or False"):
-        cli.read_csv(path, MIXED_SCHEMA)
+        data.read_csv(path, MIXED_SCHEMA)
 
 
 def test_draft_types_columns_without_losing_codes(tmp_path):
     path = tmp_path / "mixed.csv"
     mixed_frame().to_csv(path, index=False)
-    draft = cli.draft_schema(path, label="y")
+    draft = data.draft_schema(path, label="y")
     s = draft.schema
     assert s.source == "data-derived" and draft.drafted == s.names and draft.rows is None
     assert s["zip"].categories == ("01", "10", "2")  # codes with leading zeros stay strings
@@ -482,7 +482,7 @@ needs_yaml = pytest.mark.skipif(importlib.util.find_spec("yaml") is None,
 
 @needs_yaml
 def test_adult_metadata_file_declares_the_public_adult_schema():
-    draft = cli.draft_schema(None, yaml_path=ROOT / "docs" / "adult-metadata.yaml")
+    draft = data.draft_schema(None, yaml_path=ROOT / "docs" / "adult-metadata.yaml")
     adult = data.adult_schema()
     assert draft.schema.columns == adult.columns and draft.drafted == [] and draft.rows == 32561
     assert draft.schema.source == "public" and draft.schema.notes[1:] == adult.notes
@@ -502,7 +502,7 @@ def test_from_yaml_with_data_drafts_only_the_undeclared_facts(tmp_path, env):
                "-o", "s.json")
     assert proc.returncode == 0, proc.stderr
     assert "DATA-DERIVED" in proc.stderr
-    s = cli.load_schema(tmp_path / "s.json")
+    s = data.load_schema(tmp_path / "s.json")
     assert s.source == "data-derived" and s.names == list(mixed_frame().columns)
     assert s["zip"].categories == ("01", "10", "2", "99") and s["age"].upper == 120 and s["age"].integer
     assert s["code"].categories == (10, 20, 30) and s["flag"].kind == "binary"
@@ -524,7 +524,7 @@ def test_from_yaml_with_data_drafts_only_the_undeclared_facts(tmp_path, env):
 def test_metadata_errors_name_the_column(tmp_path, column, message):
     (tmp_path / "m.yaml").write_text(f'"":\n  s:\n    t:\n      {column}\n')
     with pytest.raises(cli.UsageError) as info:
-        cli.draft_schema(None, yaml_path=tmp_path / "m.yaml")
+        data.draft_schema(None, yaml_path=tmp_path / "m.yaml")
     assert message in str(info.value)
 
 
@@ -533,5 +533,5 @@ def test_metadata_file_with_several_tables_needs_table(tmp_path):
     (tmp_path / "m.yaml").write_text(
         'C:\n  s:\n    a:\n      x: {type: boolean}\n    b:\n      y: {type: boolean}\n')
     with pytest.raises(cli.UsageError, match="describes 2 tables"):
-        cli.draft_schema(None, yaml_path=tmp_path / "m.yaml")
-    assert cli.draft_schema(None, yaml_path=tmp_path / "m.yaml", table="s.b").schema.names == ["y"]
+        data.draft_schema(None, yaml_path=tmp_path / "m.yaml")
+    assert data.draft_schema(None, yaml_path=tmp_path / "m.yaml", table="s.b").schema.names == ["y"]

@@ -52,6 +52,7 @@ from dpgen_jax.data._cardio import (
 )
 from dpgen_jax.data._check import check_frame
 from dpgen_jax.data._discrete import LOG_SPAN, SPACINGS, BinnedEncoder, Discretizer, auto_spacing
+from dpgen_jax.data._files import DRAFT_NOTE_PREFIX, Draft, draft_schema, load_schema, read_csv, read_metadata_yaml, write_csv
 from dpgen_jax.data._encoder import (DECODE_MODES, EXACT_INTEGER_SPAN, Block, IntegerResolutionWarning,
                                      TableEncoder)
 from dpgen_jax.data._mimic import mimic_like, mimic_like_marginals
@@ -73,6 +74,8 @@ __all__ = [
     "CARDIO_COLUMNS",
     "Block",
     "Column",
+    "DRAFT_NOTE_PREFIX",
+    "Draft",
     "DataDerivedSchemaWarning",
     "BinnedEncoder",
     "Discretizer",
@@ -96,6 +99,7 @@ __all__ = [
     "binary_schema",
     "check_frame",
     "clean_adult_test",
+    "draft_schema",
     "fetch_adult",
     "find_adult",
     "find_cardio",
@@ -103,7 +107,11 @@ __all__ = [
     "load_adult",
     "load_adult_ctab",
     "load_cardio",
+    "load_schema",
     "mimic_like",
     "mimic_like_marginals",
+    "read_csv",
+    "read_metadata_yaml",
     "uniform_rows",
+    "write_csv",
 ]

@@ -44,11 +44,13 @@ from dpgen_jax.privacy._phases import (
     NonPrivatePhase,
     ParallelPhases,
     Phase,
-    ShardedSanitizerPhase,
 )
-from dpgen_jax.privacy._report import SEEDED_ASSUMPTION, report, seeded_assumption
+from dpgen_jax.privacy._sharded_phase import ShardedSanitizerPhase
+from dpgen_jax.privacy._report import SEEDED_ASSUMPTION, format_number, format_report, report, seeded_assumption
 
 __all__ = [
+    "format_number",
+    "format_report",
     "ACCOUNTANTS",
     "CONVERSIONS",
     "DPSGDPhase",

@@ -27,16 +27,20 @@ from dp_accounting.rdp import RdpAccountant, compute_epsilon
 
 from dpgen_jax import _validate as _v
 from dpgen_jax.privacy._phases import (
-    PHASE_TYPES,
+    DPSGDPhase,
+    GaussianPhase,
     ExponentialMechanismPhase,
     NeighboringRelation,
     NonPrivatePhase,
     ParallelPhases,
     Phase,
-    ShardedSanitizerPhase,
     relation_name,
 )
+from dpgen_jax.privacy._sharded_phase import ShardedSanitizerPhase
 from dpgen_jax.privacy._sharded import MixtureAnalyticAccountant, MixtureRdpAccountant
+
+PHASE_TYPES = (DPSGDPhase, GaussianPhase, ExponentialMechanismPhase, NonPrivatePhase,
+               ShardedSanitizerPhase, ParallelPhases)
 
 Accountant = Literal["pld", "rdp"]
 Conversion = Literal["improved", "classic"]

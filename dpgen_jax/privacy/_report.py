@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dpgen_jax import _validate as _v
@@ -38,10 +38,9 @@ from dpgen_jax.privacy._phases import (
     NonPrivatePhase,
     ParallelPhases,
     Phase,
-    ASSUMED_SHARD_SENTENCE,
-    ShardedSanitizerPhase,
     relation_name,
 )
+from dpgen_jax.privacy._sharded_phase import ASSUMED_SHARD_SENTENCE, ShardedSanitizerPhase
 
 SEEDED_ASSUMPTION = (
     "The noise was seeded: a user-given seed makes the sampling and noise reproducible by anyone "
@@ -324,3 +323,49 @@ def report(
         "assumptions": sentences,
     }
 
+
+def format_number(v: Any, digits: int = 4) -> str:
+    """A number for a console line: ``-`` for None, ``inf``, else ``digits`` significant digits."""
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return "inf" if math.isinf(v) else f"{v:.{digits}g}"
+    return str(v)
+
+
+def format_report(report: Mapping[str, Any], *, title: str) -> str:
+    """A privacy report (``privacy.report`` / ``privacy_report()``) as a console table.
+
+    One row per phase (mechanism, sampling rate, noise multiplier, steps, epsilon of the phase
+    alone), then epsilon by each accountant, the paper's accounting when the report has it, and
+    every assumption.
+    """
+    rows = [("phase", "mechanism", "sample rate", "noise mult.", "steps", "eps alone")]
+    for ph in report["phases"]:
+        rows.append((ph["name"], ph["mechanism"], format_number(ph.get("sample_rate")),
+                     format_number(ph.get("noise_multiplier"), 5), str(ph["steps"]), format_number(ph["epsilon_alone"])))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = [title]
+    lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    by = report["epsilon_by_accountant"]
+    headline = report["accountant"].upper()
+    if report.get("conversion") and report["accountant"] != "pld":
+        headline += f" {report['conversion']}"
+    if report["non_private"]:
+        lines.append("  epsilon: inf (non-private run: no privacy guarantee)")
+    else:
+        lines.append(f"  epsilon: {format_number(report['epsilon'])} ({headline}, headline)"
+                     f" | RDP improved {format_number(by.get('rdp_improved'))} | RDP classic "
+                     f"{format_number(by.get('rdp_classic'))}   at delta = {report['delta']:g}, "
+                     f"{report['neighbouring_relation']} neighbours")
+    if report.get("sharded_accounting") and not report["non_private"]:
+        headline = "proven, selection-conditioned bound, exact"
+        sharded = report["sharded_accounting"]
+        lines[-1] = lines[-1].replace("(PLD, headline)", f"({headline})")
+        lines.append(f"  assumed accounting: {format_number(sharded.get('assumed'))} ({sharded['assumed_label']})")
+    paper = report.get("paper_accounting")
+    if paper:
+        lines.append(f"  paper's accounting: {format_number(paper.get('epsilon'))} ({paper.get('label')})")
+    lines.append("  assumptions:")
+    lines += [f"   - {a}" for a in report["assumptions"]]
+    return "\n".join(lines)

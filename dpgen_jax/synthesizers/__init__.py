@@ -20,6 +20,7 @@ a thin class).
 """
 
 from dpgen_jax.synthesizers._checkpoint import FitPaused
+from dpgen_jax.synthesizers._overrides import config_overrides
 from dpgen_jax.synthesizers._base import (
     FitContext,
     Plan,
@@ -43,6 +44,7 @@ from dpgen_jax.synthesizers.mst import MST, MSTConfig
 from dpgen_jax.synthesizers.aim import AIM, AIMConfig
 
 __all__ = [
+    "config_overrides",
     "AIM",
     "AIMConfig",
     "DPAutoGAN",

@@ -33,9 +33,10 @@ import pandas as pd
 from dpgen_jax._typing import PyTree
 from dpgen_jax import data as data_lib
 from dpgen_jax import dpsgd, privacy
-from dpgen_jax.synthesizers import _checkpoint, _release
+from dpgen_jax.synthesizers import _checkpoint, _fit_report, _release
+from dpgen_jax.synthesizers._progress import Progress, ProgressFn
+from dpgen_jax.synthesizers._registry import available, create, get, register  # noqa: F401  (re-exported)
 
-ProgressFn = Callable[[int, int], None]
 
 
 # ----------------------------------------------------------------------------- configuration
@@ -172,101 +173,9 @@ class FitContext:
                 "should_stop": self.should_stop, "checkpoint": self.checkpoint(name)}
 
 
-# ----------------------------------------------------------------------------- registry
-
-_REGISTRY: dict[str, type[Synthesizer]] = {}
-
-
-def register(cls: type[Synthesizer]) -> type[Synthesizer]:
-    """Class decorator: makes ``cls`` available as ``synthesizers.create(cls.METHOD)``."""
-    name = cls.METHOD
-    if name in _REGISTRY and _REGISTRY[name] is not cls:
-        raise ValueError(f"a synthesizer named {name!r} is already registered ({_REGISTRY[name]}).")
-    _REGISTRY[name] = cls
-    return cls
-
-
-def available() -> dict[str, str]:
-    """The registered methods: name -> one-line description."""
-    return {name: cls.DESCRIPTION for name, cls in sorted(_REGISTRY.items())}
-
-
-def get(name: str) -> type[Synthesizer]:
-    """The synthesizer class registered under ``name``."""
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"Unknown method {name!r}; expected one of {sorted(_REGISTRY)}.") from None
-
-
-def create(name: str, config: SynthesizerConfig | None = None, **overrides) -> Synthesizer:
-    """A new, unfitted synthesizer of method ``name`` (see :func:`available`).
-
-    Args:
-        name: registry name, e.g. ``"dp-auto-gan"``.
-        config: a full configuration of that method (default: the method's default for the
-            schema given to ``fit``).
-        **overrides: configuration fields to set on top of the default (or of ``config``).
-    """
-    return get(name)(config, **overrides)
-
-
 def load(path) -> Synthesizer:
     """Loads a release file of any registered method (dispatching on the method it holds)."""
     return Synthesizer.load(path)
-
-
-# ----------------------------------------------------------------------------- progress
-
-
-class _Progress:
-    """A tqdm bar per phase: steps done and the epsilon spent so far under the headline accountant.
-
-    The epsilon is that of every phase composed with the steps executed so far; it ends at the
-    report's epsilon, which calibration keeps at or below the target. It is recomputed at most
-    every ``min_interval`` seconds (and at the end of each phase), between compiled chunks.
-    ``show_epsilon=False`` leaves it out: a plan made with the private row count as a stand-in
-    (a method that uses no record count, fitted without ``num_records``) would show a number
-    computed from that count (privacy rule 10).
-    """
-
-    def __init__(self, enabled: bool, plan: Plan, min_interval: float = 2.0,
-                 show_epsilon: bool = True):
-        self.enabled, self.plan, self.min_interval = enabled, plan, min_interval
-        self.show_epsilon = show_epsilon
-        self.executed: dict[str, int] = {}
-        self.bar = None
-        self.name: str | None = None
-        self._last = -math.inf
-
-    def epsilon_spent(self) -> float:
-        phases = [dataclasses.replace(p, steps=self.executed.get(p.name, 0)) for p in self.plan.phases]
-        return privacy.epsilon(phases, self.plan.delta, accountant=self.plan.accountant)
-
-    def phase(self, name: str) -> ProgressFn | None:
-        if not self.enabled:
-            return None
-        from tqdm.auto import tqdm
-
-        def update(done: int, total: int) -> None:
-            if self.name != name:
-                self.close()
-                self.bar, self.name, self._last = tqdm(total=total, desc=name, unit="step"), name, -math.inf
-            self.executed[name] = done
-            self.bar.n = done
-            now = time.monotonic()
-            due = done >= total or now - self._last >= self.min_interval
-            if self.show_epsilon and self.plan.private and due:
-                self._last = now
-                self.bar.set_postfix_str(f"eps({self.plan.accountant})={self.epsilon_spent():.3f}")
-            self.bar.refresh()
-
-        return update
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-            self.bar = None
 
 
 # ----------------------------------------------------------------------------- the base class
@@ -561,33 +470,10 @@ class Synthesizer(abc.ABC):
         x = jax.numpy.asarray(self._encoder(schema, plan.config).encode(df))
         if max_seconds is not None and (isinstance(max_seconds, bool) or not max_seconds >= 0):
             raise ValueError(f"Expected max_seconds={max_seconds!r} to be a number >= 0 or None.")
-        # -- checkpoints (docs/checkpoints.md) ---------------------------------------------
-        if resume not in (True, False):
-            raise ValueError(f"Expected resume={resume!r} to be True or False.")
-        ckpt = None
-        if checkpoint_dir is None:
-            if resume:
-                raise ValueError("resume=True needs checkpoint_dir=<the training's checkpoint directory>.")
-            run_key = dpsgd.make_key(seed)
-        else:
-            if not self.CHECKPOINTS:
-                raise ValueError(
-                    f"{self.METHOD} does not take checkpoint_dir: it has no DP-SGD phase to resume "
-                    "(its mechanisms run in one pass; a fresh fit costs about what a resume would).")
-            flat = privacy.flat_phases(plan.phases)
-            identity = {
-                "method": self.METHOD, "target_epsilon": plan.target_epsilon, "delta": plan.delta,
-                "preset": preset, "private": plan.private, "accountant": plan.accountant,
-                # no private row count: the keyed fingerprint of the rows checks the data on resume
-                "num_records": n, "num_records_public": public_n,
-                "schema": schema.to_dict(), "config": plan.config.to_dict(),
-                "noise_multipliers": {p.name: p.noise_multiplier_or_none for p in flat},
-                "planned_steps": {p.name: p.steps for p in flat}, "seeded": seed is not None}
-            ckpt, run_key = _checkpoint.open_checkpoint(
-                checkpoint_dir, resume=resume, every=checkpoint_every, identity=identity, x=x,
-                seed=seed, pause_reason=f"the time budget max_seconds={max_seconds} was spent")
-        # -- end checkpoints ----------------------------------------------------------------
-        bar = _Progress(progress, plan, show_epsilon=n_is_public)
+        ckpt, run_key = _checkpoint.open_for_fit(
+            self, plan, schema, x, checkpoint_dir=checkpoint_dir, resume=resume, seed=seed,
+            every=checkpoint_every, n=n, public_n=public_n, preset=preset, max_seconds=max_seconds)
+        bar = Progress(progress, plan, show_epsilon=n_is_public)
         deadline = math.inf if max_seconds is None else time.monotonic() + float(max_seconds)
         ctx = FitContext(num_records=n, private=plan.private, plan=plan, schema=schema,
                          progress=bar.phase, should_stop=lambda: time.monotonic() >= deadline,
@@ -599,62 +485,10 @@ class Synthesizer(abc.ABC):
             bar.close()
             if ckpt is not None:
                 ckpt.close()
-        phases = self._phases(result.config, n, result.steps, plan.private)
-        # the schedule of the fitted configuration (DP-SYN's depends on counts released in _train)
-        planned_phases = self._phases(result.config, n, None, plan.private)
-        cut = {p.name: (p.steps, q.steps)
-               for p, q in zip(privacy.flat_phases(phases), privacy.flat_phases(planned_phases))
-               if p.steps != q.steps}
-        if cut:  # the executed and planned steps of the fitted configuration (public if n is)
-            warnings.warn(f"max_seconds={max_seconds} cut the schedule: (executed, planned) steps "
-                          f"{cut}; the report accounts for the executed steps.", stacklevel=2)
-        assumptions = list(schema.assumptions())
-        if not self.USES_NUM_RECORDS:
-            given = f" (the num_records N={n} given by the user is not used)" if public_n else ""
-            assumptions.append(
-                "No record count enters this method's mechanisms: noisy counts are normalised by "
-                f"their own noisy total, and the number of private rows is not published{given}.")
-            if not public_n:
-                assumptions.append(
-                    f"As the number of private rows n is not published, this report does not check "
-                    f"delta={plan.delta:g} against it: a delta of 1/n or more is met by a mechanism "
-                    "that publishes one random record outright, so delta must be well below 1/n.")
-        elif public_n:
-            assumptions.append(
-                f"The sampling rates use the public number of records N={n} given by the user "
-                "(num_records); the private row count is not published.")
-        else:
-            assumptions.append(
-                f"The number of private rows (n={n}) is treated as public: it sets the sampling "
-                "rates q = expected batch size / n (and a schedule given in epochs). Pass num_records=N (a public count) to avoid "
-                "this assumption.")
-        assumptions.extend(result.assumptions)
-        if ckpt is not None and ckpt.resumed is not None:
-            assumptions.append(
-                "Training was resumed from a private checkpoint: the steps reported are every "
-                "distinct step executed across the runs; mechanisms before the saved point were "
-                "replayed with the same keys on the same inputs (the same outputs) or restored.")
-        if cut and plan.private:
-            # the schedule of the fitted configuration, not plan.epsilon(): a method that uses no
-            # record count plans with the private row count as a stand-in for its released counts
-            planned_epsilon = privacy.epsilon(planned_phases, plan.delta, accountant=self.ACCOUNTANT)
-            assumptions.append(
-                f"A time budget (max_seconds={max_seconds}) stopped training early, after the "
-                "executed steps listed. The stop was decided from the wall clock alone, which this "
-                "accounting treats as independent of the private rows; without that assumption the "
-                f"planned schedule's epsilon ({planned_epsilon:.6g}) still bounds the run.")
-        # dataset_size only when n is public: privacy.report writes it into a sentence and a
-        # warning when delta >= 1/n (and the sentence's absence would say n < 1/delta).
-        report = privacy.report(phases, plan.delta, accountant=self.ACCOUNTANT,
-                                dataset_size=n if n_is_public else None, assumptions=assumptions,
-                                seeded=run_key.seeded)
-        report["method"] = self.METHOD
-        report["preset"] = preset
-        report["target_epsilon"] = (None if plan.target_epsilon is None or math.isinf(plan.target_epsilon)
-                                    else plan.target_epsilon)
-        report["num_records_public"] = public_n
-        report["released"] = sorted(result.released) + ["schema", "config"]
-        report["paper_accounting"] = self._paper_accounting(phases, plan.delta, report) if plan.private else None
+        report = _fit_report.fit_report(self, plan, result, schema, n=n, public_n=public_n,
+                                        n_is_public=n_is_public, preset=preset, max_seconds=max_seconds,
+                                        resumed=ckpt is not None and ckpt.resumed is not None,
+                                        seeded=run_key.seeded)
         self.fitted_config, self.schema, self._report = result.config, schema, report
         self._released, self._state = result.released, dict(result.state)
         self.train_seconds = dict(result.seconds)

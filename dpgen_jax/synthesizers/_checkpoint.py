@@ -42,7 +42,7 @@ import jax
 import numpy as np
 
 from dpgen_jax._typing import PyTree
-from dpgen_jax import dpsgd
+from dpgen_jax import dpsgd, privacy
 from dpgen_jax._versions import library_versions
 
 FORMAT = "dpgen_jax.checkpoint"
@@ -369,6 +369,34 @@ def _differences(saved: dict, now: dict) -> list[str]:
         else:
             out.append(f"{field}: {a!r} in the checkpoint, {b!r} now")
     return out
+
+
+def open_for_fit(model, plan, schema, x, *, checkpoint_dir, resume: bool, seed: int | None, every: int,
+                 n: int, public_n: bool, preset: str | None, max_seconds: float | None):
+    """``(checkpointer or None, run key)`` of a fit: a fresh key without ``checkpoint_dir``; else the
+    checkpoint directory opened for this fit's identity (method, target, N, schema, configuration,
+    noise and planned steps; a resume checks every one against the saved run)."""
+    if resume not in (True, False):
+        raise ValueError(f"Expected resume={resume!r} to be True or False.")
+    if checkpoint_dir is None:
+        if resume:
+            raise ValueError("resume=True needs checkpoint_dir=<the training's checkpoint directory>.")
+        return None, dpsgd.make_key(seed)
+    if not model.CHECKPOINTS:
+        raise ValueError(
+            f"{model.METHOD} does not take checkpoint_dir: it has no DP-SGD phase to resume "
+            "(its mechanisms run in one pass; a fresh fit costs about what a resume would).")
+    flat = privacy.flat_phases(plan.phases)
+    identity = {
+        "method": model.METHOD, "target_epsilon": plan.target_epsilon, "delta": plan.delta,
+        "preset": preset, "private": plan.private, "accountant": plan.accountant,
+        # no private row count: the keyed fingerprint of the rows checks the data on resume
+        "num_records": n, "num_records_public": public_n,
+        "schema": schema.to_dict(), "config": plan.config.to_dict(),
+        "noise_multipliers": {p.name: p.noise_multiplier_or_none for p in flat},
+        "planned_steps": {p.name: p.steps for p in flat}, "seeded": seed is not None}
+    return open_checkpoint(checkpoint_dir, resume=resume, every=every, identity=identity, x=x,
+                           seed=seed, pause_reason=f"the time budget max_seconds={max_seconds} was spent")
 
 
 def open_checkpoint(directory, *, resume: bool, every: int, identity: dict, x,

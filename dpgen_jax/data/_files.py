@@ -1,0 +1,399 @@
+"""Tables and schemas in files: the one reader of CSV files and of public metadata.
+
+* :func:`read_csv` / :func:`write_csv`: a CSV read with the dtypes its schema declares and checked
+  against it, so integer columns and categories of str, int or bool survive a write and a read.
+* :func:`load_schema`: a schema from its JSON file.
+* :func:`read_metadata_yaml` and :func:`draft_schema`: public facts from a SmartNoise SQL metadata
+  file, and a draft schema from them and/or the data (marked ``data-derived`` when any fact was
+  read from the rows).
+
+Every problem a user can fix (a missing file, an unreadable CSV, a value the schema does not
+allow) raises :class:`dpgen_jax._validate.UsageError` (a ``ValueError``) naming the file and column;
+the command line prints it as one line. ``docs/cli.md`` describes the formats.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+import pandas as pd
+
+from dpgen_jax._validate import UsageError, existing_file
+from dpgen_jax.data._check import check_frame
+from dpgen_jax.data._encoder import TableEncoder
+from dpgen_jax.data._schema import DataDerivedSchemaWarning, Schema, infer_schema
+
+DRAFT_NOTE_PREFIX = "DRAFT"
+SMARTNOISE_TYPES = ("boolean", "string", "int", "float")
+# SmartNoise SQL table options: those about its query engine are accepted and not used here
+# (docs/cli.md); max_ids and rows are reported by the draft; notes is our extension.
+_TABLE_OPTIONS = ("max_ids", "row_privacy", "rows", "sample_max_ids", "censor_dims", "clamp_counts",
+                  "clamp_columns", "use_dpsu", "notes")
+_SMARTNOISE_COLUMN_KEYS = ("name", "type", "lower", "upper", "nullable", "missing_value",
+                           "private_id", "sensitivity", "categories", "label")
+
+
+def load_schema(path: os.PathLike | str) -> Schema:
+    """The schema in a JSON file written by ``Schema.to_json`` (or by ``schema draft``).
+
+    Raises:
+        UsageError: no file, invalid JSON or an invalid schema (the message names the file).
+    """
+
+    p = existing_file(path, "schema file")
+    try:
+        return Schema.from_json(p.read_text())
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{p}: not valid JSON ({exc}).") from None
+    except (ValueError, TypeError, KeyError) as exc:
+        raise UsageError(f"{p}: not a valid schema: {exc}") from None
+
+
+def _parse_bool(s: pd.Series, where: str):
+    lowered = s.str.lower()
+    bad = ~lowered.isin(("true", "false", ""))
+    if bad.any():
+        raise UsageError(f"{where} holds {s[bad].iloc[0]!r}; expected True or False (a bool column "
+                         "of the schema).")
+    return lowered.map({"true": True, "false": False, "": None})
+
+
+def _parse_numbers(s: pd.Series, where: str, integer: bool):
+    blank = s == ""
+    try:
+        values = pd.to_numeric(s.mask(blank), errors="raise")
+    except (ValueError, TypeError) as exc:
+        bad = [v for v in s[~blank] if _not_number(v)]
+        shown = repr(bad[0]) if bad else f"a value it cannot parse ({exc})"
+        raise UsageError(f"{where} holds {shown}; expected "
+                         f"{'integers' if integer else 'numbers'}.") from None
+    if integer and not blank.any() and values.dtype.kind == "f":
+        whole = values == values.round()
+        if whole.all():
+            values = values.astype("int64")
+    return values
+
+
+def _not_number(v: str) -> bool:
+    try:
+        float(v)
+        return False
+    except ValueError:
+        return True
+
+
+def read_csv(path: os.PathLike | str, schema: Schema, name: str | None = None) -> pd.DataFrame:
+    """A CSV file read with the dtypes ``schema`` declares, checked against its columns.
+
+    Every cell is first read as the exact text in the file (no whitespace stripping, no guessing
+    of missing-value markers), then converted column by column:
+
+    * discrete columns with ``str`` categories keep the text (so ``"10"`` stays a string);
+      ``int`` categories are parsed as integers, ``bool`` categories from ``True``/``False``
+      (any case); an empty cell is a missing value (unless ``""`` is itself a category), which
+      encodes as the column's ``missing`` category if it has one;
+    * continuous columns are parsed as numbers (int64 for integer columns).
+
+    The values are then checked as the library reads them (``TableEncoder.encode``): unknown
+    categories, values out of bounds and missing values without a missing category are errors
+    naming the file and the column.
+
+    Args:
+        path: The CSV file (header row with the column names, comma-separated).
+        schema: The public schema of the table.
+        name: What to call the file in messages (default: its path).
+
+    Raises:
+        UsageError: no file, unreadable CSV, columns that differ from the schema's, or a value
+            that cannot be parsed as its column's type or is not allowed by the schema.
+    """
+
+    p = existing_file(path, "data file")
+    label = name or str(p)
+    try:
+        raw = pd.read_csv(p, dtype=str, keep_default_na=False, na_filter=False)
+    except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
+        raise UsageError(f"{label}: not a readable CSV file ({exc}).".replace("\n", " ")) from None
+    try:
+        check_frame(raw, schema, name=label)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    out = {}
+    for col in schema.columns:
+        s = raw[col.name].astype(object)
+        where = f"{label}: column {col.name!r}"
+        if col.kind == "continuous":
+            out[col.name] = _parse_numbers(s, where, col.integer)
+            continue
+        kind = type(col.categories[0])
+        if kind is str:
+            out[col.name] = s if "" in col.categories else s.mask(s == "")
+        elif kind is bool:
+            out[col.name] = _parse_bool(s, where)
+        else:
+            values = _parse_numbers(s, where, integer=True)
+            if values.dtype.kind == "f" and not (values.dropna() == values.dropna().round()).all():
+                raise UsageError(f"{where} holds non-integer values; its categories are integers.")
+            out[col.name] = values
+    frame = pd.DataFrame(out, columns=schema.names)
+    try:
+        TableEncoder(schema).encode(frame)  # every value checked here, named by file and column
+    except ValueError as exc:
+        raise UsageError(f"{label}: {exc}") from None
+    return frame
+
+
+def write_csv(df: pd.DataFrame, path: pathlib.Path) -> None:
+    """Writes ``df`` without its index; floats at full precision, so :func:`read_csv` reads the
+    same values back."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(path, index=False)
+
+
+# ----------------------------------------------------------------------------- SmartNoise metadata
+
+
+def read_metadata_yaml(path: os.PathLike | str, table: str | None = None
+                       ) -> tuple[str, dict[str, Any], dict[str, dict[str, Any]]]:
+    """One table of a SmartNoise SQL metadata file: ``(table name, table options, columns)``.
+
+    The layout is SmartNoise's (``docs/cli.md`` cites it): a collection, then schemas, then
+    tables; a table's scalar keys are options (``max_ids``, ``row_privacy``, ``rows``, ...) and
+    its mapping keys are columns with ``type`` and, for numbers, ``lower``/``upper``. Needs PyYAML
+    (the ``yaml`` extra).
+
+    Args:
+        path: The YAML file.
+        table: ``"schema.table"`` or ``"table"``; None: the file's only table.
+
+    Raises:
+        UsageError: no file, no PyYAML, invalid YAML, not that layout, or an ambiguous table.
+    """
+    p = existing_file(path, "metadata file")
+    try:
+        import yaml
+    except ImportError:
+        raise UsageError("--from-yaml needs PyYAML: pip install 'dpgen-jax[yaml]'.") from None
+    try:
+        doc = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{p}: not valid YAML ({exc}).".replace("\n", " ")) from None
+
+    def mapping(node, where):
+        if not isinstance(node, dict) or not node:
+            raise UsageError(f"{p}: {where} must be a non-empty mapping (SmartNoise layout: "
+                             "collection -> schema -> table -> columns).")
+        return node
+
+    tables = {}
+    for collection, schemas in mapping(doc, "the file").items():
+        for schema_name, schema_tables in mapping(schemas, f"collection {collection!r}").items():
+            for table_name, body in mapping(schema_tables, f"schema {schema_name!r}").items():
+                full = f"{schema_name}.{table_name}" if schema_name else str(table_name)
+                tables[full] = (str(table_name), mapping(body, f"table {full!r}"))
+    if table is None:
+        if len(tables) != 1:
+            raise UsageError(f"{p} describes {len(tables)} tables {sorted(tables)}; choose one with "
+                             "--table.")
+        (name, body), = tables.values()
+    else:
+        hits = [v for k, v in tables.items() if table in (k, v[0])]
+        if len(hits) != 1:
+            raise UsageError(f"--table {table!r} matches {len(hits)} tables of {p}; expected one of "
+                             f"{sorted(tables)}.")
+        (name, body), = hits
+    options, columns = {}, {}
+    for key, value in body.items():
+        if isinstance(value, dict):
+            columns[str(key)] = value
+        elif key in _TABLE_OPTIONS:
+            options[key] = value
+        else:
+            raise UsageError(f"{p}: table {name!r} has an unknown option {key!r}; expected columns "
+                             f"(mappings) or one of {list(_TABLE_OPTIONS)}.")
+    notes = options.get("notes", [])
+    if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
+        raise UsageError(f"{p}: table {name!r}: notes must be a list of sentences.")
+    if not columns:
+        raise UsageError(f"{p}: table {name!r} declares no columns.")
+    return name, options, columns
+
+
+def _metadata_column(name: str, meta: Mapping[str, Any], where: str) -> dict[str, Any] | None:
+    """The schema column (as a dict) a SmartNoise column declares, or None when its facts are
+    incomplete (no categories for a string column, no bounds for a number)."""
+    unknown = sorted(set(meta) - set(_SMARTNOISE_COLUMN_KEYS))
+    if unknown:
+        raise UsageError(f"{where}: unknown key(s) {unknown}; expected some of "
+                         f"{list(_SMARTNOISE_COLUMN_KEYS)}.")
+    if meta.get("private_id"):
+        raise UsageError(f"{where} is a private identifier (private_id: true); drop it from the "
+                         "table: a synthesizer must not learn identifiers.")
+    kind = meta.get("type")
+    if kind not in SMARTNOISE_TYPES:
+        raise UsageError(f"{where}: type {kind!r} is not supported; expected one of "
+                         f"{list(SMARTNOISE_TYPES)} (drop datetime and unknown columns from the table).")
+    out: dict[str, Any] = {"name": name, "label": bool(meta.get("label", False))}
+    has_bounds = [k for k in ("lower", "upper") if meta.get(k) is not None]
+    cats = meta.get("categories")
+    missing = meta.get("missing_value")
+    if has_bounds and (kind in ("boolean", "string") or cats is not None):
+        raise UsageError(f"{where}: lower/upper apply to int and float columns without categories.")
+    if kind == "float" and cats is not None:
+        raise UsageError(f"{where}: a float column takes bounds, not categories.")
+    if kind == "boolean":
+        cats = [False, True]
+    if kind in ("int", "float") and cats is None:
+        if missing is not None:
+            raise UsageError(f"{where}: missing_value is supported for discrete columns only (a "
+                             "continuous column cannot hold a missing value).")
+        if len(has_bounds) == 1:
+            raise UsageError(f"{where}: give both lower and upper.")
+        if not has_bounds:
+            return None
+        return {**out, "kind": "continuous", "lower": meta["lower"], "upper": meta["upper"],
+                "integer": kind == "int"}
+    if cats is None:
+        return None
+    if not isinstance(cats, list) or not cats:
+        raise UsageError(f"{where}: categories must be a non-empty list.")
+    if kind == "string":
+        cats = [str(c) for c in cats]
+        missing = None if missing is None else str(missing)
+    if missing is not None and missing not in cats:
+        cats = [*cats, missing]
+    return {**out, "kind": "binary" if len(cats) == 2 else "categorical", "categories": cats,
+            "missing": missing}
+
+
+_CANONICAL_INT = r"-?(0|[1-9][0-9]*)"
+_LEADING_ZERO = r"-?0[0-9]+"  # a code such as a ZIP code, not a number
+
+
+def _read_draft_frame(path: pathlib.Path, string_columns: Sequence[str]) -> pd.DataFrame:
+    """The CSV typed for drafting: a column is bool when every cell is True/False, int when every
+    cell is a canonical integer, float when every cell is a number and none has a leading zero
+    (``"01"`` is a code), else str (always str for ``string_columns``). Empty cells are missing."""
+    try:
+        raw = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False)
+    except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
+        raise UsageError(f"{path}: not a readable CSV file ({exc}).".replace("\n", " ")) from None
+    out = {}
+    for name in raw.columns:
+        s = raw[name].astype(object)
+        blank = s == ""
+        filled = s[~blank]
+        typed = s.mask(blank)
+        if name not in string_columns and len(filled):
+            if filled.isin(("True", "False")).all():
+                typed = typed.map({"True": True, "False": False}, na_action="ignore")
+                typed = typed.astype(bool) if not blank.any() else typed
+            elif filled.str.fullmatch(_CANONICAL_INT).all():
+                typed = pd.to_numeric(typed)
+            elif not (filled.str.fullmatch(_LEADING_ZERO).any() or any(map(_not_number, filled))):
+                typed = pd.to_numeric(typed).astype(float)
+        out[name] = typed
+    return pd.DataFrame(out, columns=raw.columns)
+
+
+class Draft(NamedTuple):
+    """What ``schema draft`` produced.
+
+    Attributes:
+        schema: the schema.
+        drafted: the columns whose facts were read from the data (empty: all public).
+        rows: the number of rows the metadata file declares (``rows``), if any.
+    """
+
+    schema: Schema
+    drafted: list[str]
+    rows: int | None
+
+
+def draft_schema(data_path: os.PathLike | str | None, *, yaml_path: os.PathLike | str | None = None,
+                 table: str | None = None, label: str | None = None) -> Draft:
+    """A draft schema from a metadata file of public facts and/or the data.
+
+    Facts declared in the metadata file (SmartNoise layout) are public. Every other fact is read
+    from the data with :func:`dpgen_jax.infer_schema`; if there is any, the schema is marked
+    ``data-derived`` and its first note, starting with ``DRAFT``, says which columns.
+
+    Raises:
+        UsageError: neither input, a column of the metadata file missing from the data, facts
+            missing with no data to draft them from, or an unknown label.
+    """
+
+    if data_path is None and yaml_path is None:
+        raise UsageError("schema draft needs a data file, --from-yaml, or both.")
+    declared: dict[str, dict | None] = {}
+    types: dict[str, str] = {}
+    notes: list[str] = []
+    options: dict[str, Any] = {}
+    if yaml_path is not None:
+        _, options, columns = read_metadata_yaml(yaml_path, table)
+        notes.extend(options.get("notes", []))
+        for name, meta in columns.items():
+            declared[name] = _metadata_column(name, meta, f"{yaml_path}: column {name!r}")
+            types[name] = meta["type"]
+        if isinstance(options.get("max_ids"), int) and options["max_ids"] > 1:
+            notes.append(f"The metadata allows one person in up to {options['max_ids']} rows "
+                         "(max_ids); dpgen_jax protects one row, so a person's protection is that "
+                         f"of a group of {options['max_ids']} rows.")
+    frame = None
+    if data_path is not None:
+        p = existing_file(data_path, "data file")
+        frame = _read_draft_frame(p, [n for n, t in types.items() if t == "string"])
+        absent = [n for n in declared if n not in frame.columns]
+        if absent:
+            raise UsageError(f"{yaml_path} declares column(s) {absent} that {p} does not have.")
+        names = [str(c) for c in frame.columns]
+    else:
+        names = list(declared)
+    to_draft = [n for n in names if declared.get(n) is None]
+    if to_draft and frame is None:
+        raise UsageError(f"{yaml_path}: column(s) {to_draft} lack public facts (categories for "
+                         "strings, lower and upper for numbers); add them or give the data file "
+                         "to draft them from.")
+    drafted: dict[str, dict] = {}
+    if to_draft:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DataDerivedSchemaWarning)
+            try:
+                inferred = infer_schema(frame[to_draft])
+            except ValueError as exc:
+                raise UsageError(f"{data_path}: {exc}") from None
+        drafted = {c.name: c.to_dict() for c in inferred.columns}
+    if label is not None and label not in names:
+        raise UsageError(f"--label {label!r} is not a column; the columns are {names}.")
+    cols = []
+    for n in names:
+        d = dict(declared.get(n) or drafted[n])
+        if label is not None:
+            d["label"] = n == label
+        cols.append(d)
+    public = [n for n in names if n not in drafted]
+    if drafted:
+        source = "data-derived"
+        notes.insert(0, f"{DRAFT_NOTE_PREFIX} by `dpgen-jax schema draft`: the kinds, categories "
+                        f"and bounds of column(s) {to_draft} were read from the rows of {data_path} "
+                        "(not differentially private). Review every column, replace those facts by "
+                        'public knowledge, then set "source" to "public" and rewrite these notes.')
+        if public:
+            notes.insert(1, f"Column(s) {public} were declared in the public metadata file "
+                            f"{yaml_path}.")
+    else:
+        source = "public"
+        notes.insert(0, f"Declared in the metadata file {yaml_path} (SmartNoise layout): column "
+                        "kinds, category lists and bounds are public knowledge, not read from the "
+                        "private rows.")
+    try:
+        schema = Schema.from_dict({"columns": cols, "source": source, "notes": notes})
+    except (ValueError, TypeError) as exc:
+        raise UsageError(f"{yaml_path or data_path}: {exc}") from None
+    rows = options.get("rows")
+    return Draft(schema, to_draft, rows if isinstance(rows, int) and not isinstance(rows, bool) else None)

@@ -1,0 +1,45 @@
+"""The registry of methods: ``@register`` on a class, ``synthesizers.create(name)``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dpgen_jax.synthesizers._base import Synthesizer, SynthesizerConfig
+
+
+_REGISTRY: dict[str, type[Synthesizer]] = {}
+
+
+def register(cls: type[Synthesizer]) -> type[Synthesizer]:
+    """Class decorator: makes ``cls`` available as ``synthesizers.create(cls.METHOD)``."""
+    name = cls.METHOD
+    if name in _REGISTRY and _REGISTRY[name] is not cls:
+        raise ValueError(f"a synthesizer named {name!r} is already registered ({_REGISTRY[name]}).")
+    _REGISTRY[name] = cls
+    return cls
+
+
+def available() -> dict[str, str]:
+    """The registered methods: name -> one-line description."""
+    return {name: cls.DESCRIPTION for name, cls in sorted(_REGISTRY.items())}
+
+
+def get(name: str) -> type[Synthesizer]:
+    """The synthesizer class registered under ``name``."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"Unknown method {name!r}; expected one of {sorted(_REGISTRY)}.") from None
+
+
+def create(name: str, config: SynthesizerConfig | None = None, **overrides) -> Synthesizer:
+    """A new, unfitted synthesizer of method ``name`` (see :func:`available`).
+
+    Args:
+        name: registry name, e.g. ``"dp-auto-gan"``.
+        config: a full configuration of that method (default: the method's default for the
+            schema given to ``fit``).
+        **overrides: configuration fields to set on top of the default (or of ``config``).
+    """
+    return get(name)(config, **overrides)
