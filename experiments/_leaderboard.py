@@ -23,20 +23,26 @@ from typing import Any
 from experiments import _common
 from experiments._datasets import DATASETS
 
-#: (column key, report path, heading, higher is better) of the main table.
-METRICS: tuple[tuple[str, str, str, bool | None], ...] = (
-    ("rf_accuracy", "rf_salary_accuracy", "RF acc.", True),
-    ("tstr_auroc", "tstr_auroc", "TSTR AUROC", True),
-    ("jsd_total", "jsd.total", "JSD total", False),
-    ("kl_mu_total", "kl_mu.total", "D_KL^mu total", False),
-    ("tv_mean", "tv_1way.mean", "TV mean", False),
-    ("tv_continuous", "tv_1way.mean_continuous", "TV cont.", False),
-    ("tv_max", None, "TV max", False),
-    ("l1_3way", "marginal_l1_3way.mean", "3-way L1", False),
-    ("dimwise_f1", "dimension_wise_summary.mean_distance_from_diagonal.f1_micro", "dim-wise F1 dist.", False),
-    ("dimwise_auroc", "dimension_wise_summary.mean_distance_from_diagonal.auroc", "dim-wise AUROC dist.", False),
-    ("fit_seconds", "fit_seconds", "fit s", None),
-)
+#: (column key, report path, heading, higher is better) of the main table: the benchmark's own
+#: columns around the metric table's (``metrics.METRICS``, each metric's ``board``). A metric
+#: column's value is the cell's ``board`` record (written from the table); cells written before
+#: the table existed are read at the legacy paths of their report.
+_OWN_FIRST = (("rf_accuracy", "rf_salary_accuracy", "RF acc.", True),)
+_OWN_LAST = (("tv_max", None, "TV max", False), ("fit_seconds", "fit_seconds", "fit s", None))
+LEGACY_PATHS = {"tstr_auroc": "tstr_auroc", "jsd_total": "jsd.total", "kl_mu_total": "kl_mu.total",
+                "tv_mean": "tv_1way.mean", "tv_continuous": "tv_1way.mean_continuous",
+                "l1_3way": "marginal_l1_3way.mean",
+                "dimwise_f1": "dimension_wise_summary.mean_distance_from_diagonal.f1_micro",
+                "dimwise_auroc": "dimension_wise_summary.mean_distance_from_diagonal.auroc"}
+
+
+def _metric_columns() -> tuple[tuple[str, str | None, str, bool | None], ...]:
+    from dpgen_jax import metrics
+
+    return tuple((c.key, c.path, c.heading, c.higher_is_better) for m in metrics.METRICS for c in m.board)
+
+
+METRICS: tuple[tuple[str, str | None, str, bool | None], ...] = _OWN_FIRST + _metric_columns() + _OWN_LAST
 #: Published values: result path of a ``metrics.PublishedResults`` record -> our column key.
 PUBLISHED_PATHS = {"label_accuracy.synthetic": "rf_accuracy", "jsd.total": "jsd_total",
                    "kl_mu.total": "kl_mu_total"}
@@ -57,9 +63,12 @@ def cell_row(rep: dict) -> dict[str, Any]:
            "paper_accounting": rep["paper_accounting"], "wall_seconds": rep["wall_seconds"],
            "quick": (rep.get("benchmark") or {}).get("quick"),
            "load_at_start": _load_average(((rep.get("benchmark") or {}).get("machine_at_start") or {}).get("uptime"))}
-    for key, path, _, _ in METRICS:
+    board = rep.get("board")
+    for key, path, _, _ in _OWN_FIRST + _OWN_LAST:
         if path is not None:
             row[key] = _get(rep, path)
+    for key, _, _, _ in _metric_columns():
+        row[key] = board.get(key) if board is not None else _get(rep, LEGACY_PATHS.get(key, key))
     per = ((rep.get("tv_1way") or {}).get("per_column")) or {}
     row["tv_per_column"] = per
     if per:

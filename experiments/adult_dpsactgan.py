@@ -287,7 +287,7 @@ def plan_only(args, methods: Sequence[str], sets: dict[str, list[str]], n: int) 
                            "target_epsilon": _common.finite_or_none(args.epsilon),
                            "preset": args.preset, "methods": {}}
     for i, m in enumerate(methods):
-        model = synthesizers.create(m, None, **_common.config_overrides(m, sets[m]))
+        model = synthesizers.create(m, None, **synthesizers.config_overrides(m, sets[m]))
         preset = args.preset if i == 0 else None
         epsilon = args.epsilon if preset is None else None
         if i > 0 and args.preset is not None:
@@ -332,7 +332,7 @@ def main(argv=None) -> dict:
     try:
         sets = split_sets(args.overrides, methods)
         for m in methods:
-            _common.config_overrides(m, sets[m])  # every --set checked before any fit
+            synthesizers.config_overrides(m, sets[m])  # every --set checked before any fit
     except ValueError as exc:
         p.error(str(exc))
     command = "python -m experiments.adult_dpsactgan " + " ".join(sys.argv[1:] if argv is None else argv)

@@ -98,6 +98,7 @@ def run_cell(ds: Dataset, split, method: str, epsilon: float, seed: int, out: pa
         evaluate_seconds=timings["evaluate"], tv_1way=result.get("tv_1way"),
         marginal_l1_3way=result.get("marginal_l1_3way"),
         dimension_wise_summary=result.get("dimension_wise_summary"),
+        board={c.key: _common._lookup(result, c.path) for m in metrics.METRICS for c in m.board},
         benchmark={"quick": quick, "overrides": overrides, "eval_seed": EVAL_SEED,
                    "command": command, "machine_at_start": machine})
     _common.write_json(d / "report.json", rep)
@@ -160,7 +161,7 @@ def main(argv=None) -> dict:
     try:
         sets = parse_sets(args.overrides, methods)
         overrides = {m: {**(QUICK_OVERRIDES.get(m, {}) if args.quick else {}),
-                         **_common.config_overrides(m, sets[m])} for m in methods}
+                         **synthesizers.config_overrides(m, sets[m])} for m in methods}
     except ValueError as exc:
         p.error(str(exc))
     runnable = []

@@ -259,7 +259,7 @@ def test_adult_ctab_schema_layout():
         "native-country", "income",
     ]  # fmt: skip
     assert all(c.kind == "categorical" for c in discrete)
-    # 104 one-hot slots (spec of the paper's table), plus 5 continuous columns
+    # 104 one-hot slots (the paper's encoding, docs/dp-auto-gan.md), plus 5 continuous columns
     enc = data.TableEncoder(schema)
     assert sum(enc.block(c.name).stop - enc.block(c.name).start for c in discrete) == 104
     assert enc.width == 109
@@ -316,7 +316,7 @@ def test_load_adult_ctab_split_is_the_ctabgan_split(ctab_table, adult_dir):
     from sklearn.model_selection import train_test_split
 
     train, test = data.load_adult_ctab(adult_dir)
-    assert len(train) == 39073 and len(test) == 9769  # n_train of the spec's schedule table
+    assert len(train) == 39073 and len(test) == 9769  # CTAB-GAN+'s 80/20 split of 48,842 rows (docs/dp-sactgan.md)
     assert list(train.index) == list(range(39073)) and list(test.index) == list(range(9769))
     # the reference: CTAB-GAN+'s call on its label-encoded file (features without the target)
     x = ctab_table.drop(columns="income")

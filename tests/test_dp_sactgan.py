@@ -1,5 +1,5 @@
 """DP-SACTGAN: the hook's bounds and single release, the generator's dependence on private data
-only through the hook, the composed accounting against dp_accounting and the spec's numbers, DP
+only through the hook, the composed accounting against dp_accounting and the paper's numbers (docs/dp-sactgan.md), DP
 or public modes, training by sampling inside a shard, the column-token models' padding, bad
 input, and the synthesizer contract.
 

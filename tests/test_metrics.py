@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import pathlib
 from collections import Counter
 
 import numpy as np
@@ -563,3 +564,23 @@ def test_published_records_are_consistent():
             assert record.source(path), path
     with pytest.raises(ValueError, match="epsilons \\[2.0\\] not in epsilons"):
         metrics.PublishedResults("m", "d", "A (2020), t", (1.0,), None, {"jsd.total": {2.0: 0.1}})
+
+
+def test_the_metric_table_drives_evaluate_and_the_docs(identical_result):
+    """Every key a metric of the table writes is in evaluate's result (or null with a reason),
+    its time is recorded under the metric's name, and docs/metrics.md names every key."""
+    from dpgen_jax.metrics._table import result_keys
+
+    keys = result_keys()
+    assert len(keys) == len(set(keys))
+    for metric in metrics.METRICS:
+        assert metric.name in identical_result["timings_s"]
+        for key in metric.keys:
+            if key == "dimension_wise_probability":  # written for all-binary schemas only
+                continue
+            assert key in identical_result
+            assert identical_result[key] is not None or key in identical_result["nulls"]
+    docs = (pathlib.Path(__file__).resolve().parents[1] / "docs" / "metrics.md").read_text()
+    assert [k for k in keys if f"`{k}`" not in docs] == []
+    with pytest.raises(ValueError, match="clashes"):
+        metrics.register_metric(metrics.Metric("tv_again", ("tv_1way",), lambda inputs, nulls: {}))

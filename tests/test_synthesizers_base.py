@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dpgen_jax import privacy, synthesizers
-from dpgen_jax.synthesizers import _base
+from dpgen_jax.synthesizers import _progress
 from tests import _tables
 
 ZERO = dict(ae_steps=0, critic_steps=0, ae_batch_size=16, critic_batch_size=16, ae_clip_norm=0.05)
@@ -113,7 +113,7 @@ def test_progress_shows_the_headline_epsilon_spent():
     below the target), not RDP (which ends above it)."""
     plan = synthesizers.create("dp-auto-gan", ae_steps=500, critic_steps=900).plan(
         _tables.MIXED_SCHEMA, 3000, epsilon=1.0)
-    bar = _base._Progress(False, plan)
+    bar = _progress.Progress(False, plan)
     assert bar.epsilon_spent() == 0.0
     bar.executed = {"autoencoder": 500}
     ae_only = privacy.epsilon([plan.phases[0]], plan.delta)

@@ -1,4 +1,5 @@
-"""``evaluate``: every metric of the papers on one (real train, real test, synthetic) triple."""
+"""``evaluate``: every metric of the table (``metrics/_table.py``) on one (real train, real test,
+synthetic) triple."""
 
 from __future__ import annotations
 
@@ -12,38 +13,11 @@ import numpy as np
 import pandas as pd
 
 from dpgen_jax.data import Schema, TableEncoder
-from dpgen_jax.metrics._divergence import diversity_from_tables
-from dpgen_jax.metrics._dimension_wise import (
-    DIMENSION_WISE_TREES,
-    dimension_wise_prediction_from_tables,
-    dimension_wise_probability_from_tables,
-    is_all_binary,
-)
-from dpgen_jax.metrics._association import DIFF_COR_MAX_COLUMNS, diff_cor_from_tables
-from dpgen_jax.metrics._downstream import (
-    LabelAccuracyProtocol,
-    label_accuracy_from_tables,
-    lr_utility_from_tables,
-    tstr_auroc_from_tables,
-)
-from dpgen_jax.metrics._fidelity import (
-    MARGINAL_BINS,
-    MAX_3WAY_TRIPLES,
-    Spacing,
-    js_distance_mean_from_tables,
-    marginal_l1_3way_from_tables,
-    resolve_spacing,
-    total_variation_1way_from_tables,
-    wasserstein_mean_from_tables,
-)
-from dpgen_jax.metrics._marginals import (
-    DEFAULT_HISTOGRAM_BINS,
-    DEFAULT_TRIPLES,
-    one_way_marginals_from_tables,
-    pca_projection_from_arrays,
-    three_way_marginal_from_tables,
-)
-from dpgen_jax.metrics._models import Score, note_from_flag, source_flag
+from dpgen_jax.metrics._downstream import LabelAccuracyProtocol
+from dpgen_jax.metrics._fidelity import MARGINAL_BINS, MAX_3WAY_TRIPLES, Spacing, resolve_spacing
+from dpgen_jax.metrics._marginals import DEFAULT_HISTOGRAM_BINS, DEFAULT_TRIPLES
+from dpgen_jax.metrics._table import METRICS, MetricInputs
+from dpgen_jax.metrics._dimension_wise import DIMENSION_WISE_TREES, is_all_binary
 from dpgen_jax.metrics._tables import (
     Table,
     check_int,
@@ -235,117 +209,22 @@ def evaluate(
         ),
     }
 
-    t = time.perf_counter()
-    known = None
-    if prior is not None:
-        known = {
-            f: (s["real"], note_from_flag(s["flag"], "real"))
-            for f, s in prior["dimension_wise_prediction"].items()
-        }
-    dwp = dimension_wise_prediction_from_tables(
-        train, test, syn, schema, seed=seed, n_jobs=n_jobs, known_real=known
-    )
-    out["dimension_wise_prediction"] = dwp["scores"]
-    out["excluded"] = dwp["excluded"]
-    out["dimension_wise_summary"] = _dimension_wise_summary(dwp, len(schema))
-    timings["dimension_wise_prediction"] = time.perf_counter() - t
-
-    if is_all_binary(schema):
-        out["dimension_wise_probability"] = dimension_wise_probability_from_tables(train, syn, schema)
-
-    t = time.perf_counter()
-    if label_name is None:
-        out["label_accuracy"] = None
-        nulls["label_accuracy"] = "no label: pass label= or declare a label column in the schema"
-    else:
-        out["label_accuracy"] = {
-            "label": label_name,
-            "real": (
-                prior["label_accuracy"]["real"]
-                if prior is not None
-                else label_accuracy_from_tables(train, test, schema, label_name, label_protocol, n_jobs)
-            ),
-            "synthetic": label_accuracy_from_tables(syn, test, schema, label_name, label_protocol, n_jobs),
-            "protocol": label_protocol.describe(),
-        }
-    timings["label_accuracy"] = time.perf_counter() - t
-
-    t = time.perf_counter()
-    if any(c.kind != "continuous" for c in schema.columns):
-        div = diversity_from_tables(reference, syn, schema)
-        out["jsd"], out["kl_mu"], out["mu"] = div["jsd"], div["kl_mu"], div["mu"]
-        out["diversity_total_features"] = div["total_features"]
-        for f, v in div["kl_mu"].items():
-            if not math.isfinite(v):
-                nulls[f"kl_mu.{f}"] = (
-                    "infinite: the real column is constant (mu = 0) and the synthetic rows miss its value"
-                    if f != "total"
-                    else "a summed feature is infinite"
-                )
-    else:
-        for key in ("jsd", "kl_mu", "mu"):
-            out[key] = None
-            nulls[key] = "the schema has no binary or categorical column"
-    out["marginals"] = one_way_marginals_from_tables(reference, syn, schema, histogram_bins)
-    timings["diversity_marginals"] = time.perf_counter() - t
-
-    t = time.perf_counter()
-    if reference.encoded.shape[1] >= 2:
-        out["pca"] = pca_projection_from_arrays(reference.encoded, syn.encoded).summary()
-    else:
-        out["pca"] = None
-        nulls["pca"] = "the schema encodes to fewer than 2 columns"
-    timings["pca"] = time.perf_counter() - t
-
-    t = time.perf_counter()
-    if len(schema) >= 3:
-        out["three_way_marginal"] = three_way_marginal_from_tables(
-            reference, syn, schema, n_triples=n_triples, seed=seed
-        )
-    else:
-        out["three_way_marginal"] = None
-        nulls["three_way_marginal"] = f"the schema has {len(schema)} columns; a 3-way marginal needs 3"
-    timings["three_way_marginal"] = time.perf_counter() - t
-
-    t = time.perf_counter()
-    out["tstr_auroc"] = _tstr(train, test, syn, schema, label_name, tune_tstr, seed, nulls, prior)
-    timings["tstr_auroc"] = time.perf_counter() - t
-
-    t = time.perf_counter()
-    out["tv_1way"] = total_variation_1way_from_tables(reference, syn, schema, marginal_bins, marginal_spacing)
-    for key in ("mean_continuous", "mean_discrete"):
-        if out["tv_1way"][key] is None:
-            nulls[f"tv_1way.{key}"] = f"the schema has no {key.split('_')[1]} column"
-    if len(schema) >= 3:
-        out["marginal_l1_3way"] = marginal_l1_3way_from_tables(
-            reference, syn, schema, bins=marginal_bins, spacing=marginal_spacing,
-            max_triples=max_3way_triples, seed=seed,
-        )  # fmt: skip
-    else:
-        out["marginal_l1_3way"] = None
-        nulls["marginal_l1_3way"] = f"the schema has {len(schema)} columns; a 3-way marginal needs 3"
-    timings["tv_1way_marginal_l1_3way"] = time.perf_counter() - t
-
-    t = time.perf_counter()
-    out["wasserstein_mean"] = wasserstein_mean_from_tables(reference, syn, schema)
-    if out["wasserstein_mean"]["mean"] is None:
-        nulls["wasserstein_mean.mean"] = "the schema has no continuous column"
-    out["js_distance_mean"] = js_distance_mean_from_tables(reference, syn, schema)
-    if out["js_distance_mean"]["mean"] is None:
-        nulls["js_distance_mean.mean"] = "the schema has no binary or categorical column"
-    if len(schema) <= DIFF_COR_MAX_COLUMNS:
-        out["diff_cor"] = diff_cor_from_tables(reference, syn, schema)
-    else:
-        out["diff_cor"] = None
-        nulls["diff_cor"] = (
-            f"skipped: the schema has {len(schema)} columns (more than {DIFF_COR_MAX_COLUMNS}; the cost "
-            "grows with the number of column pairs); call metrics.diff_cor directly"
-        )
-    timings["wasserstein_js_distance_diff_cor"] = time.perf_counter() - t
-
-    t = time.perf_counter()
-    out["lr_utility"] = _lr_utility(train, test, syn, schema, label_name, nulls, prior)
-    timings["lr_utility"] = time.perf_counter() - t
+    inputs = MetricInputs(train=train, test=test, synthetic=syn, reference=reference, schema=schema,
+                          label=label_name, seed=seed, n_jobs=n_jobs, n_triples=n_triples,
+                          histogram_bins=histogram_bins, tune_tstr=tune_tstr,
+                          label_protocol=label_protocol, marginal_bins=marginal_bins,
+                          marginal_spacing=marginal_spacing, max_3way_triples=max_3way_triples,
+                          prior=prior)
+    for metric in METRICS:
+        t = time.perf_counter()
+        reason = metric.applies(inputs)
+        if reason is not None:
+            for key in metric.keys:
+                out[key] = None
+                nulls[key] = reason
+        else:
+            out.update(metric.compute(inputs, nulls))
+        timings[metric.name] = time.perf_counter() - t
 
     timings["total"] = time.perf_counter() - t0
     out["timings_s"] = timings
@@ -387,91 +266,3 @@ def _check_reuse(reuse_real: Any, fingerprint: str) -> dict[str, Any] | None:
             "label_protocol and tune_tstr must all be the same."
         )
     return reuse_real
-
-
-def _no_binary_label(schema: Schema, label: str | None, what: str) -> str | None:
-    """Why ``what`` is undefined without a binary label, or None when the label is binary."""
-    if label is None:
-        return "no label: pass label= or declare a label column in the schema"
-    k = len(schema[label].categories)
-    return None if k == 2 else f"the label {label!r} has {k} categories; {what} needs a binary label"
-
-
-def _tstr(
-    train: Table,
-    test: Table,
-    syn: Table,
-    schema: Schema,
-    label: str | None,
-    tune: bool,
-    seed: int,
-    nulls: dict[str, str],
-    prior: dict[str, Any] | None,
-) -> dict[str, Any] | None:
-    reason = _no_binary_label(schema, label, "AUROC")
-    if reason:
-        nulls["tstr_auroc"] = reason
-        return None
-    entry: dict[str, Any] = {
-        "label": label,
-        "protocol": {
-            "model": "LogisticRegression(solver='liblinear')",
-            "selection": (
-                "C over logspace(-4, 0, 20) x {l1, l2} on a 1/9 validation split" if tune else "C = 1, l2"
-            ),
-            "positive": schema[label].categories[1],
-        },
-    }
-    flags = []
-    for key, table in (("real", train), ("synthetic", syn)):
-        if key == "real" and prior is not None:
-            old = prior["tstr_auroc"]
-            note = note_from_flag(old.get("flag"), "real")
-            score = Score(old["real"], flag=note, reason=prior["nulls"].get("tstr_auroc.real"))
-        else:
-            score = tstr_auroc_from_tables(table, test, schema, label, tune=tune, seed=seed)
-        entry[key] = score.value
-        if score.value is None:
-            nulls[f"tstr_auroc.{key}"] = score.reason
-        if score.flag:
-            flags.append(source_flag(key, score.flag))
-    entry["flag"] = ",".join(flags) or None
-    return entry
-
-
-def _lr_utility(
-    train: Table,
-    test: Table,
-    syn: Table,
-    schema: Schema,
-    label: str | None,
-    nulls: dict[str, str],
-    prior: dict[str, Any] | None,
-) -> dict[str, Any] | None:
-    reason = _no_binary_label(schema, label, "the LR utility")
-    if reason:
-        nulls["lr_utility"] = reason
-        return None
-    known = None
-    old = (prior or {}).get("lr_utility")
-    if old:
-        known = (old["real"], note_from_flag(old.get("flag"), "real"))
-    entry = lr_utility_from_tables(train, test, syn, schema, label, known_real=known)
-    if isinstance(entry, Score):
-        nulls["lr_utility"] = entry.reason
-        return None
-    return entry
-
-
-def _dimension_wise_summary(dwp: dict[str, Any], n_features: int) -> dict[str, Any]:
-    scores = dwp["scores"]
-    by_metric: dict[str, list[float]] = {}
-    for s in scores.values():
-        by_metric.setdefault(s["metric"], []).append(abs(s["real"] - s["synthetic"]) / math.sqrt(2.0))
-    return {
-        "n_features": n_features,
-        "n_scored": len(scores),
-        "n_excluded": len(dwp["excluded"]),
-        "n_flagged": sum(1 for s in scores.values() if s["flag"]),
-        "mean_distance_from_diagonal": {m: float(np.mean(v)) for m, v in by_metric.items()},
-    }

@@ -19,6 +19,7 @@ from dpgen_jax.metrics._plots import (
     plot_pca,
 )
 from dpgen_jax.metrics._published import PublishedResults
+from dpgen_jax.metrics._table import METRICS
 from dpgen_jax.metrics._tables import check_same_columns, check_schema, prepare
 
 
@@ -121,26 +122,6 @@ def _header(meta: dict[str, Any], records: tuple[PublishedResults, ...], epsilon
     return lines
 
 
-# (title, result path of the synthetic number, path of the real-data number or None, note)
-_HEADLINE = (
-    ("jsd", "JSD total ({n} features, nats)", "jsd.total", None),
-    ("kl_mu", "D_KL^μ total ({n} features, nats)", "kl_mu.total", None),
-    ("tv_1way", "1-way TV, mean over all columns", "tv_1way.mean", None),
-    ("tv_1way", "1-way TV, mean over continuous columns", "tv_1way.mean_continuous", None),
-    ("marginal_l1_3way", "3-way marginal L1 on public bins, mean of {t} triples (0 best, 2 worst)",
-     "marginal_l1_3way.mean", None),
-    ("three_way_marginal", "NIST 3-way marginal L1, mean of {nist} random triples", "three_way_marginal.mean", None),
-    ("wasserstein_mean", "Wasserstein distance, mean over continuous columns (scaled)", "wasserstein_mean.mean", None),
-    ("js_distance_mean", "JS distance (base 2), mean over discrete columns", "js_distance_mean.mean", None),
-    ("diff_cor", "Diff-Cor (Frobenius distance of association matrices)", "diff_cor.value", None),
-    ("tstr_auroc", "LR AUROC on {label} (TSTR, liblinear)", "tstr_auroc.synthetic", "tstr_auroc.real"),
-    ("lr_utility", "LR accuracy on {label} (max_iter 500)", "lr_utility.synthetic.accuracy", "lr_utility.real.accuracy"),
-    ("lr_utility", "LR accuracy difference (real − synthetic)", "lr_utility.difference.accuracy", None),
-    ("lr_utility", "LR AUROC difference (real − synthetic)", "lr_utility.difference.auroc", None),
-    ("lr_utility", "LR macro F1 difference (real − synthetic)", "lr_utility.difference.f1_macro", None),
-)  # fmt: skip
-
-
 def _headline(result: dict[str, Any], records: tuple[PublishedResults, ...]) -> list[str]:
     lines = ["## Headline", "", _row("metric", "real data", "synthetic", "published"), "|---|---|---|---|"]
     la = result.get("label_accuracy")
@@ -159,12 +140,13 @@ def _headline(result: dict[str, Any], records: tuple[PublishedResults, ...]) -> 
         "nist": (result.get("three_way_marginal") or {}).get("n_triples"),
         "label": (result.get("meta") or {}).get("label"),
     }
-    for key, title, path, real_path in _HEADLINE:
-        value = _lookup(result, path)
-        if not result.get(key) or (value is None and path.endswith("continuous")):
+    for row in (h for metric in METRICS for h in metric.headlines):
+        value = _lookup(result, row.path)
+        if not result.get(row.path.split(".")[0]) or (value is None and row.optional):
             continue
-        real = _num(_lookup(result, real_path)) if real_path else "—"
-        lines.append(_row(title.format(**fill), real, _num(value), _published_cell(records, path, real_path)))
+        real = _num(_lookup(result, row.real_path)) if row.real_path else "—"
+        lines.append(_row(row.title.format(**fill), real, _num(value),
+                          _published_cell(records, row.path, row.real_path)))
     summ = result.get("dimension_wise_summary")
     if summ:
         d = ", ".join(f"{m} {_num(v)}" for m, v in summ["mean_distance_from_diagonal"].items())
