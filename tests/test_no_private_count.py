@@ -168,7 +168,7 @@ def test_cli_fit_prints_no_private_count(method, num_records, tmp_path, capsys):
     cls = method_class(method)
     overrides = SMALL[method]
     csv, schema_file = tmp_path / "private.csv", tmp_path / "schema.json"
-    cli.write_csv(FRAME, csv)
+    data.write_csv(FRAME, csv)
     schema_file.write_text(SCHEMA.to_json())
     sets = [x for k, v in overrides.items() for x in ("--set", f"{k}={json.dumps(v)}")]
     extra = [] if num_records is None else ["--num-records", str(num_records)]
