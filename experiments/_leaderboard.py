@@ -258,7 +258,7 @@ def markdown(board: dict) -> str:
         pubs = [r for r in board["published"] if r["dataset"] == ds]
         for eps in sorted({r["target_epsilon"] for r in rows + pubs}):
             for r in [r for r in rows if r["target_epsilon"] == eps]:
-                acct = "pld" if r["accountant"] == "pld" else "rdp"
+                acct = r["accountant"]  # pld, rdp or proven (a sharded method's exact bound)
                 cells = [r["method"] + (" (quick)" if r["quick"] else ""), _fmt(eps, 2),
                          f"{_fmt(r['epsilon'], 4)} ({acct})", _fmt(r["epsilon_paper_accounting"], 4),
                          str(len(r["seeds"]))]

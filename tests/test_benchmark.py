@@ -146,6 +146,18 @@ def test_readme_tables_are_generated_from_the_committed_leaderboard():
     assert _leaderboard.update_readme(text, board) == text
 
 
+def test_every_committed_epsilon_is_labelled_with_its_own_accountant():
+    """Each row of the committed grid prints its epsilon with the accountant that produced it
+    (a sharded method's exact proven bound is "proven", not "rdp")."""
+    root = pathlib.Path(__file__).resolve().parents[1]
+    board = json.loads((root / "docs" / "results" / "leaderboard.json").read_text())
+    lines = (root / "docs" / "results" / "leaderboard.md").read_text().splitlines()
+    assert {r["accountant"] for r in board["rows"]} >= {"pld", "rdp", "proven"}
+    for r in board["rows"]:
+        label = f"| {_leaderboard._fmt(r['epsilon'], 4)} ({r['accountant']}) |"
+        assert any(line.startswith(f"| {r['method']} |") and label in line for line in lines), r["method"]
+
+
 def test_update_readme_replaces_only_marked_tables_and_refuses_bad_markers():
     board = {"rows": [], "published": []}
     row = {"dataset": "toy", "method": "m", "target_epsilon": 1.0, "epsilon": 1.0, "accountant": "pld",
