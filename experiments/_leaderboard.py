@@ -42,7 +42,8 @@ def _metric_columns() -> tuple[tuple[str, str | None, str, bool | None], ...]:
     return tuple((c.key, c.path, c.heading, c.higher_is_better) for m in metrics.METRICS for c in m.board)
 
 
-METRICS: tuple[tuple[str, str | None, str, bool | None], ...] = _OWN_FIRST + _metric_columns() + _OWN_LAST
+_TABLE_COLUMNS = _metric_columns()
+METRICS: tuple[tuple[str, str | None, str, bool | None], ...] = _OWN_FIRST + _TABLE_COLUMNS + _OWN_LAST
 #: Published values: result path of a ``metrics.PublishedResults`` record -> our column key.
 PUBLISHED_PATHS = {"label_accuracy.synthetic": "rf_accuracy", "jsd.total": "jsd_total",
                    "kl_mu.total": "kl_mu_total"}
@@ -67,7 +68,7 @@ def cell_row(rep: dict) -> dict[str, Any]:
     for key, path, _, _ in _OWN_FIRST + _OWN_LAST:
         if path is not None:
             row[key] = _get(rep, path)
-    for key, _, _, _ in _metric_columns():
+    for key, _, _, _ in _TABLE_COLUMNS:
         row[key] = board.get(key) if board is not None else _get(rep, LEGACY_PATHS.get(key, key))
     per = ((rep.get("tv_1way") or {}).get("per_column")) or {}
     row["tv_per_column"] = per
