@@ -257,6 +257,16 @@ def _broken_noise(sigma: float, broken: str | None) -> float:
     return {"noise_off": 0.0, "half_noise": 0.5 * sigma}.get(broken, sigma)
 
 
+def _run_phase(phase: privacy.DPSGDPhase, clip_norm: float, noise_multiplier: float):
+    """The phase a (possibly broken) audited step runs: the accounted ``phase`` with another clip
+    norm and noise multiplier; noise 0 is the clipped, noiseless ``NonPrivatePhase`` of the same
+    schedule. A broken variant runs a phase other than the one accounted (what an audit detects)."""
+    if noise_multiplier == 0.0:
+        return privacy.NonPrivatePhase(phase.name, phase.steps, phase.sample_rate, phase.batch_size,
+                                       clip_norm=clip_norm)
+    return dataclasses.replace(phase, clip_norm=clip_norm, noise_multiplier=noise_multiplier)
+
+
 def _finish(mechanism, claimed, delta, in_s, out_s, sigma, score_noise, broken, significance,
             t0, setting) -> ManyRunResult:
     bound = epsilon_lower_bound_many_runs(in_s, out_s, delta,
@@ -276,7 +286,7 @@ def audit_dpsgd_step(key: jax.Array, *, target_epsilon: float, delta: float = 1e
                      significance: float = 0.05, broken: str | None = None) -> ManyRunResult:
     """Audits one DP-SGD step of the engine (Poisson sampling, clipping, noise) over many runs.
 
-    The step is :func:`dpgen_jax.synthesizers._training.make_private_step` (the synthesizers'
+    The step is :func:`dpgen_jax.dpsgd.make_dp_step` of the accounted phase (the synthesizers'
     step, ``method="vmap"``; optimizer ``optax.identity()`` from zero parameters, so the new
     parameters are the released privatised gradient) on a table of ``num_records`` (N) rows:
     N - 1 real rows and one gradient canary, a row whose loss is ``canary_scale * C * <theta, u>``
@@ -289,8 +299,6 @@ def audit_dpsgd_step(key: jax.Array, *, target_epsilon: float, delta: float = 1e
     Score: ``<g, u> * B / C``: the canary adds 1 when it is sampled (probability q), the noise has
     standard deviation sigma; for one step it orders the runs as the likelihood ratio does.
     """
-    from dpgen_jax.synthesizers import _training
-
     r_in, r_out = _check_common(runs, broken, "dpsgd-step", significance)
     b, n_rec = count(batch_size, "batch_size", 1), count(num_records, "num_records", 2)
     c, s = positive_finite(clip_norm, "clip_norm"), positive_finite(canary_scale, "canary_scale")
@@ -318,9 +326,8 @@ def audit_dpsgd_step(key: jax.Array, *, target_epsilon: float, delta: float = 1e
             canary = jnp.where(present, s * c, 0.0) * (params["w"] @ u)
             return jnp.where(batch["canary"], canary, real)
 
-        step = _training.make_private_step(loss, opt, num_rows=n_rec, batch_size=b,
-                                           num_records=n_rec, clip_norm=step_c,
-                                           noise_multiplier=step_sigma, method="vmap")
+        step = dpsgd.make_dp_step(loss, opt, _run_phase(phase, step_c, step_sigma), scan_rows=n_rec,
+                                  method="vmap")
         new, _ = step(state, table, k)
         return (new.params["w"] @ u) * b / c
 

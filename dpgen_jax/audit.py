@@ -2,8 +2,8 @@
 
 The audit inserts ``m`` canaries into a DP-SGD phase, each included independently with
 probability 1/2 under a secret key, trains the phase with the project's engine (Poisson sampling,
-per-example clipping, calibrated Gaussian noise: :func:`dpgen_jax.synthesizers._training.
-make_private_step`, exactly the step the synthesizers use), scores every canary, and turns the
+per-example clipping, calibrated Gaussian noise: :func:`dpgen_jax.dpsgd.make_dp_step` of the
+accounted phase, exactly the step the synthesizers use), scores every canary, and turns the
 scores of the included ("in") and excluded ("out") canaries into a lower bound on epsilon at the
 phase's delta with ``jax-privacy``'s :class:`~jax_privacy.auditing.CanaryScoreAuditor` (one-run
 auditing of Steinke, Nasr and Jagielski 2023: ``epsilon_one_run``). See ``docs/audit.md``.
@@ -60,6 +60,7 @@ from dpgen_jax._audit_mechanisms import (
     ManyRunResult,
     _auditing,
     _check_scores,
+    _run_phase,
     audit_dp_em,
     audit_dpsgd_step,
     audit_histograms,
@@ -69,7 +70,6 @@ from dpgen_jax._audit_mechanisms import (
     max_certifiable_epsilon_many_runs,
 )
 from dpgen_jax._validate import count, positive_finite
-from dpgen_jax.synthesizers import _training
 
 
 BROKEN_VARIANTS = ("noise_off", "no_clip")
@@ -444,10 +444,9 @@ def audit_dpsgd(
         step_sigma = 0.0
     elif broken == "no_clip":
         step_clip, step_sigma = c * _NO_CLIP_FACTOR, sigma / _NO_CLIP_FACTOR
-    step = _training.make_private_step(
-        canary_loss(loss_fn, directions, scale * c), opt, num_rows=n + inserted.size,
-        batch_size=batch_size, num_records=num_records, clip_norm=step_clip,
-        noise_multiplier=step_sigma, method=method)
+    step = dpsgd.make_dp_step(canary_loss(loss_fn, directions, scale * c), opt,
+                              _run_phase(phase, step_clip, step_sigma), scan_rows=n + inserted.size,
+                              method=method)
     state = dpsgd.run_phase(step, dpsgd.init_state(params, opt), table, k_phase, n_steps,
                             chunk_size=chunk_size, progress=progress)
     obs_state = state.opt_state[0]

@@ -33,14 +33,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import json
 import math
 import os
 import sys
 import warnings
 from collections.abc import Sequence
-from typing import Any
 
 # A leaf module only: the heavy layers are imported by the commands that need them.
 from dpgen_jax._validate import UsageError, existing_file, new_file
@@ -227,10 +225,11 @@ def cmd_privacy(args) -> int:
     report = privacy.report(plan.phases, plan.delta, accountant=plan.accountant,
                             dataset_size=plan.num_records, assumptions=notes)
     # The paper's accounting of the method, as fit() reports it (a method hook of the skeleton).
-    report["paper_accounting"] = model._paper_accounting(plan.phases, plan.delta, report) if plan.private else None
+    report["paper_accounting"] = model._paper_accounting(plan.config, plan.phases, plan.delta, report) if plan.private else None
     target = None if args.epsilon is None or math.isinf(args.epsilon) else args.epsilon
     report["method"], report["preset"], report["target_epsilon"] = args.method, args.preset, target
-    report["noise"] = _noise(plan.config)
+    report["noise"] = {p.name: p.noise_multiplier_or_none for p in privacy.flat_phases(plan.phases)
+                       if p.noise_multiplier_or_none is not None}
     if args.json:
         print(json.dumps(report, indent=2, allow_nan=False))
         return 0
@@ -241,21 +240,10 @@ def cmd_privacy(args) -> int:
     print(privacy.format_report(report, title=f"{args.method}: {target}, N={plan.num_records}, schema: "
                                        f"{where} (no data read)"))
     if plan.private:
-        noise = ", ".join(f"{k}=({', '.join(privacy.format_number(x, 6) for x in v)})" if isinstance(v, list)
-                          else f"{k}={privacy.format_number(v, 6)}" for k, v in report["noise"].items())
+        noise = ", ".join(f"{k}={privacy.format_number(v, 6)}" for k, v in report["noise"].items())
         how = "calibrated to the target before training" if args.epsilon else "the preset's"
         print(f"  noise ({how}): {noise}")
     return 0
-
-
-def _noise(config) -> dict[str, Any]:
-    """The noise multipliers of a configuration: its ``NOISE_FIELDS`` (one per accounted phase),
-    then any other ``*_noise_multiplier(s)`` field a method calibrates (e.g. DP-SYN's per-group
-    autoencoders and DP-EM inside its parallel phase)."""
-    names = list(type(config).NOISE_FIELDS.values())
-    names += [f.name for f in dataclasses.fields(config) if f.name not in names
-              and f.name.endswith(("noise_multiplier", "noise_multipliers"))]
-    return {name: (list(v) if isinstance(v := getattr(config, name), tuple) else v) for name in names}
 
 
 def cmd_methods(args) -> int:

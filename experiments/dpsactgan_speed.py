@@ -95,6 +95,10 @@ def contenders(cfg, lay, td, log_probs, state, rows, codes):
 
     from dpgen_jax.synthesizers import dp_sactgan as ds
 
+    from dpgen_jax.synthesizers import _shards
+
+    n = int(rows.shape[0])
+    hooks = {True: _shards.sanitizer_hook(ds.privacy_phases(cfg, lay, n)[-1]), False: None}
     take = lambda t: None if t is None else jax.tree_util.tree_map(lambda a: a[0], t)  # noqa: E731
     d, aux = take(state.critics), take(state.aux)
     batch = ds.draw_batch(cfg, lay, td, 0, log_probs, jax.random.key(4))
@@ -103,18 +107,18 @@ def contenders(cfg, lay, td, log_probs, state, rows, codes):
         def run(g, key, n):
             return lax.fori_loop(0, n, lambda t, gg: ds.generator_update(
                 cfg, lay, gg, batch, d.params, None if aux is None else aux.params,
-                jax.random.fold_in(key, t), private), g)
+                jax.random.fold_in(key, t), hooks[private]), g)
         return jax.jit(run), (state.generator,)
 
     def step_loop(private):
-        step = ds.train_step(cfg, lay, private)
+        step = ds.train_step(cfg, lay, hooks[private])
 
         def run(s, key, n):
             return lax.fori_loop(0, n, lambda t, ss: step(ss, td, jax.random.fold_in(key, t), log_probs)[0], s)
         return jax.jit(run), (state,)
 
     from dpgen_jax import dpsgd
-    from dpgen_jax.synthesizers._training import make_private_step
+    from dpgen_jax.synthesizers import _training
     from dpgen_jax.synthesizers.dp_sactgan import _critic
 
     critic_params, _ = _critic.init_params(cfg, lay, jax.random.key(5))
@@ -123,10 +127,10 @@ def contenders(cfg, lay, td, log_probs, state, rows, codes):
     n = int(rows.shape[0])
 
     def critic_loop(private):
-        step = make_private_step(_critic.critic_terms(cfg, lay), opt, num_rows=n, batch_size=cfg.batch_size,
-                                 num_records=n, clip_norm=cfg.clip_norm if private else None,
-                                 noise_multiplier=1.0 if private else 0.0, method="vmap",
-                                 batch_fn=_critic.critic_batch_fn(cfg, lay))
+        phase = _training.dpsgd_phase("critic", batch_size=cfg.batch_size, num_records=n, noise_multiplier=1.0,
+                                      steps=0, clip_norm=cfg.clip_norm, private=private)
+        step = dpsgd.make_dp_step(_critic.critic_terms(cfg, lay), opt, phase, scan_rows=n, method="vmap",
+                                  batch_fn=_critic.critic_batch_fn(cfg, lay))
 
         def run(st, key, n_steps):
             return lax.fori_loop(0, n_steps, lambda t, ss: step(

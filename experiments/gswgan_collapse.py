@@ -78,7 +78,7 @@ def run_variant(name: str, frame) -> dict:
     t0 = time.perf_counter()
     pre = gw.pretrain(cfg, xs, shards, k_pre)
     state = gw.init_generator_phase(cfg, x.shape[1], pre.critics.params, k_init)
-    state = gw.train_generator(cfg, state, xs, shards, k_gen, private=False)
+    state = gw.train_generator(cfg, state, xs, shards, k_gen, gw.privacy_phases(cfg, x.shape[0], private=False)[0])
     rows = gw.sample_encoded(cfg, x.shape[1], state.ema, 5000, jax.random.key(1))
     seconds = time.perf_counter() - t0
     synth = enc.decode(rows)

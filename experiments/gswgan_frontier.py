@@ -116,7 +116,7 @@ def fit_one(args, epsilon: float, name: str, splits, out: pathlib.Path) -> dict:
         "epsilon_target": epsilon, "config": name, "description": CONFIGS[name][0], "overrides": overrides,
         "epsilon": report["epsilon"], "assumed_epsilon": report["sharded_accounting"]["assumed"],
         "thesis_accounting_epsilon": (report.get("paper_accounting") or {}).get("epsilon"),
-        "noise_multiplier": cfg.noise_multiplier, "num_shards": cfg.num_shards, "batch_size": cfg.batch_size,
+        "noise_multiplier": model.fitted_phases()[0].noise_multiplier, "num_shards": cfg.num_shards, "batch_size": cfg.batch_size,
         "generator_steps": cfg.generator_steps, "learning_rate": cfg.learning_rate,
         "validation_auroc": max(selection["validation_auroc"].values()),
         "chosen_step": selection["chosen_step"], "selection": selection,

@@ -116,14 +116,14 @@ def _one_step(params, data, batch, mesh) -> list[float]:
     import numpy as np
     import optax
 
-    from dpgen_jax import dpsgd
+    from dpgen_jax import dpsgd, privacy
 
     _, loss, _ = throughput._jax_setup(MODEL)
     m = data.shape[0]
     opt = optax.sgd(throughput.LEARNING_RATE)
-    step = dpsgd.make_dp_step(loss, opt, num_records=m, sample_rate=batch / m,
-                              clip_norm=throughput.CLIP_NORM,
-                              noise_multiplier=throughput.NOISE_MULTIPLIER, mesh=mesh)
+    phase = privacy.DPSGDPhase.from_batch_size("multidevice", batch, m, throughput.NOISE_MULTIPLIER, 0,
+                                               clip_norm=throughput.CLIP_NORM)
+    step = dpsgd.make_dp_step(loss, opt, phase, scan_rows=m, mesh=mesh)
     new, _ = jax.jit(step)(dpsgd.init_state(params, opt), data, jax.random.key(0))
     leaf = jax.tree_util.tree_leaves(new.params)[0]
     return np.asarray(leaf, np.float64).ravel()[:64].tolist()

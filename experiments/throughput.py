@@ -198,18 +198,17 @@ def _jax_runner(model_name, method, batch_size, params, data):
     import jax.numpy as jnp
     import optax
 
-    from dpgen_jax import dpsgd
+    from dpgen_jax import dpsgd, privacy
 
     _, loss, _ = _jax_setup(model_name)
     m = data.shape[0]
     opt = optax.sgd(LEARNING_RATE)
     private = method != "nonprivate"
-    step = dpsgd.make_dp_step(
-        loss, opt, num_records=m, sample_rate=batch_size / m,
-        clip_norm=CLIP_NORM if private else None,
-        noise_multiplier=NOISE_MULTIPLIER if private else 0.0,
-        method=method if private else "ghost", fallback="error",
-    )
+    phase = (privacy.DPSGDPhase.from_batch_size("throughput", batch_size, m, NOISE_MULTIPLIER, 0,
+                                                clip_norm=CLIP_NORM) if private
+             else privacy.NonPrivatePhase.from_batch_size("throughput", batch_size, m, 0))
+    step = dpsgd.make_dp_step(loss, opt, phase, scan_rows=m,
+                              method=method if private else "ghost", fallback="error")
     runner = dpsgd.make_phase_runner(step, donate=False)
     state = dpsgd.init_state(params, opt)
     key = jax.random.key(0)
@@ -566,16 +565,16 @@ def end_to_end(torch_ref, *, threads, log=print) -> list[dict]:
     m = DATASET_SIZE["adult_autoencoder"]
     encoder = data.TableEncoder(data.adult_schema())
     x = data.uniform_rows(encoder.schema, m, jax.random.key(0))
-    config = ag.DPAutoGANConfig.adult(ae_steps=E2E_AE_STEPS, critic_steps=E2E_CRITIC_STEPS)
+    config = ag.DPAutoGANConfig.adult(ae_steps=E2E_AE_STEPS, critic_steps=E2E_CRITIC_STEPS,
+                                      ae_clip_norm=0.012 * 2**0.5, ae_noise_multiplier=1.5,
+                                      critic_noise_multiplier=3.5)
+    ae_phase, critic_phase = ag.privacy_phases(config, m)
     params = ag.init(config, encoder.width, jax.random.key(1))
     t0 = time.perf_counter()
-    ae = ag.train_autoencoder(config, params.autoencoder, x, jax.random.key(2),
-                              clip_norm=0.012 * 2**0.5, noise_multiplier=1.5,
-                              steps=config.ae_steps)
+    ae = ag.train_autoencoder(config, params.autoencoder, x, jax.random.key(2), ae_phase)
     jax.block_until_ready(ae.params)
     t1 = time.perf_counter()
-    gan = ag.train_gan(config, params, ae.params["decoder"], x, jax.random.key(3),
-                       clip_norm=config.critic_clip_norm, noise_multiplier=3.5, critic_steps=config.critic_steps)
+    gan = ag.train_gan(config, params, ae.params["decoder"], x, jax.random.key(3), critic_phase)
     jax.block_until_ready(gan.generator.params)
     t2 = time.perf_counter()
     rows = [{"framework": "jax", "method": "ghost", "autoencoder_seconds": round(t1 - t0, 2),

@@ -75,7 +75,10 @@ class SynthesizerContract:
         _oracles.strict_json(rep)
         assert rep["method"] == self.METHOD and rep["target_epsilon"] == self.EPSILON
         steps = {p["name"]: p["steps"] for p in rep["phases"]}
-        phases = fitted._phases(fitted.fitted_config, len(table[0]), steps, True)
+        frame, schema = table  # another object's plan: the phases come from public values alone
+        plan = synthesizers.create(self.METHOD, **self.OVERRIDES).plan(schema, len(frame), epsilon=self.EPSILON,
+                                                                       delta=DELTA)
+        phases = privacy.with_steps(plan.phases, steps)
         assert [p.name for p in phases] == [p["name"] for p in rep["phases"]]
         assert rep["accountant"] == type(fitted).ACCOUNTANT
         assert rep["epsilon"] == pytest.approx(privacy.epsilon(phases, DELTA, rep["accountant"]), rel=1e-9)

@@ -46,7 +46,8 @@ class TestAIMContract(SynthesizerContract):
     def functional_released(self, model, frame, schema):
         cfg = model.fitted_config
         disc = aim.discretizer(cfg, schema)
-        tables, cliques, _ = aim.fit_released(cfg, disc.codes(frame), disc.sizes, jax.random.key(self.SEED))
+        tables, cliques, _ = aim.fit_released(cfg, disc.codes(frame), disc.sizes, jax.random.key(self.SEED),
+                                              phases=model.fitted_phases())
         assert tuple(cliques) == cfg.model_cliques
         return {"model": tables}
 
@@ -209,7 +210,7 @@ def test_paper_rounds_and_conversion():
     assert rho == pytest.approx(1.0)
     model = synthesizers.create("aim")
     plan = model.plan(data.adult_schema(), 1000, epsilon=1.0)
-    paper = model._paper_accounting(plan.phases, 1e-5, {})
+    paper = model._paper_accounting(plan.config, plan.phases, 1e-5, {})
     assert paper["epsilon"] <= plan.epsilon() + 1e-9 and paper["epsilon"] == pytest.approx(plan.epsilon(), abs=1e-3)
 
 

@@ -37,10 +37,9 @@ class TestDPAutoGANContract(SynthesizerContract):
         x = jax.numpy.asarray(dag.encoder(cfg, schema).encode(frame))
         k_init, _k_clip, k_ae, k_gan = jax.random.split(jax.random.key(self.SEED), 4)
         params = dag.init(cfg, x.shape[1], k_init)
-        ae = dag.train_autoencoder(cfg, params.autoencoder, x, k_ae, clip_norm=cfg.ae_clip_norm,
-                                   noise_multiplier=cfg.ae_noise_multiplier, steps=cfg.ae_steps)
-        gan = dag.train_gan(cfg, params, ae.params["decoder"], x, k_gan, clip_norm=cfg.critic_clip_norm,
-                            noise_multiplier=cfg.critic_noise_multiplier, critic_steps=cfg.critic_steps)
+        ae_phase, critic_phase = model.fitted_phases()
+        ae = dag.train_autoencoder(cfg, params.autoencoder, x, k_ae, ae_phase)
+        gan = dag.train_gan(cfg, params, ae.params["decoder"], x, k_gan, critic_phase)
         return {"generator": gan.generator.params, "decoder": ae.params["decoder"]}
 
 
@@ -54,7 +53,7 @@ def test_pinned_encoded_sample(tmp_path):
     model = synthesizers.create("dp-auto-gan", **TINY, continuous_encoding="paper").fit(
         _tables.mixed_frame(300, 0), _tables.MIXED_SCHEMA, epsilon=4.0, seed=0)
     cfg, r = model.fitted_config, model.released
-    assert (cfg.ae_noise_multiplier, cfg.critic_noise_multiplier) == pytest.approx(
+    assert tuple(p.noise_multiplier for p in model.fitted_phases()) == pytest.approx(
         (0.7205543911270007, 1.6812935792963348), rel=1e-9)
     got = dag.sample_encoded(cfg, 6, r["generator"], r["decoder"], 8, jax.random.key(1))
     np.testing.assert_allclose(got, np.load(PIN), rtol=1e-6, atol=1e-7)

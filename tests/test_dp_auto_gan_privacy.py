@@ -32,10 +32,11 @@ def tiny_model():
 
 def test_report_matches_dp_accounting_for_the_steps_run(tiny_model):
     rep, cfg, n = tiny_model.privacy_report(), tiny_model.fitted_config, 300
+    noise = {p.name: p.noise_multiplier for p in tiny_model.fitted_phases()}  # the calibrated noise
     assert rep["delta"] == DELTA and rep["accountant"] == "pld" and not rep["non_private"]
     assert rep["neighbouring_relation"] == "add_or_remove_one"
-    expected = [("autoencoder", 16 / n, cfg.ae_noise_multiplier, 3, 0.05),
-                ("critic", 16 / n, cfg.critic_noise_multiplier, 2, cfg.critic_clip_norm)]
+    expected = [("autoencoder", 16 / n, noise["autoencoder"], 3, 0.05),
+                ("critic", 16 / n, noise["critic"], 2, cfg.critic_clip_norm)]
     for entry, (name, q, sigma, steps, clip) in zip(rep["phases"], expected, strict=True):
         assert entry["name"] == name and entry["mechanism"] == "poisson_subsampled_gaussian"
         assert (entry["steps"], entry["batch_size"], entry["clip_norm"]) == (steps, 16, clip)
@@ -46,7 +47,9 @@ def test_report_matches_dp_accounting_for_the_steps_run(tiny_model):
     by = rep["epsilon_by_accountant"]
     assert rep["epsilon"] == by["pld"] == pytest.approx(pld, rel=1e-9)
     assert by["rdp_improved"] == pytest.approx(rdp, rel=1e-9)
-    phases = dag.privacy_phases(cfg, n, steps={"autoencoder": 3, "critic": 2})
+    phases = dag.privacy_phases(cfg.replace(ae_noise_multiplier=noise["autoencoder"],
+                                            critic_noise_multiplier=noise["critic"]),
+                                n, steps={"autoencoder": 3, "critic": 2})
     assert by["rdp_classic"] == pytest.approx(
         privacy.epsilon(phases, DELTA, accountant="rdp", conversion="classic"), rel=1e-9)
     assert rep["paper_accounting"] == {"label": dag.PAPER_ACCOUNTING, "epsilon": by["rdp_classic"]}
@@ -56,11 +59,12 @@ def test_report_matches_dp_accounting_for_the_steps_run(tiny_model):
 
 def test_calibration_is_tight_and_keeps_the_noise_ratio(tiny_model):
     rep, cfg = tiny_model.privacy_report(), tiny_model.fitted_config
+    sigma = {p.name: p.noise_multiplier for p in tiny_model.fitted_phases()}  # the calibrated noise
     assert rep["target_epsilon"] == 2.0 and rep["preset"] is None
     assert 2.0 - 4e-3 <= rep["epsilon"] <= 2.0
-    assert cfg.ae_noise_multiplier / cfg.critic_noise_multiplier == pytest.approx(1.5 / 3.5, rel=1e-9)
-    less = cfg.replace(ae_noise_multiplier=0.99 * cfg.ae_noise_multiplier,
-                       critic_noise_multiplier=0.99 * cfg.critic_noise_multiplier)
+    assert sigma["autoencoder"] / sigma["critic"] == pytest.approx(1.5 / 3.5, rel=1e-9)
+    less = cfg.replace(ae_noise_multiplier=0.99 * sigma["autoencoder"],
+                       critic_noise_multiplier=0.99 * sigma["critic"])
     assert privacy.epsilon(dag.privacy_phases(less, 300), DELTA) > 2.0
 
 

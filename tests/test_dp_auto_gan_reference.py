@@ -182,15 +182,15 @@ def test_functional_reproduction_is_the_fit(adult_model, functional_run):
 @pytest.fixture(scope="module")
 def functional_run(adult_model, adult_x):
     """fit(seed=0) redone with the public functions and the key splits of ``DPAutoGAN.fit``."""
-    cfg = adult_model.fitted_config  # the configuration the fit used (calibrated noise)
+    cfg = adult_model.fitted_config  # the configuration the fit used (noise: its phases)
     x = jnp.asarray(adult_x)
     k_init, _k_clip, k_ae, k_gan = jax.random.split(jax.random.key(SEED), 4)
     params = dag.init(cfg, x.shape[1], k_init)
-    ae = dag.train_autoencoder(cfg, params.autoencoder, x, k_ae, clip_norm=float(cfg.ae_clip_norm),
-                               noise_multiplier=cfg.ae_noise_multiplier, steps=cfg.ae_steps)
-    gan = dag.train_gan(cfg, params, ae.params["decoder"], x, k_gan, clip_norm=cfg.critic_clip_norm,
-                        noise_multiplier=cfg.critic_noise_multiplier, critic_steps=cfg.critic_steps)
-    return dict(cfg=cfg, params=params, ae=ae, gan=gan, k_ae=k_ae, k_gan=k_gan)
+    ae_phase, critic_phase = adult_model.fitted_phases()
+    ae = dag.train_autoencoder(cfg, params.autoencoder, x, k_ae, ae_phase)
+    gan = dag.train_gan(cfg, params, ae.params["decoder"], x, k_gan, critic_phase)
+    sigma = {"autoencoder": ae_phase.noise_multiplier, "critic": critic_phase.noise_multiplier}
+    return dict(cfg=cfg, params=params, ae=ae, gan=gan, k_ae=k_ae, k_gan=k_gan, sigma=sigma)
 
 
 def test_autoencoder_phase_matches_per_example_reference(functional_run, adult_x):
@@ -199,7 +199,7 @@ def test_autoencoder_phase_matches_per_example_reference(functional_run, adult_x
     cfg, ae, params0 = run["cfg"], run["ae"], run["params"].autoencoder
     nets = dag.networks(cfg, adult_x.shape[1])
     m = adult_x.shape[0]
-    q, clip, sigma = cfg.ae_batch_size / m, float(cfg.ae_clip_norm), cfg.ae_noise_multiplier
+    q, clip, sigma = cfg.ae_batch_size / m, float(cfg.ae_clip_norm), run["sigma"]["autoencoder"]
     p, mu, nu = _flat(params0), 0.0, 0.0
     clipped = unclipped = 0
     for t in range(AE_STEPS):
@@ -234,7 +234,7 @@ def test_gan_phase_matches_per_example_reference(functional_run, adult_x):
     for j in range(CRITIC_STEPS):
         cp, cv, _, norms = _reference_critic_step(nets, cfg, like, cp, cv, gp, dec, adult_x,
                                                   jax.random.fold_in(k_critic, j),
-                                                  cfg.critic_noise_multiplier)
+                                                  run["sigma"]["critic"])
         all_norms.extend(norms)
         gp, gv, gg = _reference_generator_step(nets, cfg, like, gp, gv, cp, dec,
                                                jax.random.fold_in(k_gen, j))
@@ -275,8 +275,8 @@ def test_real_only_critic_step_matches_per_example_reference(functional_run, adu
     cfg = dataclasses.replace(cfg0, critic_clip_norm=_clip_between(probe))
     sigma = 0.8
 
-    run, critic_opt, gen_opt = dag.make_gan_runner(cfg, width, m, clip_norm=cfg.critic_clip_norm,
-                                                   noise_multiplier=sigma)
+    critic_phase = dag.privacy_phases(cfg.replace(critic_noise_multiplier=sigma), m)[1]
+    run, critic_opt, gen_opt = dag.make_gan_runner(cfg, width, m, critic_phase)
     state0 = dag._gan.GANState(dpsgd.init_state(critic0, critic_opt), dpsgd.init_state(gen0, gen_opt))
     out = run(state0, x, dec, key, jnp.int32(1), jnp.int32(1))
     assert int(out.critic.steps) == 1 and int(out.generator.steps) == 1

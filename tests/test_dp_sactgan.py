@@ -25,6 +25,7 @@ from dp_accounting.rdp import rdp_privacy_accountant as rdpa
 from scipy import stats
 
 from dpgen_jax import data, dpsgd, privacy, synthesizers
+from dpgen_jax.synthesizers import _shards
 from dpgen_jax.synthesizers import dp_sactgan as ds
 from tests._contract import SynthesizerContract
 
@@ -48,17 +49,19 @@ def _labelled_rows(n=200, seed=0):
     return frame, jnp.asarray(data.TableEncoder(LABELLED).encode(frame))
 
 
-def functional_preprocessing(cfg, schema, frame, seed):
-    """The class's preprocessing written out with the functional API: ``(layout, the seven keys
-    of a fit, rows, codes, modes, condition counts, training log-probabilities)``."""
+def functional_preprocessing(cfg, schema, frame, seed, phases):
+    """The class's preprocessing written out with the functional API, with the noise of the fit's
+    accounted ``phases`` (``model.fitted_phases()``): ``(layout, the seven keys of a fit, rows,
+    codes, modes, condition counts, training log-probabilities)``."""
+    sigma = {p.name: p.noise_multiplier_or_none for p in phases}
     lay = ds.build_layout(schema, cfg)
     x = jnp.asarray(data.TableEncoder(schema).encode(frame))
     keys = jax.random.split(jax.random.key(seed), 7)
     k_modes, k_assign, k_hist = keys[:3]
     _, u = ds.split_columns(lay, x)
-    modes = ds.fit_modes(u, k_modes, cfg)
+    modes = ds.fit_modes(u, k_modes, cfg, sigma["dp-em"])
     rows, codes = ds.encode_rows(lay, x, modes, cfg.mode_assignment, k_assign)
-    counts = ds.noisy_counts(codes, lay, k_hist, cfg.hist_noise_multiplier, ds.histogram_columns(lay, cfg))
+    counts = ds.noisy_counts(codes, lay, k_hist, sigma["histograms"], ds.histogram_columns(lay, cfg))
     j = 0
     for c in range(lay.n_cols):
         if lay.continuous[c]:
@@ -96,11 +99,13 @@ class TestDPSACTGANContract(SACTGANContract):
 
     def functional_released(self, model, frame, schema):
         cfg = model.fitted_config
-        lay, keys, rows, codes, modes, counts, log_probs = functional_preprocessing(cfg, schema, frame, self.SEED)
+        phases = model.fitted_phases()
+        lay, keys, rows, codes, modes, counts, log_probs = functional_preprocessing(cfg, schema, frame, self.SEED,
+                                                                                    phases)
         _, _, _, k_part, _, k_init, k_run = keys
         train_data = ds.prepare(lay, rows, codes, k_part, cfg.num_discriminators)
         state = ds.init_state(cfg, lay, cfg.num_discriminators, k_init)
-        state = ds.train(cfg, lay, state, train_data, log_probs, k_run)
+        state = ds.train(cfg, lay, state, train_data, log_probs, k_run, phases[-1])
         return {"generator": state.generator.params, "modes": modes._asdict(), "cond": {"counts": counts}}
 
     def test_report_lists_every_mechanism_and_no_secret(self, fitted, table):
@@ -134,6 +139,13 @@ def hook_setup():
     return cfg, lay, train_data, lp, g
 
 
+def _hook(cfg):
+    """The sanitiser of a generator phase with ``cfg``'s clip norm and noise multiplier."""
+    return _shards.sanitizer_hook(privacy.ShardedSanitizerPhase(
+        "generator", num_shards=3, steps=1, rows_per_step=cfg.batch_size, noise_multiplier=cfg.noise_multiplier,
+        dataset_size=300, clip_norm=cfg.clip_norm))
+
+
 def _random_private_side(cfg, lay, train_data, lp, seed, scale):
     """A critic and classifier with arbitrary (scaled random) weights and a batch of real rows."""
     key = jax.random.key(100 + seed)
@@ -157,7 +169,7 @@ def test_hook_clips_each_row_and_adds_noise_once_for_all_three_terms(hook_setup)
         d, a, batch = _random_private_side(cfg, lay, train_data, lp, seed, scale)
         gen_rows = ds.activate(lay, ds.networks(cfg, lay).generator.apply({"params": g}, batch.z),
                                jax.random.key(8), cfg.tau)
-        got = jax.grad(ds.hooked_loss, argnums=2)(cfg, lay, gen_rows, batch, d, a, key, True)
+        got = jax.grad(ds.hooked_loss, argnums=2)(cfg, lay, gen_rows, batch, d, a, key, _hook(cfg))
         raw = jax.grad(ds.private_terms, argnums=2)(cfg, lay, gen_rows, batch.cond, batch.real, d, a)
         want = dpsgd.sanitize_rows(raw, key, clip_norm=c, noise_multiplier=sigma, scale=1 / b)
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-4, atol=1e-5)
@@ -181,7 +193,7 @@ def test_noise_std_of_the_hook_is_2_C_sigma_over_B(hook_setup):
     d, a, batch = _random_private_side(cfg, lay, train_data, lp, 1, 1.0)
     rows = jnp.zeros((cfg.batch_size, lay.width))
     hooked = jax.jit(jax.grad(ds.hooked_loss, argnums=2), static_argnums=(0, 1, 7))
-    draws = np.concatenate([np.asarray(hooked(cfg, lay, rows, batch, d, a, jax.random.key(s), True)).ravel()
+    draws = np.concatenate([np.asarray(hooked(cfg, lay, rows, batch, d, a, jax.random.key(s), _hook(cfg))).ravel()
                             for s in range(40)])
     assert np.std(draws) == pytest.approx(2 * cfg.clip_norm * 50.0 / cfg.batch_size, rel=0.03)
 
@@ -195,13 +207,13 @@ def test_generator_update_depends_on_private_data_only_through_the_hook(hook_set
     k_g, k_noise = jax.random.split(key)
     gen = ds.networks(cfg, lay).generator
     d1, a1, batch = _random_private_side(cfg, lay, train_data, lp, 0, 1.0)
-    got = ds.generator_grads(cfg, lay, g, batch, d1, a1, key, True)
+    got = ds.generator_grads(cfg, lay, g, batch, d1, a1, key, _hook(cfg))
 
     def act(p):
         return ds.activate(lay, gen.apply({"params": p}, batch.z), k_g, cfg.tau)
 
     rows, vjp = jax.vjp(act, g)
-    sanitised = jax.grad(ds.hooked_loss, argnums=2)(cfg, lay, rows, batch, d1, a1, k_noise, True)
+    sanitised = jax.grad(ds.hooked_loss, argnums=2)(cfg, lay, rows, batch, d1, a1, k_noise, _hook(cfg))
     cond = jax.grad(lambda p: ds.cond_loss(lay, gen.apply({"params": p}, batch.z), batch.col, batch.cat))(g)
     # rebuilt from the sanitised cotangent alone, with no critic, classifier or real row in scope
     (want,) = vjp(sanitised)
@@ -211,7 +223,7 @@ def test_generator_update_depends_on_private_data_only_through_the_hook(hook_set
     # a different private side gives a different sanitised cotangent (the oracle is not vacuous)
     d2, a2, batch2 = _random_private_side(cfg, lay, train_data, lp, 1, 3.0)
     other = jax.grad(ds.hooked_loss, argnums=2)(cfg, lay, rows, batch._replace(real=batch2.real), d2, a2,
-                                                k_noise, True)
+                                                k_noise, _hook(cfg))
     assert not np.allclose(np.asarray(other), np.asarray(sanitised))
 
 
@@ -220,7 +232,9 @@ def test_step_trains_only_the_chosen_critic_and_classifier(hook_setup):
     cfg, lay, train_data, lp, _ = hook_setup
     state = ds.init_state(cfg, lay, 3, jax.random.key(3))
     key = jax.random.key(4)
-    new, _ = jax.jit(ds.train_step(cfg, lay, True))(state, train_data, key, lp)
+    hook = _shards.sanitizer_hook(ds.privacy_phases(cfg.replace(num_discriminators=3), lay,
+                                                    int(train_data.rows.shape[0]))[-1])
+    new, _ = jax.jit(ds.train_step(cfg, lay, hook))(state, train_data, key, lp)
     chosen = int(jax.random.randint(jax.random.split(key, 4)[0], (), 0, 3))
     for old_t, new_t in ((state.critics.params, new.critics.params), (state.aux.params, new.aux.params)):
         pairs = list(zip(jax.tree_util.tree_leaves(old_t), jax.tree_util.tree_leaves(new_t)))
@@ -358,15 +372,15 @@ def test_dp_em_modes_are_the_accounted_mechanism():
                               r.uniform(-1, 1, 1000)], 1), jnp.float32)
     cfg = CFG.replace(n_modes=2, em_iterations=5, em_noise_multiplier=3.0)
     key = jax.random.key(4)
-    got = ds.fit_modes(u, key, cfg)
+    got = ds.fit_modes(u, key, cfg, cfg.em_noise_multiplier)
     k_init, k_fit = jax.random.split(key)
     init = dpsgd.init_mixture(jax.random.split(k_init, 2)[0], 2, 1)
     want = dpsgd.dp_em_ssp(u[:, :1], jax.random.split(k_fit, 2)[0], init, iterations=5, noise_multiplier=3.0)
     np.testing.assert_allclose(np.asarray(got.means[0]), np.asarray(want.means[:, 0]), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(np.asarray(got.weights[0]), np.asarray(want.weights), rtol=1e-5, atol=1e-6)
-    other = ds.fit_modes(u, jax.random.key(5), cfg)
+    other = ds.fit_modes(u, jax.random.key(5), cfg, cfg.em_noise_multiplier)
     assert not np.allclose(np.asarray(other.means), np.asarray(got.means))  # noise is there
-    plain = ds.fit_modes(u, key, cfg, private=False)  # plain EM finds the two clusters
+    plain = ds.fit_modes(u, key, cfg, 0.0)  # plain EM finds the two clusters
     np.testing.assert_allclose(np.sort(np.asarray(plain.means[0])), [-0.5, 0.5], atol=0.03)
     lay = ds.build_layout(_adult_like_schema(1, 2), cfg)
     (_, em, _) = ds.privacy_phases(cfg, lay, 1000)

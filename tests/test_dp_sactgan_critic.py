@@ -125,8 +125,10 @@ class TestDPSACTGANCriticContract(SACTGANContract):
 
     def functional_released(self, model, frame, schema):
         cfg = model.fitted_config
-        lay, keys, rows, codes, modes, counts, log_probs = functional_preprocessing(cfg, schema, frame, self.SEED)
-        state = _critic.train(cfg, lay, rows, codes, log_probs, keys[6], num_records=len(frame))
+        phases = model.fitted_phases()
+        lay, keys, rows, codes, modes, counts, log_probs = functional_preprocessing(cfg, schema, frame, self.SEED,
+                                                                                    phases)
+        state = _critic.train(cfg, lay, rows, codes, log_probs, keys[6], phases[-1])
         return {"generator": state.generator.params, "modes": modes._asdict(), "cond": {"counts": counts}}
 
     def test_report_lists_the_critic_phase_and_no_paper_accounting(self, fitted, table):

@@ -49,8 +49,11 @@ class TestDPSYNContract(SynthesizerContract):
         codes, feats = ds.split_label(schema, x, ds.encoder_for(cfg, schema))
         _k_cnt, k_init, k_ae, k_em = jax.random.split(jax.random.key(self.SEED), 4)
         blocks = tuple(ds.encoder_for(cfg, ds.feature_schema(schema)).blocks)
-        states = ds.train_autoencoders(cfg, blocks, codes, feats, k_init, k_ae, len(frame))
-        mixtures = ds.fit_mixtures(cfg, blocks, codes, feats, states.params, k_em)
+        states = ds.train_autoencoders(cfg, blocks, codes, feats, k_init, k_ae,
+                                       ds.autoencoder_phases(model.fitted_phases()))
+        sigma = {p.name: p.noise_multiplier for p in privacy.flat_phases(model.fitted_phases())}
+        mixtures = ds.fit_mixtures(cfg, blocks, codes, feats, states.params, k_em,
+                                   sigma[f"dp-em/{cfg.groups[0]}"])
         return {"decoder": states.params["decoder"], "mixture": dict(mixtures._asdict())}
 
 
@@ -69,7 +72,7 @@ def test_groups_compose_in_parallel_and_each_meets_the_target(parallel_fit):
         assert 2.0 - 2e-2 <= g["epsilon"] <= 2.0
     assert rep["epsilon"] == pytest.approx(max(g["epsilon"] for g in groups), rel=1e-9)
     steps = {p["name"]: p["steps"] for g in groups for p in g["phases"]}
-    phases = ds.privacy_phases(cfg, 300, steps=steps)
+    phases = privacy.with_steps(parallel_fit.fitted_phases(), steps)
     assert rep["epsilon"] == pytest.approx(privacy.epsilon(phases, 1e-5), rel=1e-9)
     # the counts are released (noisy), but the rates use only public values: B / (N / k)
     true = _frame()["b"].value_counts().reindex(["p", "q"]).to_numpy()
@@ -102,7 +105,8 @@ def test_vmapped_group_autoencoders_equal_a_loop_over_groups():
     codes, feats = ds.split_label(LABELLED, enc.encode(_frame()), enc)
     blocks = tuple(ds.encoder_for(cfg, ds.feature_schema(LABELLED)).blocks)
     k_init, k_ae = jax.random.key(1), jax.random.key(2)
-    got = ds.train_autoencoders(cfg, blocks, codes, feats, k_init, k_ae, 300)
+    phases = ds.autoencoder_phases(ds.privacy_phases(cfg, 300))
+    got = ds.train_autoencoders(cfg, blocks, codes, feats, k_init, k_ae, phases)
     rates, planned = ds.group_schedule(cfg, 300)
     assert rates[0] != rates[1] and planned[0] != planned[1]
     # reference: the engine's static step, one group at a time, with the same per-step keys
@@ -116,10 +120,11 @@ def test_vmapped_group_autoencoders_equal_a_loop_over_groups():
     params = ds.init(cfg, feats.shape[1], 2, k_init)
     for j in range(2):
         q = rates[j]
+        phase = privacy.DPSGDPhase("group", q, cfg.ae_noise_multipliers[j], planned[j], clip_norm=cfg.clip_norm,
+                                   batch_size=cfg.batch_size)
         step = jax.jit(dpsgd.make_dp_step(
-            lambda p, b: recon(ae.apply({"params": p}, b), b), opt, num_records=int(sizes[j]),
-            sample_rate=q, clip_norm=cfg.clip_norm, noise_multiplier=cfg.ae_noise_multipliers[j],
-            capacity=cap, expected_batch_size=float(cfg.batch_size)))
+            lambda p, b: recon(ae.apply({"params": p}, b), b), opt, phase, scan_rows=int(sizes[j]),
+            capacity=cap))
         state = dpsgd.init_state(jax.tree_util.tree_map(lambda a, j=j: a[j], params), opt)
         rows = jnp.asarray(data_[j])
         for t in range(planned[j]):

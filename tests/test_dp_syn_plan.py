@@ -112,8 +112,8 @@ def test_the_plan_reads_no_data_and_the_model_keeps_no_hidden_state(two_fits):
     assert not hasattr(model, "_names") and not hasattr(model, "_split")
     rep = model.privacy_report()
     steps = {k: v[2] for k, v in _phases(rep).items()}
-    fresh = synthesizers.create("dp-syn")  # another object: the phases come from the config alone
-    phases = fresh._phases(model.fitted_config, 300, steps, True)
+    fresh = synthesizers.create("dp-syn", **TINY)  # another object: the phases come from public values alone
+    phases = privacy.with_steps(fresh.plan(LABELLED, 300, epsilon=EPS, delta=DELTA).phases, steps)
     assert rep["epsilon"] == pytest.approx(privacy.epsilon(phases, DELTA), rel=1e-9)
     assert model.fitted_config.groups == ("p", "q")
 

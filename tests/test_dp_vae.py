@@ -45,8 +45,7 @@ class TestDPVAEContract(SynthesizerContract):
         x = jnp.asarray(enc.encode(frame))
         k_init, _k_clip, k_train = jax.random.split(jax.random.key(self.SEED), 3)
         state = dv.train_vae(cfg, tuple(enc.blocks), dv.init(cfg, enc.width, k_init), x, k_train,
-                             clip_norm=cfg.clip_norm, noise_multiplier=cfg.noise_multiplier,
-                             steps=cfg.steps)
+                             model.fitted_phases()[0])
         return {"decoder": state.params["decoder"]}
 
 
@@ -132,8 +131,8 @@ def test_one_dp_step_matches_a_per_example_reference():
     key, n_records = jax.random.key(9), 1000  # a public N larger than the 600 rows
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # ghost clipping covers every layer: no vmap fallback
-        got = dv.train_vae(cfg, blocks, p0, jnp.asarray(x), key, clip_norm=cfg.clip_norm,
-                           noise_multiplier=cfg.noise_multiplier, steps=1, num_records=n_records)
+        got = dv.train_vae(cfg, blocks, p0, jnp.asarray(x), key,
+                           dv.privacy_phases(cfg.replace(steps=1), n_records)[0])
     k_sample, k_batch, k_noise, _ = jax.random.split(jax.random.fold_in(key, 0), 4)
     q = cfg.batch_size / n_records
     chunks, cap = _oracles.poisson_chunks(k_sample, len(x), q)

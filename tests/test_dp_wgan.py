@@ -44,8 +44,7 @@ class TestDPWGANContract(SynthesizerContract):
         x = jnp.asarray(enc.encode(frame))
         k_init, _k_clip, k_gan = jax.random.split(jax.random.key(self.SEED), 3)
         state = dw.train_gan(cfg, tuple(enc.blocks), dw.init(cfg, enc.width, k_init), x, k_gan,
-                             clip_norm=cfg.clip_norm, noise_multiplier=cfg.noise_multiplier,
-                             critic_steps=cfg.critic_steps)
+                             model.fitted_phases()[0])
         return {"generator": state.generator.params}
 
 

@@ -65,9 +65,10 @@ def _worker(part: str) -> dict:  # runs in the subprocess, with DEVICES host dev
         spec = (method, devices, sigma, capacity)
         if spec not in compiled:  # one compilation per configuration; data and key are arguments
             mesh = None if devices is None else dpsgd.data_mesh(devices)
+            phase = (privacy.DPSGDPhase("step", Q, sigma, 1, clip_norm=C) if sigma else
+                     privacy.NonPrivatePhase("step", 1, Q, clip_norm=C))
             compiled[spec] = jax.jit(dpsgd.make_dp_step(
-                revealing, optax.sgd(1.0), num_records=M, sample_rate=Q, clip_norm=C,
-                noise_multiplier=sigma, method=method, capacity=capacity, mesh=mesh))
+                revealing, optax.sgd(1.0), phase, scan_rows=M, method=method, capacity=capacity, mesh=mesh))
         new, metrics = compiled[spec](state0, data, jax.random.key(key))
         revealed = -Q * M * np.asarray(new.params["params"]["kernel"][:, 0], np.float64)
         return revealed, int(metrics["batch_size"]), int(metrics["chunks"])
@@ -125,18 +126,18 @@ def _worker(part: str) -> dict:  # runs in the subprocess, with DEVICES host dev
     for method, devices in (("ghost", None), ("ghost", 4), ("vmap", None), ("vmap", 2)):
         mesh = None if devices is None else dpsgd.data_mesh(devices)
         opt = optax.adam(1e-2)
-        step = dpsgd.make_dp_step(mse, opt, num_records=200, sample_rate=0.2, clip_norm=0.5,
-                                  noise_multiplier=0.8, method=method, mesh=mesh)
+        step = dpsgd.make_dp_step(mse, opt, privacy.DPSGDPhase("p", 0.2, 0.8, 7, clip_norm=0.5),
+                                  scan_rows=200, method=method, mesh=mesh)
         state = dpsgd.init_state(params0, opt)
         if mesh is not None:
             state = dpsgd.replicate(state, mesh)
         got = dpsgd.run_phase(step, state, x, jax.random.key(2), 7, chunk_size=3)
         phases[f"run_phase/{method}/{devices}"] = _flat(got.params) + [int(got.steps)]
-    # the same step as make_dp_step(sample_rate=0.2) above, through the synthesizers' helper
+    # the same step as the phase of rate 0.2 above, through the synthesizers' helper
     got = _training.run_private_phase(mse, optax.adam(1e-2), params0, x, jax.random.key(2),
-                                      mesh=dpsgd.data_mesh(4), steps=7, batch_size=40,
-                                      num_records=200, clip_norm=0.5, noise_multiplier=0.8,
-                                      chunk_size=3)
+                                      _training.dpsgd_phase("p", batch_size=40, num_records=200,
+                                                            noise_multiplier=0.8, steps=7, clip_norm=0.5),
+                                      mesh=dpsgd.data_mesh(4), chunk_size=3)
     phases["private_phase/4"] = _flat(got.params) + [int(got.steps)]
     # the accounted phase of each run, from its executed step count
     phases["epsilon"] = {
@@ -153,7 +154,8 @@ def _worker(part: str) -> dict:  # runs in the subprocess, with DEVICES host dev
     groups = {}
     for devices in (None, 4):
         with dpsgd.data_parallel(None if devices is None else dpsgd.data_mesh(devices)):
-            run, opt = dp_syn.make_group_runner(cfg, blk, 16)
+            run, opt = dp_syn.make_group_runner(
+                cfg, blk, 16, privacy.DPSGDPhase("autoencoder/0", 0.5, 1.0, 4, clip_norm=cfg.clip_norm))
         p = dp_syn.init(cfg, width, 2, jax.random.key(0))
         states = jax.vmap(lambda pp: dpsgd.init_state(pp, opt))(p)
         data = jax.random.uniform(jax.random.key(1), (2, 16, width))
@@ -187,7 +189,7 @@ def _worker(part: str) -> dict:  # runs in the subprocess, with DEVICES host dev
     gen = {}
     for devices in (None, 4):
         mesh = None if devices is None else dpsgd.data_mesh(devices)
-        st = gw.train_generator(acfg, start, xs, sh, jax.random.key(4), mesh=mesh)
+        st = gw.train_generator(acfg, start, xs, sh, jax.random.key(4), gw.privacy_phases(acfg, 90)[0], mesh=mesh)
         gen[str(devices)] = {"released": _flat((st.generator.params, st.ema)), "critics": _flat(st.critics.params),
                              "shape": list(jax.tree_util.tree_leaves(st.critics.params)[0].shape),
                              "steps": int(st.steps)}
@@ -301,7 +303,7 @@ def _multihost_worker(process_id: int, num_processes: int, port: int) -> dict:
     import jax.numpy as jnp
     import optax
 
-    from dpgen_jax import dpsgd
+    from dpgen_jax import dpsgd, privacy
 
     class Net(nn.Module):
         @nn.compact
@@ -316,8 +318,8 @@ def _multihost_worker(process_id: int, num_processes: int, port: int) -> dict:
 
     opt = optax.adam(1e-2)
     mesh = dpsgd.data_mesh() if num_processes > 1 else None
-    step = dpsgd.make_dp_step(mse, opt, num_records=200, sample_rate=0.2, clip_norm=0.5,
-                              noise_multiplier=0.8, mesh=mesh)
+    step = dpsgd.make_dp_step(mse, opt, privacy.DPSGDPhase("p", 0.2, 0.8, 7, clip_norm=0.5), scan_rows=200,
+                              mesh=mesh)
     key = dpsgd.shared_key(jax.random.key(2 + 10 * process_id))  # process 0's key everywhere
     state, data = dpsgd.init_state(net.init(jax.random.key(1), x[:1]), opt), x
     if mesh is not None:

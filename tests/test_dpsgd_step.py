@@ -21,7 +21,7 @@ import optax
 import pytest
 from scipy import stats
 
-from dpgen_jax import dpsgd
+from dpgen_jax import dpsgd, privacy
 
 P_ACCEPT = 1e-4
 P_REJECT = 1e-6
@@ -49,10 +49,18 @@ def _zero_params():
     return {"params": {"kernel": jnp.zeros((M, 1), jnp.float32)}}
 
 
-def _step(method="ghost", capacity=None, noise_multiplier=0.0, **kw):
-    return dpsgd.make_dp_step(
-        _revealing_loss, optax.sgd(1.0), num_records=M, sample_rate=Q, clip_norm=C,
-        noise_multiplier=noise_multiplier, method=method, capacity=capacity, **kw)
+def _accounted(noise_multiplier=0.0, clip_norm=C, sample_rate=Q, batch_size=None):
+    """The phase a test step runs: a DPSGDPhase, or for noise 0 the clipped, noiseless
+    NonPrivatePhase of the same schedule (which reveals the clipped sum)."""
+    if noise_multiplier == 0.0:
+        return privacy.NonPrivatePhase("step", 1, sample_rate, batch_size, clip_norm=clip_norm)
+    return privacy.DPSGDPhase("step", sample_rate, noise_multiplier, 1, clip_norm=clip_norm,
+                              batch_size=batch_size)
+
+
+def _step(method="ghost", capacity=None, noise_multiplier=0.0, batch_size=None, **kw):
+    return dpsgd.make_dp_step(_revealing_loss, optax.sgd(1.0), _accounted(noise_multiplier, batch_size=batch_size),
+                              scan_rows=M, method=method, capacity=capacity, **kw)
 
 
 def _keys(seed: int, n: int = N_KEYS) -> jax.Array:
@@ -211,12 +219,14 @@ def test_multi_chunk_step_adds_noise_exactly_once():
 
 
 def test_expected_batch_size_replaces_q_times_m_as_normaliser():
-    # A public dataset size N: q = B / N, the noised sum is divided by q N, while the sampler
+    # A public dataset size N: q = B / N, the noised sum is divided by B = q N, while the sampler
     # scans the M real rows.
-    public_n = 150
-    public = dpsgd.expected_batch_size(public_n, Q)
+    public_n = 160
+    phase = privacy.NonPrivatePhase.from_batch_size("step", 20, public_n, 1)
+    assert phase.sample_rate == Q
+    public = phase.normaliser(M)
     assert public == pytest.approx(Q * public_n)
-    step = _step("ghost", None, expected_batch_size=public)
+    step = _step("ghost", None, batch_size=20)
     state = dpsgd.init_state(_zero_params(), optax.sgd(1.0))
     run = jax.jit(jax.vmap(lambda k: step(state, DATA, k)), compiler_options=FAST_COMPILE)
     new_state, metrics = run(_keys(1, 200))
@@ -229,11 +239,13 @@ def test_expected_batch_size_replaces_q_times_m_as_normaliser():
     np.testing.assert_array_equal(selected, g_default[:200] != 0.0)
 
 
-@pytest.mark.parametrize("bad, error", [(0.0, ValueError), (-1.0, ValueError), (float("nan"), ValueError),
-                                        (float("inf"), ValueError), ("12", TypeError), (True, TypeError)])
-def test_expected_batch_size_must_be_positive_and_finite(bad, error):
-    with pytest.raises(error, match="expected_batch_size"):
-        _step("ghost", None, expected_batch_size=bad)
+@pytest.mark.parametrize("bad, error", [(0, ValueError), (-1, ValueError), (2.5, TypeError),
+                                        (float("inf"), TypeError), ("12", TypeError), (True, TypeError)])
+def test_expected_batch_size_must_be_a_positive_integer(bad, error):
+    with pytest.raises(error, match="batch_size"):
+        _step("ghost", None, batch_size=bad)
+    with pytest.raises(error, match="batch_size"):
+        _step("ghost", None, SIGMA, batch_size=bad)
 
 
 # --------------------------------------------------------------------------------------------
@@ -257,13 +269,14 @@ def test_zero_noise_huge_clip_equals_nonprivate_step_and_post_update_applies():
     shapes = jax.eval_shape(net.init, jax.random.key(0), data["x"][:1])
     params = jax.tree_util.tree_map(lambda s: r.normal(size=s.shape).astype(np.float32), shapes)
     opt = optax.sgd(0.5)
-    common = dict(num_records=64, sample_rate=0.25, noise_multiplier=0.0)
+    huge = _accounted(0.0, clip_norm=1e9, sample_rate=0.25)
+    plain = privacy.NonPrivatePhase("step", 1, 0.25)
     clamp = lambda p: jax.tree_util.tree_map(lambda w: jnp.clip(w, -0.01, 0.01), p)  # noqa: E731
     steps = {
-        "ghost": dpsgd.make_dp_step(loss, opt, clip_norm=1e9, method="ghost", **common),
-        "vmap": dpsgd.make_dp_step(loss, opt, clip_norm=1e9, method="vmap", **common),
-        "none": dpsgd.make_dp_step(loss, opt, clip_norm=None, **common),
-        "clamped": dpsgd.make_dp_step(loss, opt, clip_norm=None, post_update=clamp, **common),
+        "ghost": dpsgd.make_dp_step(loss, opt, huge, scan_rows=64, method="ghost"),
+        "vmap": dpsgd.make_dp_step(loss, opt, huge, scan_rows=64, method="vmap"),
+        "none": dpsgd.make_dp_step(loss, opt, plain, scan_rows=64),
+        "clamped": dpsgd.make_dp_step(loss, opt, plain, scan_rows=64, post_update=clamp),
     }
 
     @functools.partial(jax.jit, compiler_options=FAST_COMPILE)
@@ -367,19 +380,31 @@ def test_run_phase_continues_the_step_count_and_zero_steps_is_a_no_op():
         ({"noise_multiplier": -1.0}, "noise_multiplier"),
         ({"noise_multiplier": float("nan")}, "noise_multiplier"),
         ({"noise_multiplier": float("inf")}, "noise_multiplier"),
-        ({"num_records": 0}, "num_records"),
+        ({"scan_rows": 0}, "scan_rows"),
         ({"method": "opacus"}, "method"),
         ({"fallback": "ignore"}, "fallback"),
         ({"capacity": 0}, "capacity"),
-        ({"clip_norm": None, "noise_multiplier": 1.0}, "noise_multiplier"),
-        ({"method": "nonprivate"}, "method"),  # non-private is clip_norm=None, one way only
+        ({"clip_norm": None, "noise_multiplier": 1.0}, "clip_norm"),  # a private step needs its C
+        ({"noise_multiplier": 0.0}, "noise_multiplier"),  # no noise: a NonPrivatePhase, not sigma 0
+        ({"method": "nonprivate"}, "method"),  # non-private is the phase's kind, one way only
     ],
 )
 def test_make_dp_step_bad_arguments(kwargs, argument):
-    args = dict(num_records=M, sample_rate=Q, clip_norm=C, noise_multiplier=1.0)
-    args.update(kwargs)
+    phase_args = dict(sample_rate=Q, clip_norm=C, noise_multiplier=1.0)
+    step_args = dict(scan_rows=M)
+    for name, value in kwargs.items():
+        (phase_args if name in phase_args else step_args)[name] = value
     with pytest.raises(ValueError, match=argument):
-        dpsgd.make_dp_step(_revealing_loss, optax.sgd(1.0), **args)
+        phase = privacy.DPSGDPhase("step", phase_args["sample_rate"], phase_args["noise_multiplier"], 1,
+                                   clip_norm=phase_args["clip_norm"])
+        dpsgd.make_dp_step(_revealing_loss, optax.sgd(1.0), phase, **step_args)
+
+
+def test_make_dp_step_runs_only_a_sampled_phase():
+    with pytest.raises(TypeError, match="DPSGDPhase"):
+        dpsgd.make_dp_step(_revealing_loss, optax.sgd(1.0), privacy.GaussianPhase("g", 1.0, 1), scan_rows=M)
+    with pytest.raises(ValueError, match="sample_rate"):  # a non-private phase without a schedule
+        dpsgd.make_dp_step(_revealing_loss, optax.sgd(1.0), privacy.NonPrivatePhase("n", 1), scan_rows=M)
 
 
 @pytest.mark.parametrize(
@@ -396,10 +421,14 @@ def test_run_phase_bad_arguments(kwargs, argument):
         dpsgd.run_phase(_step(), state, DATA, jax.random.key(0), **args)
 
 
-def test_expected_batch_size():
-    assert dpsgd.expected_batch_size(27_912, 0.0458) == pytest.approx(27_912 * 0.0458)
-    with pytest.raises(ValueError, match="sample_rate"):
-        dpsgd.expected_batch_size(100, 0.0)
+def test_normaliser_is_the_public_batch_or_q_times_the_scanned_rows():
+    built = privacy.DPSGDPhase.from_batch_size("c", 1278, 27_912, 1.0, 1)
+    assert built.normaliser(20_000) == 1278.0  # B, whatever the rows scanned
+    assert privacy.DPSGDPhase("c", 0.0458, 1.0, 1).normaliser(27_912) == pytest.approx(27_912 * 0.0458)
+    assert privacy.NonPrivatePhase.from_batch_size("c", 1278, 27_912, 1).normaliser(5) == 1278.0
+    assert built.with_clip_norm(2.0).noise_std == 2.0
+    with pytest.raises(ValueError, match="clip_norm"):
+        built.noise_std  # noqa: B018  (a C not resolved yet has no noise std)
 
 
 # --------------------------------------------------------------------------------------------

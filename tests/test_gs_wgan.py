@@ -19,6 +19,7 @@ import pytest
 from scipy import stats
 
 from dpgen_jax import data, dpsgd, privacy, synthesizers
+from dpgen_jax.synthesizers import _shards
 from dpgen_jax.synthesizers import gs_wgan as gw
 from tests._contract import SynthesizerContract
 
@@ -43,7 +44,7 @@ class TestGSWGANContract(SynthesizerContract):
         xs, shards = gw.partition(x, k_part, cfg.num_shards)
         pre = gw.pretrain(cfg, xs, shards, k_pre)
         state = gw.init_generator_phase(cfg, x.shape[1], pre.critics.params, k_init)
-        state = gw.train_generator(cfg, state, xs, shards, k_gen)
+        state = gw.train_generator(cfg, state, xs, shards, k_gen, model.fitted_phases()[0])
         return {"generator": state.generator.params, "generator_ema": state.ema}
 
     def test_report_has_both_accountings_and_no_secret(self, fitted):
@@ -239,7 +240,8 @@ def test_generator_phase_trains_the_chosen_critic_or_every_critic(shards_setup, 
     pre = gw.pretrain(cfg, xs, sh, jax.random.key(2))
     state = gw.init_generator_phase(cfg, xs.shape[1], pre.critics.params, jax.random.key(3))
     key = jax.random.key(4)
-    new, _ = jax.jit(gw.generator_step(cfg, True))(state, xs, jax.random.fold_in(key, 0), sh)
+    hook = _shards.sanitizer_hook(gw.privacy_phases(cfg.replace(num_shards=3), xs.shape[0])[0])
+    new, _ = jax.jit(gw.generator_step(cfg, hook))(state, xs, jax.random.fold_in(key, 0), sh)
     chosen = int(gw.step_keys(jax.random.fold_in(key, 0), 3)[0])
     for a, b in zip(jax.tree_util.tree_leaves(state.critics.params), jax.tree_util.tree_leaves(new.critics.params)):
         for k in range(3):
@@ -270,7 +272,8 @@ def test_every_critic_training_keeps_the_release_independent_of_undrawn_shards(s
     for rows in (xs, perturbed):
         state = gw.init_generator_phase(cfg, xs.shape[1], gw.init_pretrain(cfg, 5, 3, jax.random.key(2)).critics.params,
                                         jax.random.key(3))
-        runs.append(gw.train_generator(cfg, state, rows, sh, key))
+        runs.append(gw.train_generator(cfg, state, rows, sh, key,
+                                       gw.privacy_phases(cfg.replace(num_shards=3), xs.shape[0])[0]))
     for a, b in zip(jax.tree_util.tree_leaves((runs[0].generator.params, runs[0].ema)),
                     jax.tree_util.tree_leaves((runs[1].generator.params, runs[1].ema))):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

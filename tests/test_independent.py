@@ -34,7 +34,7 @@ class TestIndependentContract(SynthesizerContract):
     def functional_released(self, model, frame, schema):
         cfg = model.fitted_config
         disc = ind.discretizer(cfg, schema)
-        counts = ind.noisy_counts(disc.codes(frame), disc.sizes, cfg.noise_multiplier,
+        counts = ind.noisy_counts(disc.codes(frame), disc.sizes, model.fitted_phases()[0].noise_multiplier,
                                   jax.random.key(self.SEED))
         return {"counts": counts}
 

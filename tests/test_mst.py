@@ -47,7 +47,8 @@ class TestMSTContract(SynthesizerContract):
     def functional_released(self, model, frame, schema):
         cfg = model.fitted_config
         disc = mst.discretizer(cfg, schema)
-        released, _ = mst.fit_released(cfg, disc.codes(frame), disc.sizes, jax.random.key(self.SEED))
+        released, _ = mst.fit_released(cfg, disc.codes(frame), disc.sizes, jax.random.key(self.SEED),
+                                       phases=model.fitted_phases())
         return {"model": released._asdict()}
 
 

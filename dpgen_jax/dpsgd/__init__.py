@@ -57,7 +57,6 @@ from dpgen_jax.dpsgd._sharding import (
 from dpgen_jax.dpsgd._step import (
     GroupRates,
     TrainState,
-    expected_batch_size,
     gather_rows,
     init_state,
     make_dp_step,
@@ -84,7 +83,6 @@ __all__ = [
     "data_parallel",
     "default_capacity",
     "dp_em_ssp",
-    "expected_batch_size",
     "gather_rows",
     "gaussian_noise",
     "grad_sum",

@@ -3,8 +3,9 @@
 A step samples a Poisson batch inside the compiled graph (:mod:`._sampling`), computes the clipped
 per-example gradient sum (:mod:`._clipping`), adds Gaussian noise with standard deviation
 ``noise_multiplier * clip_norm`` per coordinate (:mod:`._noise`: one keyed draw per step, tails
-beyond 9 sigma), divides by the *expected* batch size (``q * m``, or a public ``q * N``) and
-applies the optimizer. A draw that exceeds the padded
+beyond 9 sigma), divides by the *expected* batch size (a public ``B = q * N``, or ``q * m``) and
+applies the optimizer. Every step realises an accounted phase (``privacy.DPSGDPhase``): q, sigma,
+C and B are read from it. A draw that exceeds the padded
 capacity is processed in further chunks inside the same step (``lax.while_loop``), so the sample
 is exactly Poisson. :func:`run_phase` executes many steps per compiled call and counts the steps
 actually executed in the state; that count is what the accountant must be given.
@@ -20,11 +21,11 @@ import optax
 
 from dpgen_jax._typing import PyTree
 from dpgen_jax import _validate as _v
+from dpgen_jax import privacy
 from dpgen_jax.dpsgd._clipping import METHODS, clipped_grad_sum, grad_sum
 from dpgen_jax.dpsgd._noise import add_gaussian_noise
 from dpgen_jax.dpsgd._sampling import default_capacity, poisson_chunk
 from dpgen_jax.dpsgd._sharding import mesh_axis, pad_to_devices, resolve_mesh
-from dpgen_jax._validate import positive_finite
 
 
 class TrainState(NamedTuple):
@@ -49,48 +50,52 @@ class GroupRates(NamedTuple):
     """Per-call values of a DP step that may be traced (one per group under ``vmap``).
 
     Attributes:
-        num_records: int32, the rows m the sampler scans (the group's real row count).
+        scan_rows: int32, the rows m the sampler scans (the group's real row count).
         sample_rate: float32, the Poisson rate q.
-        expected_batch_size: float32, the normaliser of the noised sum (q * N for a public N).
+        normaliser: float32, what the noised sum is divided by (q * N for a public N).
         noise_std: float32, sigma * C.
     """
 
-    num_records: jax.Array
+    scan_rows: jax.Array
     sample_rate: jax.Array
-    expected_batch_size: jax.Array
+    normaliser: jax.Array
     noise_std: jax.Array
 
 
 def make_dp_step(
     loss_fn: Callable[[PyTree, PyTree], jax.Array],
     optimizer: optax.GradientTransformation,
+    phase: privacy.DPSGDPhase | privacy.NonPrivatePhase,
     *,
-    num_records: int,
-    sample_rate: float,
-    clip_norm: float | None,
-    noise_multiplier: float,
+    scan_rows: int,
     method: str = "ghost",
     fallback: str = "vmap",
     capacity: int | None = None,
     batch_fn: Callable[[PyTree, jax.Array, jax.Array, PyTree], PyTree] = gather_rows,
     post_update: Callable[[PyTree], PyTree] | None = None,
     public_grad_fn: Callable[[PyTree, jax.Array, PyTree], PyTree] | None = None,
-    expected_batch_size: float | None = None,
     mesh: jax.sharding.Mesh | None = None,
 ) -> Callable[[TrainState, PyTree, jax.Array, PyTree], tuple[TrainState, dict]]:
     """Builds one (DP-)SGD step ``step(state, data, key, extra=None) -> (state, metrics)``.
 
+    The step realises the accounted ``phase``: it reads the sampling rate q, the noise multiplier
+    sigma, the clip norm C and the normaliser (the public expected batch size B) from it, so that
+    what runs is by construction what the accountant is given (``phase.event()``).
+
     Args:
         loss_fn: per-example loss ``(params, batch) -> (B,)``.
         optimizer: any optax transformation; it sees only the privatised gradient.
-        num_records: number of rows m of ``data`` (its leading axis), which the sampler scans.
-        sample_rate: Poisson inclusion probability q; the expected batch size is q * m unless
-            ``expected_batch_size`` is given.
-        clip_norm: per-example L2 clip C; ``None`` for the non-private step (plain gradient).
-        noise_multiplier: sigma; noise std is sigma * C per coordinate. Must be 0 when
-            ``clip_norm`` is None.
-        method: "ghost" or "vmap" (see :func:`clipped_grad_sum`); ignored when ``clip_norm`` is
-            None.
+        phase: a ``privacy.DPSGDPhase`` with its clip norm (``with_clip_norm`` resolves one
+            chosen at train time): the private step, Poisson rate ``phase.sample_rate``,
+            per-example clip C, Gaussian noise of std ``phase.noise_std`` (sigma * C) per
+            coordinate. Or a ``privacy.NonPrivatePhase`` with a ``sample_rate``: the non-private
+            step (no noise; the plain gradient of the sampled batch, or its per-example gradients
+            clipped when the phase has a ``clip_norm``). The noised sum is
+            divided by ``phase.normaliser(scan_rows)``: B for a phase built from a batch size over
+            a public N (``from_batch_size``), so that the real row count enters only the
+            sampler's scan and nothing released depends on it (``docs/engine.md``); else q * m.
+        scan_rows: the rows m of ``data`` (its leading axis), which the sampler scans.
+        method: "ghost" or "vmap" (see :func:`clipped_grad_sum`); ignored without a clip norm.
         fallback: see :func:`clipped_grad_sum`.
         capacity: padded batch size per chunk (default qm + 6 sqrt(qm)).
         batch_fn: ``(data, indices, key, extra) -> batch`` builds the padded batch from the
@@ -102,12 +107,8 @@ def make_dp_step(
             depends on no private record (e.g. the fake-data term of a critic loss: generator and
             decoder are DP outputs and z is fresh noise; docs/privacy.md), summed on the
             same scale as the clipped sum. It is added to the noised sum, unclipped, before the
-            division by the expected batch size, once per step. Its size must not depend on the
+            division by the normaliser, once per step. Its size must not depend on the
             private data (use a fixed number of generated rows).
-        expected_batch_size: the normaliser of the noised sum; default ``sample_rate *
-            num_records``. Pass ``q * N`` for a public dataset size N (with ``q = B / N``) so
-            that the real row count m enters only the sampler's scan and nothing released
-            depends on it (see ``docs/engine.md``).
         mesh: a one-axis :class:`jax.sharding.Mesh` (``dpsgd.data_mesh()``) for data-parallel
             steps; default: the mesh of an enclosing :func:`dpsgd.data_parallel` block, if any. The
             padded batch (rows and mask) is split along the mesh axis, each device computes the
@@ -123,31 +124,27 @@ def make_dp_step(
     Returns:
         ``step(state, data, key, extra=None, rates=None)``; ``metrics`` has ``batch_size``
         (realised size) and ``chunks`` (number of sampler chunks used). ``rates``, a
-        :class:`GroupRates`, replaces the static m, q, normaliser and noise standard deviation by
-        traced values, so that one compiled step serves groups with different sizes and noise
-        under ``vmap`` (DP-SYN's per-label autoencoders); ``capacity`` must then be given (the
-        chunk size, static), and overflow chunks are processed as usual. Metrics describe private data and are for
+        :class:`GroupRates`, replaces the phase's q, normaliser and noise standard deviation (and
+        the static m) by traced values, so that one compiled step serves groups with different
+        sizes and noise under ``vmap`` (DP-SYN's per-label autoencoders, each accounted as its own
+        phase with the same clip norm); ``capacity`` must then be given (the chunk size, static),
+        and overflow chunks are processed as usual. Metrics describe private data and are for
         diagnostics only.
 
     Privacy:
-        One step is the Poisson-subsampled Gaussian mechanism with sampling rate q and noise
-        multiplier sigma under add/remove-one neighbours (``privacy.DPSGDPhase``), when
-        ``loss_fn`` is per-example and ``key`` is secret.
+        One step of a ``DPSGDPhase`` is the Poisson-subsampled Gaussian mechanism with sampling
+        rate q and noise multiplier sigma under add/remove-one neighbours, when ``loss_fn`` is
+        per-example and ``key`` is secret.
     """
-    m = _v.count(num_records, "num_records", 1)
-    q = _v.sample_rate(sample_rate, "sample_rate")
-    sigma = _v.non_negative_finite(noise_multiplier, "noise_multiplier")
+    private = _phase_kind(phase)
+    m = _v.count(scan_rows, "scan_rows", 1)
+    q = phase.sample_rate
     _v.choice(method, "method", METHODS)
-    if clip_norm is None:
-        if sigma != 0.0:
-            raise ValueError(
-                f"noise_multiplier={noise_multiplier!r} needs a clip_norm; the non-private step "
-                "(clip_norm=None) takes noise_multiplier=0."
-            )
+    noise_std = phase.noise_std if private else 0.0  # raises for a clip norm not resolved yet
+    if phase.clip_norm is None:
         grads_fn = grad_sum(loss_fn)
     else:
-        clip_norm = _v.positive_finite(clip_norm, "clip_norm")
-        grads_fn = clipped_grad_sum(loss_fn, clip_norm, method=method, fallback=fallback)
+        grads_fn = clipped_grad_sum(loss_fn, phase.clip_norm, method=method, fallback=fallback)
     if capacity is None:
         cap = default_capacity(m, q)
     elif isinstance(capacity, bool) or int(capacity) != capacity or capacity < 1:
@@ -158,21 +155,14 @@ def make_dp_step(
     if mesh is not None:
         cap = pad_to_devices(cap, mesh)
         grads_fn = _sharded_grads(grads_fn, mesh)
-    if expected_batch_size is None:
-        expected_batch = q * m
-    else:
-        expected_batch = positive_finite(expected_batch_size, "expected_batch_size")
-    noise_std = 0.0 if clip_norm is None else sigma * clip_norm
+    normaliser = phase.normaliser(m)
 
     def step(state: TrainState, data: PyTree, key: jax.Array, extra: PyTree = None,
              rates: GroupRates | None = None):
         if rates is None:
-            m_, q_, normaliser, std = m, q, expected_batch, noise_std
+            m_, q_, norm_, std = m, q, normaliser, noise_std
         else:
-            m_, q_ = rates.num_records, rates.sample_rate
-            normaliser, std = rates.expected_batch_size, rates.noise_std
-            if clip_norm is None:
-                raise ValueError("rates= needs a private step (a clip_norm).")
+            m_, q_, norm_, std = rates.scan_rows, rates.sample_rate, rates.normaliser, rates.noise_std
         k_sample, k_batch, k_noise, k_public = jax.random.split(key, 4)
         zeros = jax.tree_util.tree_map(jnp.zeros_like, state.params)
 
@@ -190,7 +180,7 @@ def make_dp_step(
         if public_grad_fn is not None:
             public = public_grad_fn(state.params, k_public, extra)
             noisy = jax.tree_util.tree_map(jnp.add, noisy, public)
-        grad = jax.tree_util.tree_map(lambda g: g / normaliser, noisy)
+        grad = jax.tree_util.tree_map(lambda g: g / norm_, noisy)
         updates, opt_state = optimizer.update(grad, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
         if post_update is not None:
@@ -199,6 +189,20 @@ def make_dp_step(
         return new_state, {"batch_size": count, "chunks": n_chunks}
 
     return step
+
+
+def _phase_kind(phase) -> bool:
+    """True for a private step's phase, False for a non-private one; refuses anything else."""
+    if isinstance(phase, privacy.DPSGDPhase):
+        return True
+    if isinstance(phase, privacy.NonPrivatePhase):
+        if phase.sample_rate is None:
+            raise ValueError(f"NonPrivatePhase {phase.name!r} has no sample_rate, so no sampled schedule to "
+                             "run (a non-private plan whose expected batch is larger than its N records "
+                             "has none); build it with NonPrivatePhase.from_batch_size.")
+        return False
+    raise TypeError("Expected phase to be a privacy.DPSGDPhase or a privacy.NonPrivatePhase with a "
+                    f"sample_rate, got {type(phase).__name__}.")
 
 
 def _sharded_grads(grads_fn: Callable, mesh: jax.sharding.Mesh) -> Callable:
@@ -334,19 +338,8 @@ def run_chunks(run_chunk: Callable, state: Any, total: int, chunk_size: int, *,
     return state
 
 
-def expected_batch_size(num_records: int, sample_rate: float) -> float:
-    """q * N, the normaliser of a DP-SGD step.
-
-    ``num_records`` is the dataset size the normaliser is based on: the real row count m (the
-    default of :func:`make_dp_step`) or a public size N, whose result is what to pass as
-    ``make_dp_step(..., expected_batch_size=...)``.
-    """
-    return _v.sample_rate(sample_rate, "sample_rate") * _v.count(num_records, "num_records", 1)
-
-
 __all__ = [
     "TrainState",
-    "expected_batch_size",
     "gather_rows",
     "init_state",
     "make_dp_step",

@@ -13,10 +13,11 @@ References:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 import dp_accounting as dpa
@@ -283,6 +284,28 @@ def flat_phases(phases: Sequence[Phase]) -> tuple[Phase, ...]:
     """The phases with a :class:`ParallelPhases` replaced by every group's phases."""
     return tuple(q for p in _as_phases(phases)
                  for q in (p.inner if isinstance(p, ParallelPhases) else (p,)))
+
+
+def with_steps(phases: Sequence[Phase], steps: Mapping[str, int]) -> list[Phase]:
+    """The phases with the step counts of ``steps`` (phase name -> steps executed), inside a
+    :class:`ParallelPhases` too; a phase not named keeps its count. What a report accounts for
+    after a run: the planned phases with the steps actually executed.
+
+    Raises:
+        ValueError: If ``steps`` names a phase that is not among ``phases``.
+    """
+    phases = _as_phases(phases)
+    unknown = sorted(set(steps) - {p.name for p in flat_phases(phases)})
+    if unknown:
+        raise ValueError(f"with_steps: no phase named {unknown}; the phases are "
+                         f"{[p.name for p in flat_phases(phases)]}.")
+
+    def one(p: Phase) -> Phase:
+        if isinstance(p, ParallelPhases):
+            return dataclasses.replace(p, groups=tuple((g, tuple(one(q) for q in inner)) for g, inner in p.groups))
+        return dataclasses.replace(p, steps=steps[p.name]) if p.name in steps else p
+
+    return [one(p) for p in phases]
 
 
 def neighbouring_relation(phases: Sequence[Phase]) -> NeighboringRelation:

@@ -36,6 +36,15 @@ def relation_name(relation: NeighboringRelation) -> str:
     return _RELATION_NAMES[relation]
 
 
+def _batch_rate(batch_size: int, num_records: int, ctx: str) -> float:
+    """q = B / N, checked (1 <= B <= N): the one place a sampling rate is derived from a batch size."""
+    n = _v.count(num_records, "num_records", 1, ctx)
+    b = _v.count(batch_size, "batch_size", 1, ctx)
+    if b > n:
+        raise ValueError(f"{ctx}: expected batch_size <= num_records={n} (a sampling rate <= 1), got {b}.")
+    return b / n
+
+
 class Phase(abc.ABC):
     """Base class of all phases. Subclasses are frozen dataclasses with a ``name`` and ``steps``."""
 
@@ -139,8 +148,9 @@ class DPSGDPhase(Phase):
     ) -> DPSGDPhase:
         """The phase of a DP-SGD schedule given as an expected batch size B over N records.
 
-        The one place where q = B / N is computed: synthesizers build their phases with it, so the
-        rate the sampler uses and the rate the accountant is given cannot drift apart.
+        q = B / N is derived here (and, for a non-private schedule, by
+        :meth:`NonPrivatePhase.from_batch_size` with the same rule); the engine reads q, sigma, C
+        and B from the phase (``dpsgd.make_dp_step``), so what runs is what is accounted.
 
         Args:
             name: Name of the phase in the report.
@@ -154,14 +164,30 @@ class DPSGDPhase(Phase):
             >>> DPSGDPhase.from_batch_size("critic", 128, 32561, 7.5, 15000).sample_rate == 128 / 32561
             True
         """
-        ctx = f"DPSGDPhase {name!r}"
-        n = _v.count(num_records, "num_records", 1, ctx)
-        b = _v.count(batch_size, "batch_size", 1, ctx)
-        if b > n:
-            raise ValueError(
-                f"{ctx}: expected batch_size <= num_records={n} (a sampling rate <= 1), got {b}."
-            )
-        return cls(name, b / n, noise_multiplier, steps, clip_norm=clip_norm, batch_size=b)
+        return cls(name, _batch_rate(batch_size, num_records, f"DPSGDPhase {name!r}"), noise_multiplier,
+                   steps, clip_norm=clip_norm, batch_size=int(batch_size))
+
+    def with_clip_norm(self, clip_norm: float) -> DPSGDPhase:
+        """The phase with its clip norm C set (a norm chosen on public rows at train time is
+        resolved into the phase this way, before the phase's first step)."""
+        return dataclasses.replace(self, clip_norm=clip_norm)
+
+    @property
+    def noise_std(self) -> float:
+        """sigma * C, the standard deviation of the noise added to the clipped sum per coordinate.
+
+        Raises:
+            ValueError: If the clip norm is not known yet (a rule resolved at train time).
+        """
+        if self.clip_norm is None:
+            raise ValueError(f"DPSGDPhase {self.name!r} has no clip_norm yet; resolve it "
+                             "(with_clip_norm) before running the phase.")
+        return self.noise_multiplier * self.clip_norm
+
+    def normaliser(self, scan_rows: int) -> float:
+        """What the noised sum of a step is divided by: the public expected batch size B of a phase
+        built from one (``from_batch_size``), else q times the ``scan_rows`` the sampler scans."""
+        return float(self.batch_size) if self.batch_size is not None else self.sample_rate * scan_rows
 
     def event(self) -> dpa.DpEvent:
         """``SelfComposedDpEvent(PoissonSampledDpEvent(q, GaussianDpEvent(sigma)), steps)``."""
@@ -253,6 +279,17 @@ class GaussianPhase(Phase):
 
     def _with_noise_multiplier(self, noise_multiplier: float) -> GaussianPhase:
         return dataclasses.replace(self, noise_multiplier=noise_multiplier)
+
+    @property
+    def noise_std(self) -> float:
+        """sigma * sensitivity, the standard deviation of the noise per coordinate of a release.
+
+        Raises:
+            ValueError: If the phase states no sensitivity.
+        """
+        if self.sensitivity is None:
+            raise ValueError(f"GaussianPhase {self.name!r} states no sensitivity, so no noise std.")
+        return self.noise_multiplier * self.sensitivity
 
     def _parameters(self) -> dict[str, Any]:
         return {"noise_multiplier": self.noise_multiplier, "sensitivity": self.sensitivity}
@@ -357,9 +394,17 @@ class NonPrivatePhase(Phase):
     contains a non-private phase with ``steps > 0`` has epsilon = inf, and the report says
     ``non_private: true``.
 
+    A non-private phase of a sampled schedule also carries its sampling rate and expected batch
+    size, so that the engine runs it from the phase like a private one (``dpsgd.make_dp_step``:
+    no noise; plain gradients, or per-example gradients clipped to ``clip_norm`` when one is
+    given, which is still no guarantee). They are schedule facts, not reported.
+
     Args:
         name: Name of the phase in the report.
         steps: Number of steps executed; an integer >= 0 (0: the data was never touched).
+        sample_rate: The Poisson rate q of the steps, or None for a phase that samples nothing.
+        batch_size: The expected batch size q * N when built from one (``from_batch_size``).
+        clip_norm: A per-example clip norm the steps apply without noise, or None (no clipping).
 
     Privacy:
         ``NonPrivateDpEvent()`` (``NoOpDpEvent()`` when ``steps == 0``); compatible with any
@@ -368,12 +413,32 @@ class NonPrivatePhase(Phase):
 
     name: str
     steps: int
+    sample_rate: float | None = None
+    batch_size: int | None = None
+    clip_norm: float | None = None
 
     def __post_init__(self) -> None:
         _v.name(self.name, "NonPrivatePhase")
-        object.__setattr__(
-            self, "steps", _v.count(self.steps, "steps", 0, f"NonPrivatePhase {self.name!r}")
-        )
+        ctx = f"NonPrivatePhase {self.name!r}"
+        object.__setattr__(self, "steps", _v.count(self.steps, "steps", 0, ctx))
+        if self.sample_rate is not None:
+            object.__setattr__(self, "sample_rate", _v.sample_rate(self.sample_rate, "sample_rate", ctx))
+        if self.batch_size is not None:
+            object.__setattr__(self, "batch_size", _v.count(self.batch_size, "batch_size", 1, ctx))
+        if self.clip_norm is not None:
+            object.__setattr__(self, "clip_norm", _v.positive_finite(self.clip_norm, "clip_norm", ctx))
+
+    @classmethod
+    def from_batch_size(cls, name: str, batch_size: int, num_records: int, steps: int) -> NonPrivatePhase:
+        """The non-private phase of a schedule with expected batch size B over N records (q = B / N)."""
+        return cls(name, steps, _batch_rate(batch_size, num_records, f"NonPrivatePhase {name!r}"),
+                   int(batch_size))
+
+    def normaliser(self, scan_rows: int) -> float:
+        """As :meth:`DPSGDPhase.normaliser`: B when built from one, else q times ``scan_rows``."""
+        if self.sample_rate is None:
+            raise ValueError(f"NonPrivatePhase {self.name!r} has no sample_rate: it is not a sampled schedule.")
+        return float(self.batch_size) if self.batch_size is not None else self.sample_rate * scan_rows
 
     def event(self) -> dpa.DpEvent:
         """``NonPrivateDpEvent()``, or ``NoOpDpEvent()`` when no step was run."""

@@ -2,18 +2,20 @@
 
 A method supplies pure pieces and this module composes them the same way for all:
 
-* a frozen configuration dataclass (a :class:`SynthesizerConfig`) whose ``NOISE_FIELDS`` map each
-  accounted phase name to the field holding its noise multiplier;
-* ``_phases(config, num_records, steps, private)``: the privacy phases of the schedule, from
-  public values only (no data);
-* ``_train(config, x, key, ctx)``: the training phases on the encoded private rows, returning
-  the released parameters and the steps actually executed per phase;
+* a frozen configuration dataclass (a :class:`SynthesizerConfig`) of public hyperparameters;
+* ``_phases(config, schema, num_records, private)``: the privacy phases of the planned schedule,
+  from public values only (no data);
+* ``_train(config, x, key, ctx)``: the training phases on the encoded private rows, each run from
+  its accounted phase (``ctx.phase(name)``: calibrated noise, planned steps), returning the
+  released parameters and the steps actually executed per phase;
 * ``_sample_encoded(n, key)`` (or ``_sample_frame``) and ``_release_shapes(config, width)``.
 
 :meth:`Synthesizer.plan` resolves the configuration (defaults for the schema, the user's
-overrides, a preset) and calibrates the noise to a target epsilon before any data is touched;
-:meth:`Synthesizer.fit` runs that plan; the report is :func:`dpgen_jax.privacy.report` of the
-phases rebuilt with the *executed* step counts. See ``docs/architecture.md``.
+overrides, a preset) and calibrates the phases' noise to a target epsilon before any data is
+touched; :meth:`Synthesizer.fit` runs that plan's phases; the report is
+:func:`dpgen_jax.privacy.report` of the same phases with the *executed* step counts. The noise
+lives in the phases only: a configuration's noise fields are the configured values the
+calibration starts from (their ratios are kept), never written back. See ``docs/architecture.md``.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import dataclasses
 import math
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, NamedTuple
 
 import jax
@@ -46,11 +48,10 @@ from dpgen_jax.synthesizers._registry import available, create, get, register  #
 class SynthesizerConfig:
     """Base of every method's configuration (a frozen dataclass of public hyperparameters).
 
-    Subclasses declare ``NOISE_FIELDS``: accounted phase name -> the field holding that phase's
-    noise multiplier, so that calibrated noise goes back into the configuration by phase name.
+    Noise multipliers in a configuration are the configured values: with a target epsilon the
+    plan's phases carry the calibrated noise (one common factor on the configured values, unless
+    the method calibrates otherwise), and the configuration is not changed.
     """
-
-    NOISE_FIELDS: ClassVar[Mapping[str, str]] = {}
 
     def validate(self) -> SynthesizerConfig:
         """Checks every field; returns ``self``. Subclasses extend it."""
@@ -87,8 +88,9 @@ class Plan(NamedTuple):
     """What a fit will do, decided from public values only (no private row is read).
 
     Attributes:
-        config: the resolved configuration, calibrated noise included.
-        phases: the accounted phases with the planned step counts.
+        config: the resolved configuration (noise fields as configured).
+        phases: the accounted phases with the planned step counts and the calibrated noise: what
+            the fit runs (``FitContext.phase``).
         num_records: the number of records N the sampling rates refer to.
         delta: target delta.
         target_epsilon: the requested epsilon (None for a preset, ``inf`` for non-private).
@@ -118,7 +120,8 @@ class TrainResult(NamedTuple):
     """What a method's ``_train`` returns.
 
     Attributes:
-        config: the configuration actually used (e.g. with a clip norm resolved to a number).
+        config: the configuration actually used (e.g. with a clip norm resolved to a number; noise
+            fields as configured, the noise used is in the phases).
         released: name -> parameter pytree, everything that goes into the release file.
         steps: phase name -> steps actually executed (what the accountant is given).
         seconds: phase name -> wall seconds of training.
@@ -166,11 +169,43 @@ class FitContext:
         (None when the fit keeps no checkpoints). Phase names are unique within a method."""
         return None if self.checkpointer is None else self.checkpointer.phase(name)
 
+    resolved: dict[str, privacy.Phase] = dataclasses.field(default_factory=dict)
+
+    def phase(self, name: str) -> privacy.Phase:
+        """The accounted phase ``name``: the plan's (calibrated noise, planned steps, the rate over
+        the public N; a ``NonPrivatePhase`` with the same schedule in a non-private fit), with a
+        clip norm set by :meth:`with_clip_norm`. A phase is run from it (``dpsgd.make_dp_step(loss,
+        optimizer, phase, scan_rows=m)``), so what runs is what is accounted."""
+        if name in self.resolved:
+            return self.resolved[name]
+        for p in privacy.flat_phases(self.plan.phases):
+            if p.name == name:
+                return p
+        raise KeyError(f"The plan has no phase {name!r}; its phases are "
+                       f"{[p.name for p in privacy.flat_phases(self.plan.phases)]}.")
+
+    def with_clip_norm(self, name: str, clip_norm: float) -> privacy.Phase:
+        """The one hook for a clip norm chosen at train time on public rows (e.g.
+        ``median_grad_norm_after``): phase ``name`` with clip norm C, recorded so that the report
+        accounts for (and states) the phase as run. Call it before the phase's first step."""
+        self.resolved[name] = self.phase(name).with_clip_norm(clip_norm)
+        return self.resolved[name]
+
+    def phases(self) -> list:
+        """The plan's phases with every clip norm resolved so far (planned steps)."""
+        def one(p):
+            if isinstance(p, privacy.ParallelPhases):
+                return dataclasses.replace(p, groups=tuple((g, tuple(one(q) for q in inner))
+                                                           for g, inner in p.groups))
+            return self.resolved.get(p.name, p)
+
+        return [one(p) for p in self.plan.phases]
+
     def phase_args(self, name: str) -> dict[str, Any]:
-        """What every training-phase function takes from the fit: ``num_records``, the
-        ``progress`` callback of phase ``name``, ``should_stop`` and its ``checkpoint`` hook."""
-        return {"num_records": self.num_records, "progress": self.progress(name),
-                "should_stop": self.should_stop, "checkpoint": self.checkpoint(name)}
+        """What every training-phase function takes from the fit: the ``progress`` callback of
+        phase ``name``, ``should_stop`` and its ``checkpoint`` hook."""
+        return {"progress": self.progress(name), "should_stop": self.should_stop,
+                "checkpoint": self.checkpoint(name)}
 
 
 def load(path) -> Synthesizer:
@@ -252,6 +287,7 @@ class Synthesizer(abc.ABC):
         self._released: dict[str, PyTree] | None = None
         self._report: dict | None = None
         self._state: dict[str, Any] = {}
+        self._fitted_phases: list | None = None
 
     # -- hooks -------------------------------------------------------------------------------
     def _default_config(self, schema: data_lib.Schema) -> SynthesizerConfig:
@@ -267,9 +303,9 @@ class Synthesizer(abc.ABC):
         """Refuses schemas the method cannot model (e.g. DP-SYN without a label)."""
 
     @abc.abstractmethod
-    def _phases(self, config, num_records: int, steps: Mapping[str, int] | None,
-                private: bool) -> list:
-        """The accounted phases; ``steps=None``: the planned counts."""
+    def _phases(self, config, schema: data_lib.Schema, num_records: int, private: bool) -> list:
+        """The accounted phases of the planned schedule (public values only: the configuration,
+        the public schema, N)."""
 
     @abc.abstractmethod
     def _train(self, config, x: jax.Array, key: jax.Array, ctx: FitContext) -> TrainResult:
@@ -289,11 +325,11 @@ class Synthesizer(abc.ABC):
     def _release_shapes(self, config, schema: data_lib.Schema) -> dict[str, PyTree]:
         """Abstract shapes (``jax.eval_shape``) of every released group, to check loaded files."""
 
-    def _calibrate(self, config, phases: list, epsilon: float, delta: float) -> list:
+    def _calibrate(self, config, schema: data_lib.Schema, phases: list, epsilon: float, delta: float) -> list:
         """Calibrated phases for a target; default: one common factor on every noise multiplier."""
         return privacy.calibrate(phases, target_epsilon=epsilon, delta=delta, accountant=self.ACCOUNTANT)
 
-    def _paper_accounting(self, phases: list, delta: float, report: dict) -> dict:
+    def _paper_accounting(self, config, phases: list, delta: float, report: dict) -> dict:
         """The published accounting of the method's paper, for comparison (label and epsilon)."""
         return {"label": "RDP with the classic conversion (the papers' accounting)",
                 "epsilon": report["epsilon_by_accountant"].get("rdp_classic")}
@@ -335,23 +371,10 @@ class Synthesizer(abc.ABC):
             config = config.replace(**values)
         return config.validate()
 
-    def _with_noise(self, config: SynthesizerConfig, phases: Sequence) -> SynthesizerConfig:
-        """``config`` with each phase's noise multiplier written back by phase name."""
-        fields = type(config).NOISE_FIELDS
-        changes = {}
-        for p in phases:
-            sigma = p.noise_multiplier_or_none
-            if sigma is None:
-                continue
-            if p.name not in fields:
-                raise RuntimeError(f"{type(config).__name__}.NOISE_FIELDS has no field for phase {p.name!r}.")
-            changes[fields[p.name]] = sigma
-        return config.replace(**changes)
-
     # -- planning (no data) ------------------------------------------------------------------
     def plan(self, schema: data_lib.Schema, num_records: int, *, epsilon: float | None = None,
              delta: float = 1e-5, preset: str | None = None) -> Plan:
-        """The phases and calibrated configuration of a fit, from public values only.
+        """The configuration and calibrated phases of a fit, from public values only.
 
         Args:
             schema: the public schema.
@@ -373,10 +396,9 @@ class Synthesizer(abc.ABC):
         n = _check_num_records(num_records)
         config = self.resolve_config(schema, preset)
         private = not (epsilon is not None and math.isinf(epsilon))
-        phases = self._phases(config, n, None, private)
+        phases = self._phases(config, schema, n, private)
         if private and epsilon is not None:
-            config = self._with_noise(config, self._calibrate(config, phases, float(epsilon), delta))
-            phases = self._phases(config, n, None, private)
+            phases = list(self._calibrate(config, schema, phases, float(epsilon), delta))
         return Plan(config, phases, n, float(delta), None if epsilon is None else float(epsilon),
                     preset, private, self.ACCOUNTANT)
 
@@ -485,13 +507,16 @@ class Synthesizer(abc.ABC):
             bar.close()
             if ckpt is not None:
                 ckpt.close()
-        report = _fit_report.fit_report(self, plan, result, schema, n=n, public_n=public_n,
+        planned = ctx.phases()
+        executed = privacy.with_steps(planned, result.steps)
+        report = _fit_report.fit_report(self, plan, result, schema, executed, planned, n=n, public_n=public_n,
                                         n_is_public=n_is_public, preset=preset, max_seconds=max_seconds,
                                         resumed=ckpt is not None and ckpt.resumed is not None,
                                         seeded=run_key.seeded)
         self.fitted_config, self.schema, self._report = result.config, schema, report
         self._released, self._state = result.released, dict(result.state)
         self.train_seconds = dict(result.seconds)
+        self._fitted_phases = executed
         return self
 
     # -- release -----------------------------------------------------------------------------
@@ -533,6 +558,15 @@ class Synthesizer(abc.ABC):
         """The privacy report of the last fit (or of the loaded file)."""
         self._require_fitted()
         return self._report
+
+    def fitted_phases(self) -> list:
+        """The accounted phases of the last fit as run (calibrated noise, clip norms resolved at
+        train time, executed steps): what :meth:`privacy_report` accounts for. A loaded model
+        has only the report."""
+        self._require_fitted()
+        if self._fitted_phases is None:
+            raise RuntimeError("A loaded model has no phase objects; its privacy_report() lists them.")
+        return list(self._fitted_phases)
 
     def save(self, path) -> None:
         """Writes the released parameters, schema, configuration, privacy report and versions.

@@ -10,17 +10,16 @@ import warnings
 from dpgen_jax import privacy
 
 
-def fit_report(model, plan, result, schema, *, n: int, public_n: bool, n_is_public: bool,
-               preset: str | None, max_seconds: float | None, resumed: bool, seeded: bool) -> dict:
-    """The report of ``model``'s fit that executed ``result`` (a ``TrainResult``) for ``plan``.
+def fit_report(model, plan, result, schema, phases: list, planned_phases: list, *, n: int, public_n: bool,
+               n_is_public: bool, preset: str | None, max_seconds: float | None, resumed: bool,
+               seeded: bool) -> dict:
+    """The report of ``model``'s fit that executed ``result`` (a ``TrainResult``) for ``plan``:
+    ``phases`` as run (executed steps), ``planned_phases`` the same with the planned steps.
 
     ``n``: the record count the rates used (the user's public N, or the row count); ``public_n``:
     the user gave it; ``n_is_public``: it may reach an output (privacy rule 10). Warns when a time
     budget cut the schedule.
     """
-    phases = model._phases(result.config, n, result.steps, plan.private)
-    # the schedule of the fitted configuration (DP-SYN's depends on counts released in _train)
-    planned_phases = model._phases(result.config, n, None, plan.private)
     cut = {p.name: (p.steps, q.steps)
            for p, q in zip(privacy.flat_phases(phases), privacy.flat_phases(planned_phases))
            if p.steps != q.steps}
@@ -54,8 +53,6 @@ def fit_report(model, plan, result, schema, *, n: int, public_n: bool, n_is_publ
             "distinct step executed across the runs; mechanisms before the saved point were "
             "replayed with the same keys on the same inputs (the same outputs) or restored.")
     if cut and plan.private:
-        # the schedule of the fitted configuration, not plan.epsilon(): a method that uses no
-        # record count plans with the private row count as a stand-in for its released counts
         planned_epsilon = privacy.epsilon(planned_phases, plan.delta, accountant=model.ACCOUNTANT)
         assumptions.append(
             f"A time budget (max_seconds={max_seconds}) stopped training early, after the "
@@ -73,5 +70,5 @@ def fit_report(model, plan, result, schema, *, n: int, public_n: bool, n_is_publ
                                 else plan.target_epsilon)
     report["num_records_public"] = public_n
     report["released"] = sorted(result.released) + ["schema", "config"]
-    report["paper_accounting"] = model._paper_accounting(phases, plan.delta, report) if plan.private else None
+    report["paper_accounting"] = model._paper_accounting(plan.config, phases, plan.delta, report) if plan.private else None
     return report

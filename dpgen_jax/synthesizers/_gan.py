@@ -29,8 +29,8 @@ import jax.numpy as jnp
 import optax
 
 from dpgen_jax._typing import PyTree
-from dpgen_jax import dpsgd
-from dpgen_jax.synthesizers._training import make_private_step, torch_rmsprop, weight_clamp
+from dpgen_jax import dpsgd, privacy
+from dpgen_jax.synthesizers._training import torch_rmsprop, weight_clamp
 
 CRITIC_CLIPPINGS = ("paired", "real_only")
 
@@ -65,12 +65,9 @@ def make_gan_runner(
     fake_fn: Callable[[PyTree, PyTree, jax.Array, int], jax.Array],
     critic_optimizer: optax.GradientTransformation,
     generator_optimizer: optax.GradientTransformation,
+    phase: privacy.DPSGDPhase | privacy.NonPrivatePhase,
     *,
-    num_rows: int,
-    batch_size: int,
-    num_records: int,
-    clip_norm: float | None,
-    noise_multiplier: float,
+    scan_rows: int,
     clipping: str = "paired",
     critic_steps_per_generator_step: int,
     generator_batch_size: int,
@@ -84,8 +81,9 @@ def make_gan_runner(
 
     One iteration is up to ``critic_steps_per_generator_step`` DP critic steps (never beyond
     ``total_critic_steps`` executed in all) followed by one generator step on
-    ``generator_batch_size`` generated rows. ``clip_norm=None`` trains the critic without
-    clipping or noise (a non-private run).
+    ``generator_batch_size`` generated rows. The critic's steps realise the accounted ``phase``
+    (``dpsgd.make_dp_step`` reads q, sigma, C and B from it); a ``NonPrivatePhase`` trains the
+    critic without clipping or noise (a non-private run).
 
     A method with its own paired term gives ``critic_loss`` (per example, ``(params, batch) ->
     (B,)``) with ``critic_batch_fn`` (``(data, indices, key, (gen_params, frozen)) -> batch``: the
@@ -99,11 +97,9 @@ def make_gan_runner(
         critic_fn: ``(params, rows) -> (B,)`` critic scores.
         fake_fn: ``(gen_params, frozen, key, n) -> (n, width)`` generated rows.
         critic_optimizer, generator_optimizer: optax transformations.
-        num_rows: m, the private row count (the sampler's scan length).
-        batch_size: expected critic batch size B; the sampling rate is B / ``num_records``.
-        num_records: N, the number of records the rate refers to.
-        clip_norm: per-example clip norm C of the critic term, or None (non-private).
-        noise_multiplier: sigma of the critic's DP-SGD.
+        phase: the critic's accounted phase (its expected batch B, rate B / N, clip norm C and
+            noise multiplier sigma), or its non-private schedule.
+        scan_rows: m, the private row count (the sampler's scan length).
         clipping: ``"paired"`` or ``"real_only"`` (module docstring).
         critic_steps_per_generator_step: t_D.
         generator_batch_size: generated rows per generator step.
@@ -115,7 +111,7 @@ def make_gan_runner(
         raise ValueError(f"Expected method={method!r} to be one of {dpsgd_check}.")
     if clipping not in CRITIC_CLIPPINGS:
         raise ValueError(f"Expected clipping={clipping!r} to be one of {CRITIC_CLIPPINGS}.")
-    private = clip_norm is not None
+    private = isinstance(phase, privacy.DPSGDPhase)
     if (critic_loss is None) != (critic_batch_fn is None):
         raise ValueError("critic_loss and critic_batch_fn go together (a per-example term and the "
                          "batch it reads).")
@@ -137,8 +133,8 @@ def make_gan_runner(
         def loss(params, batch):
             return -critic_fn(params, batch)
 
-        n_fake = batch_size
-        fake_sum = (dpsgd.clipped_grad_sum(critic_fn, clip_norm, method=method) if private
+        n_fake = phase.batch_size
+        fake_sum = (dpsgd.clipped_grad_sum(critic_fn, phase.clip_norm, method=method) if private
                     else dpsgd.grad_sum(critic_fn))
 
         def public_grad_fn(params, key, extra):
@@ -147,11 +143,10 @@ def make_gan_runner(
             g, _ = fake_sum(params, fake, None)
             # Scaled so that after the division by the expected batch size it is a mean over the
             # generated rows.
-            return jax.tree_util.tree_map(lambda x: x * (batch_size / n_fake), g)
+            return jax.tree_util.tree_map(lambda x: x * (phase.normaliser(scan_rows) / n_fake), g)
 
-    critic_step = make_private_step(
-        loss, critic_optimizer, num_rows=num_rows, batch_size=batch_size, num_records=num_records,
-        clip_norm=clip_norm, noise_multiplier=noise_multiplier, method=method, batch_fn=batch_fn,
+    critic_step = dpsgd.make_dp_step(
+        loss, critic_optimizer, phase, scan_rows=scan_rows, method=method, batch_fn=batch_fn,
         post_update=post_update, public_grad_fn=public_grad_fn)
     b2 = generator_batch_size
 

@@ -124,6 +124,6 @@ class MarginalSynthesizer(Synthesizer):
     def unavailable_reason(cls):
         return mbi_missing(cls.__name__)
 
-    def _paper_accounting(self, phases, delta, report):
+    def _paper_accounting(self, config, phases, delta, report):
         rho = zcdp_rho(phases)
         return {"label": self.PAPER_ACCOUNTING, "epsilon": cks_epsilon(rho, delta), "rho": rho}

@@ -9,12 +9,15 @@ inside the process: never saved, logged or reported. See ``docs/gs-wgan.md``.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 from jax import lax
+
+from dpgen_jax import dpsgd, privacy
 
 
 class Shards(NamedTuple):
@@ -75,3 +78,27 @@ def step_keys(key: jax.Array, k: int) -> tuple[jax.Array, jax.Array, jax.Array, 
     0..K-1, independently at every step (secret: never logged or released)."""
     k_sel, k_c, k_z, k_noise = jax.random.split(key, 4)
     return jax.random.randint(k_sel, (), 0, k), k_c, k_z, k_noise
+
+
+def sanitizer_hook(phase) -> privacy.ShardedSanitizerPhase | None:
+    """The sanitiser a sharded generator step applies: the accounted ``phase`` (its clip norm and
+    noise multiplier; ``steps`` set to 0 so that one compiled step serves a phase of any length),
+    or None for a ``NonPrivatePhase`` (no clipping, no noise)."""
+    if isinstance(phase, privacy.NonPrivatePhase):
+        return None
+    if not isinstance(phase, privacy.ShardedSanitizerPhase) or phase.clip_norm is None:
+        raise TypeError("Expected the generator's privacy.ShardedSanitizerPhase with its clip norm, or a "
+                        f"privacy.NonPrivatePhase; got {phase!r}.")
+    return dataclasses.replace(phase, steps=0)
+
+
+def hooked(rows: jax.Array, key: jax.Array, hook: privacy.ShardedSanitizerPhase | None,
+           batch_size: int) -> tuple[jax.Array, float]:
+    """``(rows, divisor)`` for a loss summed over the generated rows and divided by ``divisor``:
+    with a ``hook`` the rows pass through ``dpsgd.sanitized`` (each row's cotangent clipped to the
+    phase's C, Gaussian noise of its noise multiplier, scale 1/B) and the divisor is 1; without
+    one the rows are unchanged and the divisor is B (the same mean, no clipping or noise)."""
+    if hook is None:
+        return rows, float(batch_size)
+    return dpsgd.sanitized(rows, key, clip_norm=hook.clip_norm, noise_multiplier=hook.noise_multiplier,
+                           scale=1.0 / batch_size), 1.0

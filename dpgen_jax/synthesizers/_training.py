@@ -34,44 +34,14 @@ def weight_clamp(bound: float | None) -> Callable[[PyTree], PyTree] | None:
     return lambda params: jax.tree_util.tree_map(lambda x: jnp.clip(x, -bound, bound), params)
 
 
-def make_private_step(
-    loss_fn: Callable[[PyTree, PyTree], jax.Array],
-    optimizer: optax.GradientTransformation,
-    *,
-    num_rows: int,
-    batch_size: int,
-    num_records: int,
-    clip_norm: float | None,
-    noise_multiplier: float,
-    method: str = "ghost",
-    **step_kwargs,
-):
-    """A DP-SGD step over ``num_rows`` private rows with expected batch size B over N records.
-
-    The sampling rate is q = B / N (``privacy.DPSGDPhase.from_batch_size`` computes the same q
-    for the accountant) and the noised sum is divided by B = q * N. ``num_rows`` (the real row
-    count m) is only the sampler's scan length. ``clip_norm=None`` gives the non-private step.
-    Other keywords go to :func:`dpgen_jax.dpsgd.make_dp_step`, among them ``mesh`` (a one-axis
-    ``jax.sharding.Mesh``: data-parallel steps, docs/scaling.md).
-    """
-    return dpsgd.make_dp_step(
-        loss_fn, optimizer, num_records=num_rows, sample_rate=batch_size / num_records,
-        clip_norm=clip_norm, noise_multiplier=noise_multiplier if clip_norm is not None else 0.0,
-        method=method, expected_batch_size=batch_size, **step_kwargs)
-
-
 def run_private_phase(
     loss_fn: Callable[[PyTree, PyTree], jax.Array],
     optimizer: optax.GradientTransformation,
     params: PyTree,
     data: PyTree,
     key: jax.Array,
+    phase: privacy.DPSGDPhase | privacy.NonPrivatePhase,
     *,
-    steps: int,
-    batch_size: int,
-    num_records: int,
-    clip_norm: float | None,
-    noise_multiplier: float,
     method: str = "ghost",
     chunk_size: int = 1000,
     progress: Callable[[int, int], None] | None = None,
@@ -80,12 +50,14 @@ def run_private_phase(
     checkpoint: Any = None,
     mesh: jax.sharding.Mesh | None = None,
 ) -> dpsgd.TrainState:
-    """``steps`` DP-SGD steps of ``loss_fn`` from ``params`` (see :func:`make_private_step`).
+    """The ``phase.steps`` steps of the accounted ``phase`` on ``loss_fn`` from ``params``.
 
-    ``batch_fn`` (default: gather the sampled rows) builds each padded batch from the sampled
-    indices and a fresh key per sampler chunk, e.g. to add per-example reparameterisation noise
-    (see :func:`dpgen_jax.dpsgd.make_dp_step`). ``checkpoint``: the phase's checkpoint hook
-    (``FitContext.checkpoint``, see :func:`dpgen_jax.dpsgd.run_phase`), or None.
+    The step reads q, sigma, C and the normaliser B from ``phase`` (``dpsgd.make_dp_step``); the
+    rows of ``data`` (the real row count m) are only the sampler's scan length. ``batch_fn``
+    (default: gather the sampled rows) builds each padded batch from the sampled indices and a
+    fresh key per sampler chunk, e.g. to add per-example reparameterisation noise.
+    ``checkpoint``: the phase's checkpoint hook (``FitContext.checkpoint``, see
+    :func:`dpgen_jax.dpsgd.run_phase`), or None.
 
     ``mesh`` (default: the mesh of an enclosing :func:`dpgen_jax.dpsgd.data_parallel` block, if
     any) makes the steps data-parallel over its devices; the data and the initial state are then
@@ -98,13 +70,11 @@ def run_private_phase(
     m = jax.tree_util.tree_leaves(data)[0].shape[0]
     extra = {} if batch_fn is None else {"batch_fn": batch_fn}
     mesh = dpsgd.current_mesh() if mesh is None else mesh
-    step = make_private_step(loss_fn, optimizer, num_rows=m, batch_size=batch_size,
-                             num_records=num_records, clip_norm=clip_norm,
-                             noise_multiplier=noise_multiplier, method=method, mesh=mesh, **extra)
+    step = dpsgd.make_dp_step(loss_fn, optimizer, phase, scan_rows=m, method=method, mesh=mesh, **extra)
     state = dpsgd.init_state(params, optimizer)
     if mesh is not None:
         state, data = dpsgd.replicate((state, data), mesh)
-    return dpsgd.run_phase(step, state, data, key, steps,
+    return dpsgd.run_phase(step, state, data, key, phase.steps,
                            chunk_size=chunk_size, progress=progress, should_stop=should_stop,
                            checkpoint=checkpoint)
 
@@ -113,12 +83,15 @@ def dpsgd_phase(name: str, *, batch_size: int, num_records: int, noise_multiplie
                 clip_norm: float | str | None, private: bool = True):
     """The accounted phase of a DP-SGD schedule with expected batch B over N records.
 
-    ``privacy.DPSGDPhase.from_batch_size`` (q = B / N), or ``privacy.NonPrivatePhase`` when not
-    ``private``. A ``clip_norm`` that is still a rule's name (a string, resolved during training)
-    is reported as unknown (None).
+    ``privacy.DPSGDPhase.from_batch_size`` (q = B / N), or, when not ``private``,
+    ``privacy.NonPrivatePhase.from_batch_size`` (the same schedule without clipping or noise). A
+    ``clip_norm`` that is still a rule's name (a string, resolved during training and set with
+    ``phase.with_clip_norm``) is None in the phase until then.
     """
     if not private:
-        return privacy.NonPrivatePhase(name, steps)
+        if batch_size > num_records:  # plannable, not runnable (as a private plan would refuse it)
+            return privacy.NonPrivatePhase(name, steps)
+        return privacy.NonPrivatePhase.from_batch_size(name, batch_size, num_records, steps)
     clip = None if clip_norm is None or isinstance(clip_norm, str) else float(clip_norm)
     return privacy.DPSGDPhase.from_batch_size(name, batch_size, num_records, noise_multiplier, steps,
                                               clip_norm=clip)
@@ -146,15 +119,13 @@ def median_grad_norm_after(loss_fn: Callable[[PyTree, PyTree], jax.Array],
     parameters).
     """
     num_rows = jax.tree_util.tree_leaves(rows)[0].shape[0]
-    state = run_private_phase(loss_fn, optimizer, params, rows, key, steps=steps, batch_size=batch_size,
-                              num_records=num_rows, clip_norm=None, noise_multiplier=0.0,
-                              chunk_size=max(1, steps))
+    public = privacy.NonPrivatePhase.from_batch_size("public-clip-norm", batch_size, num_rows, steps)
+    state = run_private_phase(loss_fn, optimizer, params, rows, key, public, chunk_size=max(1, steps))
     return median_grad_norm(loss_fn, state.params, eval_rows)
 
 
 __all__ = [
     "dpsgd_phase",
-    "make_private_step",
     "median_grad_norm",
     "median_grad_norm_after",
     "run_private_phase",

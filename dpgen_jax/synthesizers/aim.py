@@ -45,7 +45,7 @@ import itertools
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -108,9 +108,6 @@ class AIMConfig(SynthesizerConfig):
             in sampling order, column indices; they fix the shapes of the release file.
     """
 
-    NOISE_FIELDS: ClassVar[Mapping[str, str]] = {
-        "one_way": "one_way_noise_multiplier", "selection": "selection_noise_multiplier",
-        "measure": "measure_noise_multiplier"}
 
     bins: int = 100
     bin_spacing: str = "auto"
@@ -141,7 +138,7 @@ class AIMConfig(SynthesizerConfig):
         _v.positive_finite(self.max_model_size, "max_model_size")
         for name in ("round_iters", "estimation_iters"):
             _v.count(getattr(self, name), name, 1)
-        for name in self.NOISE_FIELDS.values():
+        for name in ("one_way_noise_multiplier", "selection_noise_multiplier", "measure_noise_multiplier"):
             v = getattr(self, name)
             if v is not None:
                 _v.positive_finite(v, name)
@@ -369,12 +366,14 @@ class Round(NamedTuple):
 
 def fit_released(config: AIMConfig, codes: np.ndarray, sizes: Sequence[int], key: jax.Array, *,
                  private: bool = True, should_stop: Callable[[], bool] | None = None,
-                 ) -> tuple[dict[str, np.ndarray], list[Clique], list[Round]]:
+                 phases: Sequence | None = None) -> tuple[dict[str, np.ndarray], list[Clique], list[Round]]:
     """The whole of AIM on the private codes. Returns the released maximal-clique marginals
     (``{"c000": table, ...}``, probabilities on the public bins, float32), the cliques (column
     indices, sampling order) and the rounds executed. ``private=False``: exact counts, the best
     candidate each round, no annealing. ``should_stop`` (the fit's time budget) is asked before
-    every round after the first; the units not spent are then not spent at all."""
+    every round after the first; the units not spent are then not spent at all. ``phases``: the
+    accounted phases the noise and budgets are read from (a fit's calibrated plan; default
+    :func:`privacy_phases` of ``config``)."""
     d = len(sizes)
     if config.num_columns != d:
         raise ValueError(f"num_columns={config.num_columns} but the codes have {d} columns; "
@@ -385,7 +384,7 @@ def fit_released(config: AIMConfig, codes: np.ndarray, sizes: Sequence[int], key
                          "marginal in the workload.")
     cands = candidates(work)
     answers = {r: sm.counts(codes, sizes, r).astype(np.float64) for r in cands}
-    phases = {p.name: p for p in privacy_phases(config)}
+    phases = {p.name: p for p in (privacy_phases(config) if phases is None else phases)}
     sigma_u = phases["measure"].noise_multiplier
     eps_u = phases["selection"].epsilon
     rho_one = 1.0 / (2.0 * phases["one_way"].noise_multiplier ** 2)
@@ -394,7 +393,7 @@ def fit_released(config: AIMConfig, codes: np.ndarray, sizes: Sequence[int], key
     rho_total = rho_one + total_units * rho_unit
 
     k_one, k_rounds = jax.random.split(key)
-    std1 = phases["one_way"].noise_multiplier * phases["one_way"].sensitivity if private else None
+    std1 = phases["one_way"].noise_std if private else None
     one = sm.measure(codes, sizes, [(j,) for j in range(d)], std1, k_one)
     log: list[tuple[Clique, np.ndarray, float]] = [((j,), y, std1 or 1.0) for j, y in enumerate(one)]
     measured: list[Clique] = [(j,) for j in range(d)]
@@ -499,15 +498,16 @@ class AIM(sm.MarginalSynthesizer):
                              f"marginal of the schema in the workload (smallest: {smallest} cells).")
         return config
 
-    def _phases(self, config, num_records, steps, private):
-        return privacy_phases(config, steps=steps, private=private)
+    def _phases(self, config, schema, num_records, private):
+        return privacy_phases(config, private=private)
 
     def _train(self, config, x, key, ctx) -> TrainResult:
         t0 = time.perf_counter()
         disc = discretizer(config, ctx.schema)
         codes = disc.codes_from_encoded(x)
         tables, cliques, rounds = fit_released(config, codes, disc.sizes, key, private=ctx.private,
-                                               should_stop=ctx.should_stop)
+                                               should_stop=ctx.should_stop,
+                                               phases=ctx.phases() if ctx.private else None)
         names = ctx.schema.names
         spent = sum(r.units for r in rounds)
         listing = ", ".join(f"{'-'.join(names[a] for a in r.clique)} ({r.units})" for r in rounds)

@@ -25,7 +25,7 @@ import functools
 import math
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, NamedTuple
 
 import flax.linen as nn
 import jax
@@ -112,8 +112,6 @@ class DPAutoGANConfig(SynthesizerConfig):
     ``"paper-joint"``, the paper's published decoder-only clip norm times sqrt(2); or a number.
     """
 
-    NOISE_FIELDS: ClassVar[Mapping[str, str]] = {"autoencoder": "ae_noise_multiplier",
-                                                  "critic": "critic_noise_multiplier"}
 
     family: str = "adult"
     continuous_encoding: str = "bins"
@@ -301,19 +299,13 @@ def resolve_ae_clip_norm(config: DPAutoGANConfig, schema: data_lib.Schema, ae_pa
         "steps on rows drawn uniformly from the public schema. " + critic)
 
 
-def train_autoencoder(config: DPAutoGANConfig, ae_params, data: jax.Array, key: jax.Array, *,
-                      clip_norm: float | None, noise_multiplier: float, steps: int,
-                      num_records: int | None = None, progress=None,
-                      should_stop=None, checkpoint=None) -> dpsgd.TrainState:
-    """Phase 1: ``steps`` DP-SGD steps of the joint autoencoder (``clip_norm=None``: non-private).
-
-    ``num_records`` is the N of the sampling rate B / N (default: the rows of ``data``).
-    """
-    m, width = data.shape
+def train_autoencoder(config: DPAutoGANConfig, ae_params, data: jax.Array, key: jax.Array, phase, *,
+                      progress=None, should_stop=None, checkpoint=None) -> dpsgd.TrainState:
+    """Phase 1: the ``phase.steps`` steps of the joint autoencoder's accounted ``phase`` (from
+    :func:`privacy_phases`, its clip norm resolved; a ``NonPrivatePhase``: non-private)."""
     return _training.run_private_phase(
-        ae_loss_fn(config, width), _ae_optimizer(config), ae_params, data, key, steps=steps,
-        batch_size=config.ae_batch_size, num_records=num_records or m, clip_norm=clip_norm,
-        noise_multiplier=noise_multiplier, method=config.method, chunk_size=config.chunk_size,
+        ae_loss_fn(config, data.shape[1]), _ae_optimizer(config), ae_params, data, key, phase,
+        method=config.method, chunk_size=config.chunk_size,
         progress=progress, should_stop=should_stop, checkpoint=checkpoint)
 
 
@@ -328,35 +320,30 @@ def fake_rows(nets: models.DPAutoGANNetworks, gen_params, dec_params, key, n: in
     return nn.sigmoid(nets.decoder.apply({"params": dec_params}, latent))
 
 
-def make_gan_runner(config: DPAutoGANConfig, width: int, num_rows: int, *, clip_norm: float | None,
-                    noise_multiplier: float, num_records: int | None = None) -> _gan.GANRunner:
+def make_gan_runner(config: DPAutoGANConfig, width: int, num_rows: int, phase) -> _gan.GANRunner:
     """The compiled GAN phase ``run(state, data, dec_params, key, n_iterations, total) -> state``
-    and its optimizers (``_gan.rmsprop_gan_runner``); ``clip_norm=None``: a non-private critic."""
+    and its optimizers (``_gan.rmsprop_gan_runner``); the critic's steps realise ``phase`` (a
+    ``NonPrivatePhase``: a non-private critic)."""
     nets = networks(config, width)
     return _gan.rmsprop_gan_runner(
         lambda p, x: nets.critic.apply({"params": p}, x),
         lambda gp, dec, k, n: fake_rows(nets, gp, dec, k, n, config.noise_dim),
         critic_learning_rate=config.critic_learning_rate,
         generator_learning_rate=config.generator_learning_rate,
-        weight_clamp_bound=config.weight_clamp, num_rows=num_rows,
-        batch_size=config.critic_batch_size, num_records=num_records or num_rows,
-        clip_norm=clip_norm, noise_multiplier=noise_multiplier, clipping=config.critic_clipping,
+        weight_clamp_bound=config.weight_clamp, phase=phase, scan_rows=num_rows,
+        clipping=config.critic_clipping,
         critic_steps_per_generator_step=config.critic_steps_per_generator_step,
         generator_batch_size=config.generator_batch_size, method=config.method)
 
 
-def train_gan(config: DPAutoGANConfig, params: Params, dec_params, data: jax.Array, key: jax.Array, *,
-              clip_norm: float | None, noise_multiplier: float, critic_steps: int,
-              num_records: int | None = None, progress=None, should_stop=None,
-              checkpoint=None) -> _gan.GANState:
-    """Phase 2: ``critic_steps`` critic steps with interleaved generator steps (``_gan.train_gan``).
-
-    The critic is DP-SGD with clip norm ``clip_norm`` (``None``: non-private, no noise).
-    """
-    runner = make_gan_runner(config, data.shape[1], data.shape[0], clip_norm=clip_norm,
-                             noise_multiplier=noise_multiplier, num_records=num_records)
+def train_gan(config: DPAutoGANConfig, params: Params, dec_params, data: jax.Array, key: jax.Array,
+              phase, *, progress=None, should_stop=None, checkpoint=None) -> _gan.GANState:
+    """Phase 2: the ``phase.steps`` critic steps of the critic's accounted ``phase`` (a
+    ``NonPrivatePhase``: non-private, no noise) with interleaved generator steps
+    (``_gan.train_gan``)."""
+    runner = make_gan_runner(config, data.shape[1], data.shape[0], phase)
     return _gan.train_gan(runner, params.critic, params.generator, data, dec_params, key,
-                          critic_steps=critic_steps, chunk_size=config.chunk_size,
+                          critic_steps=phase.steps, chunk_size=config.chunk_size,
                           critic_steps_per_generator_step=config.critic_steps_per_generator_step,
                           progress=progress, should_stop=should_stop, checkpoint=checkpoint)
 
@@ -442,10 +429,10 @@ class DPAutoGAN(Synthesizer):
             return DPAutoGANConfig.binary()
         return DPAutoGANConfig()
 
-    def _phases(self, config, num_records, steps, private):
-        return privacy_phases(config, num_records, steps=steps, private=private)
+    def _phases(self, config, schema, num_records, private):
+        return privacy_phases(config, num_records, private=private)
 
-    def _paper_accounting(self, phases, delta, report):
+    def _paper_accounting(self, config, phases, delta, report):
         return {"label": PAPER_ACCOUNTING, "epsilon": report["epsilon_by_accountant"].get("rdp_classic")}
 
     def _train(self, config, x, key, ctx) -> TrainResult:
@@ -456,10 +443,10 @@ class DPAutoGAN(Synthesizer):
         k_init, k_clip, k_ae, k_gan = jax.random.split(key, 4)
         params = init(config, width, k_init)
         t0 = time.perf_counter()
-        notes, ae_clip = [], None
+        notes, ae_phase = [], ctx.phase("autoencoder")
         if ctx.private:
             ae_clip, note = resolve_ae_clip_norm(config, ctx.schema, params.autoencoder, k_clip)
-            config = config.replace(ae_clip_norm=ae_clip)
+            config, ae_phase = config.replace(ae_clip_norm=ae_clip), ctx.with_clip_norm("autoencoder", ae_clip)
             notes += [note, _gan.critic_term_note(config.critic_clipping, "generator and decoder "
                                                   "are DP outputs", " (the paper's form)"),
                       "Hyperparameters (architecture, learning rates, schedule, critic clip norm) are "
@@ -467,16 +454,12 @@ class DPAutoGAN(Synthesizer):
                       "defaults (encoding, decoding, generator steps, autoencoder batch rule) were "
                       "chosen by measurements on UCI Adult (docs/dp-auto-gan.md); neither search is "
                       "accounted."]
-        ae_state = train_autoencoder(
-            config, params.autoencoder, x, k_ae, clip_norm=ae_clip, steps=config.ae_steps,
-            noise_multiplier=config.ae_noise_multiplier if ctx.private else 0.0,
-            **ctx.phase_args("autoencoder"))
+        ae_state = train_autoencoder(config, params.autoencoder, x, k_ae, ae_phase,
+                                     **ctx.phase_args("autoencoder"))
         jax.block_until_ready(ae_state.params)
         t1 = time.perf_counter()
-        gan = train_gan(config, params, ae_state.params["decoder"], x, k_gan,
-                        clip_norm=config.critic_clip_norm if ctx.private else None,
-                        noise_multiplier=config.critic_noise_multiplier,
-                        critic_steps=config.critic_steps, **ctx.phase_args("critic"))
+        gan = train_gan(config, params, ae_state.params["decoder"], x, k_gan, ctx.phase("critic"),
+                        **ctx.phase_args("critic"))
         jax.block_until_ready(gan.generator.params)
         t2 = time.perf_counter()
         return TrainResult(

@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import jax
@@ -71,7 +71,6 @@ class DPSYNConfig(SynthesizerConfig):
     share of the sampled rows.
     """
 
-    NOISE_FIELDS: ClassVar[Mapping[str, str]] = {"counts": "count_noise_multiplier"}
 
     latent_dim: int = 8
     batch_size: int = 16                           # per group of the assumed size (docs/dp-syn.md)
@@ -235,12 +234,13 @@ def privacy_phases(config: DPSYNConfig, num_records: int, *, steps: Mapping[str,
     groups = []
     for j, g in enumerate(names):
         ae, em = f"autoencoder/{g}", f"dp-em/{g}"
-        if not private:
-            inner = (privacy.NonPrivatePhase(ae, steps.get(ae, planned[j])),
+        if not private:  # the same schedule, clipped, without noise
+            inner = (privacy.NonPrivatePhase(ae, steps.get(ae, planned[j]), rates[j], config.batch_size,
+                                             clip_norm=config.clip_norm),
                      privacy.NonPrivatePhase(em, steps.get(em, 3 * config.em_iterations)))
         else:
             inner = (privacy.DPSGDPhase(ae, rates[j], sigmas[j], steps.get(ae, planned[j]),
-                                        clip_norm=config.clip_norm),
+                                        clip_norm=config.clip_norm, batch_size=config.batch_size),
                      privacy.GaussianPhase(em, config.em_noise_multiplier,
                                            steps.get(em, 3 * config.em_iterations), sensitivity=1.0))
         groups.append((g, inner))
@@ -253,6 +253,12 @@ def privacy_phases(config: DPSYNConfig, num_records: int, *, steps: Mapping[str,
     else:
         phases.extend(q for _, inner in groups for q in inner)
     return phases
+
+
+def autoencoder_phases(phases: Sequence) -> list:
+    """Each group's autoencoder phase among ``phases`` (:func:`privacy_phases`' or a plan's), in
+    the order of the label's categories: what :func:`train_autoencoders` runs."""
+    return [p for p in privacy.flat_phases(phases) if p.name.startswith("autoencoder/")]
 
 
 def _sample_rate(batch: int, count: float) -> float:
@@ -280,15 +286,6 @@ def calibrate(config: DPSYNConfig, phases: list, epsilon: float, delta: float) -
         return [_with_each_ae(p, epsilon / 2, delta / 2) for p in phases]
     fixed = ["counts"] * any(p.name == "counts" for p in phases) + [p.name for p in em]
     return privacy.calibrate(phases, epsilon, delta, fixed=fixed)
-
-
-def with_noise(config: DPSYNConfig, phases: list) -> DPSYNConfig:
-    """``config`` with the noise multipliers of (calibrated) ``phases`` written back."""
-    sig = {p.name: p.noise_multiplier_or_none for p in privacy.flat_phases(phases)}
-    names = _groups(config)
-    out = config.replace(ae_noise_multipliers=tuple(sig[f"autoencoder/{g}"] for g in names),
-                         em_noise_multiplier=sig[f"dp-em/{names[0]}"])
-    return out.replace(count_noise_multiplier=sig["counts"]) if "counts" in sig else out
 
 
 def _with_each_ae(p, epsilon, delta):
@@ -320,9 +317,11 @@ def init(config: DPSYNConfig, width: int, k: int, key: jax.Array):
     return jax.vmap(lambda kk: ae.init(kk, jnp.zeros((1, width)))["params"])(jax.random.split(key, k))
 
 
-def make_group_runner(config: DPSYNConfig, blocks: tuple, capacity: int):
+def make_group_runner(config: DPSYNConfig, blocks: tuple, capacity: int, phase):
     """``run(states, data, key, rates, planned, start, n) -> states``: n DP-SGD steps of every
-    group at once (vmap over groups); a group stops after its planned steps."""
+    group at once (vmap over groups); a group stops after its planned steps. ``phase``: one
+    group's autoencoder phase, whose clip norm every group shares; each group's rate, normaliser
+    and noise come from its own phase through ``rates`` (``dpsgd.GroupRates``)."""
     ae = networks(config, max(b.stop for b in blocks))
     recon = _losses.reconstruction_loss(blocks, config.continuous_loss)
 
@@ -330,9 +329,8 @@ def make_group_runner(config: DPSYNConfig, blocks: tuple, capacity: int):
         return recon(ae.apply({"params": params}, batch), batch)
 
     optimizer = _training.torch_adam(config.learning_rate)
-    step = dpsgd.make_dp_step(loss, optimizer, num_records=capacity, sample_rate=1.0,
-                              clip_norm=config.clip_norm, noise_multiplier=1.0,
-                              method=config.method, capacity=capacity)
+    step = dpsgd.make_dp_step(loss, optimizer, phase, scan_rows=capacity, method=config.method,
+                              capacity=capacity)
 
     @jax.jit
     def run(states, data, key, rates, planned, start, n):
@@ -387,38 +385,40 @@ def stack_groups(codes, feats, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def train_autoencoders(config: DPSYNConfig, blocks: tuple, codes, feats, init_key, key,
-                       num_records: int, *, private: bool = True, should_stop=None,
-                       checkpoint=None) -> dpsgd.TrainState:
+                       phases: Sequence, *, should_stop=None, checkpoint=None) -> dpsgd.TrainState:
     """Phase 2: every group's autoencoder at once (stacked states, one vmapped DP-SGD step).
 
-    The rates and steps are :func:`group_schedule` of ``config`` and the public ``num_records``;
-    the noised sum of every group is divided by ``batch_size``; the noise is
-    ``config.ae_noise_multipliers``. The true group sizes serve only as the samplers' scan lengths
-    and the padded batch's size. ``should_stop`` may end the phase after a chunk; ``checkpoint`` is
+    ``phases``: each group's accounted autoencoder phase, in the order of the label's categories
+    (:func:`privacy_phases`: rate and steps from :func:`group_schedule` of ``config`` and the
+    public N, normaliser ``batch_size``, the calibrated noise); every group's step reads its
+    rate, normaliser, noise and planned steps from its phase. The true group sizes serve only as
+    the samplers' scan lengths and the padded batch's size. ``should_stop`` may end the phase after a chunk; ``checkpoint`` is
     a hook as in :func:`dpgen_jax.dpsgd.run_phase` (iteration t of every group uses
     ``fold_in(key, t)``, so a continued phase equals an uninterrupted one).
     """
-    k = len(_groups(config))
-    rates, planned = group_schedule(config, num_records)
+    k = len(phases)
+    if len({p.clip_norm for p in phases}) != 1:
+        raise ValueError(f"DP-SYN's groups share one clip norm; got {[p.clip_norm for p in phases]}.")
     data, sizes = stack_groups(codes, feats, k)
     big = max(int(sizes.max()), 1)
-    run, opt = make_group_runner(config, blocks, dpsgd.default_capacity(big, max(rates)))
-    sigmas = config.ae_noise_multipliers or (1.0,) * k
+    run, opt = make_group_runner(config, blocks, dpsgd.default_capacity(big, max(p.sample_rate for p in phases)),
+                                 phases[0])
     group_rates = dpsgd.GroupRates(
-        jnp.asarray(sizes, jnp.int32), jnp.asarray(rates, jnp.float32),
-        jnp.full((k,), float(config.batch_size), jnp.float32),
-        jnp.asarray([sg * config.clip_norm if private else 0.0 for sg in sigmas], jnp.float32))
+        jnp.asarray(sizes, jnp.int32), jnp.asarray([p.sample_rate for p in phases], jnp.float32),
+        jnp.asarray([p.normaliser(int(n)) for p, n in zip(phases, sizes)], jnp.float32),
+        jnp.asarray([p.noise_std if isinstance(p, privacy.DPSGDPhase) else 0.0 for p in phases], jnp.float32))
     states = jax.vmap(lambda p: dpsgd.init_state(p, opt))(init(config, feats.shape[1], k, init_key))
-    planned = jnp.asarray(planned, jnp.int32)
+    planned = jnp.asarray([p.steps for p in phases], jnp.int32)
     data = jnp.asarray(data)
     return dpsgd.run_chunks(
         lambda s, done, n: run(s, data, key, group_rates, planned, jnp.int32(done), jnp.int32(n)),
         states, int(planned.max()), config.chunk_size, should_stop=should_stop, checkpoint=checkpoint)
 
 
-def fit_mixtures(config: DPSYNConfig, blocks: tuple, codes, feats, params, key, *,
-                 private: bool = True) -> dpsgd.Mixture:
-    """Phase 3: each group's latent codes (in the unit ball) fitted by DP-EM, groups vmapped."""
+def fit_mixtures(config: DPSYNConfig, blocks: tuple, codes, feats, params, key,
+                 noise_multiplier: float) -> dpsgd.Mixture:
+    """Phase 3: each group's latent codes (in the unit ball) fitted by DP-EM, groups vmapped, with
+    the noise multiplier of the accounted ``dp-em/<group>`` phases (0: plain EM, non-private)."""
     k = jax.tree_util.tree_leaves(params)[0].shape[0]
     data, sizes = stack_groups(codes, feats, k)
     ae = networks(config, feats.shape[1])
@@ -426,9 +426,8 @@ def fit_mixtures(config: DPSYNConfig, blocks: tuple, codes, feats, params, key, 
     mask = jnp.asarray(np.arange(data.shape[1])[None, :] < sizes[:, None], jnp.float32)
     inits = jax.vmap(lambda kk: dpsgd.init_mixture(kk, config.em_components, config.latent_dim))(
         jax.random.split(jax.random.fold_in(key, 0), k))
-    z = config.em_noise_multiplier if private else 0.0
     return jax.vmap(lambda u, kk, mi, mk: dpsgd.dp_em_ssp(
-        u, kk, mi, iterations=config.em_iterations, noise_multiplier=z, mask=mk))(
+        u, kk, mi, iterations=config.em_iterations, noise_multiplier=noise_multiplier, mask=mk))(
         to_ball(latent), jax.random.split(jax.random.fold_in(key, 1), k), inits, mask)
 
 
@@ -452,16 +451,12 @@ class DPSYN(Synthesizer):
         """The base resolution, then ``groups`` from the schema's label (public)."""
         return for_schema(super().resolve_config(schema, preset), schema)
 
-    def _phases(self, config, num_records, steps, private):
-        return privacy_phases(config, num_records, steps=steps, private=private)
+    def _phases(self, config, schema, num_records, private):
+        return privacy_phases(config, num_records, private=private)
 
-    def _paper_accounting(self, phases, delta, report):
-        # the budget split is a configuration field the base hook is not given: read it from the
-        # user's configuration and overrides (DP-SYN has no presets), not from state set by a fit
-        split = (self.config if self.config is not None else self.CONFIG()).replace(
-            **self.overrides).budget_split
-        if split != "original":
-            return super()._paper_accounting(phases, delta, report)
+    def _paper_accounting(self, config, phases, delta, report):
+        if config.budget_split != "original":
+            return super()._paper_accounting(config, phases, delta, report)
         flat = [p for p in privacy.flat_phases(phases) if p.name != "counts"]
         groups = {p.name.split("/", 1)[1] for p in flat}
         eps = max(sum(privacy.epsilon([p], delta / 2) for p in flat if p.name.endswith("/" + g))
@@ -473,11 +468,8 @@ class DPSYN(Synthesizer):
     def _encoder(self, schema, config):
         return encoder_for(config, schema)
 
-    def _calibrate(self, config, phases, epsilon, delta):
+    def _calibrate(self, config, schema, phases, epsilon, delta):
         return calibrate(config, phases, epsilon, delta)
-
-    def _with_noise(self, config, phases):
-        return with_noise(config, phases)
 
     def _train(self, config, x, key, ctx) -> TrainResult:
         names = _groups(config)
@@ -488,13 +480,14 @@ class DPSYN(Synthesizer):
         if config.group_counts is None:  # the output's label shares (no rate depends on them)
             config = config.replace(released_counts=release_counts(
                 np.bincount(codes, minlength=k), k_cnt,
-                config.count_noise_multiplier if ctx.private else 0.0))
+                ctx.phase("counts").noise_multiplier if ctx.private else 0.0))
         blocks = tuple(encoder_for(config, feature_schema(ctx.schema)).blocks)
-        states = train_autoencoders(config, blocks, codes, feats, k_init, k_ae, ctx.num_records,
-                                    private=ctx.private, should_stop=ctx.should_stop,
-                                    checkpoint=ctx.checkpoint("autoencoders"))
+        states = train_autoencoders(config, blocks, codes, feats, k_init, k_ae,
+                                    autoencoder_phases(ctx.plan.phases),
+                                    should_stop=ctx.should_stop, checkpoint=ctx.checkpoint("autoencoders"))
         t1 = time.perf_counter()
-        mixtures = fit_mixtures(config, blocks, codes, feats, states.params, k_em, private=ctx.private)
+        mixtures = fit_mixtures(config, blocks, codes, feats, states.params, k_em,
+                                ctx.phase(f"dp-em/{names[0]}").noise_multiplier if ctx.private else 0.0)
         t2 = time.perf_counter()
         sizes = ("its declared count (group_counts)" if config.group_counts is not None else
                  "N rows times its public share (group_shares)" if config.group_shares is not None

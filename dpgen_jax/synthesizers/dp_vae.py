@@ -22,7 +22,7 @@ import functools
 import math
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -58,7 +58,6 @@ class DPVAEConfig(SynthesizerConfig):
     ``docs/dp-vae.md`` says where every value comes from. ``clip_norm="public-median"``: see :func:`resolve_clip_norm` (no private row is read).
     """
 
-    NOISE_FIELDS: ClassVar[Mapping[str, str]] = {"vae": "noise_multiplier"}
 
     hidden: tuple[int, ...] = (64,)               # the tutorial: (32,)
     latent_dim: int = 8                           # the tutorial: 2
@@ -131,15 +130,13 @@ def reparameterised_batch(latent_dim: int):
     return batch_fn
 
 
-def train_vae(config: DPVAEConfig, blocks: tuple, params, data: jax.Array, key: jax.Array, *,
-              clip_norm: float | None, noise_multiplier: float, steps: int,
-              num_records: int | None = None, progress=None, should_stop=None,
-              checkpoint=None) -> dpsgd.TrainState:
-    """``steps`` DP-SGD steps of the joint encoder and decoder (``clip_norm=None``: non-private)."""
+def train_vae(config: DPVAEConfig, blocks: tuple, params, data: jax.Array, key: jax.Array, phase, *,
+              progress=None, should_stop=None, checkpoint=None) -> dpsgd.TrainState:
+    """The ``phase.steps`` steps of the accounted ``phase`` (from :func:`privacy_phases`, its clip
+    norm resolved; a ``NonPrivatePhase``: non-private) on the joint encoder and decoder."""
     return _training.run_private_phase(
         elbo_loss_fn(config, blocks), _training.torch_adam(config.learning_rate), params, data, key,
-        steps=steps, batch_size=config.batch_size, num_records=num_records or data.shape[0],
-        clip_norm=clip_norm, noise_multiplier=noise_multiplier, method=config.method,
+        phase, method=config.method,
         chunk_size=config.chunk_size, progress=progress, should_stop=should_stop,
         batch_fn=reparameterised_batch(config.latent_dim), checkpoint=checkpoint)
 
@@ -209,27 +206,25 @@ class DPVAE(Synthesizer):
     DECODE_MODE = "sample"
     CHECKPOINTS = True
 
-    def _phases(self, config, num_records, steps, private):
-        return privacy_phases(config, num_records, steps=steps, private=private)
+    def _phases(self, config, schema, num_records, private):
+        return privacy_phases(config, num_records, private=private)
 
     def _train(self, config, x, key, ctx) -> TrainResult:
         blocks = tuple(data_lib.TableEncoder(ctx.schema).blocks)
         k_init, k_clip, k_train = jax.random.split(key, 3)
         params = init(config, x.shape[1], k_init)
         t0 = time.perf_counter()
-        notes, clip = [], None
+        notes, phase = [], ctx.phase("vae")
         if ctx.private:
             clip, note = resolve_clip_norm(config, ctx.schema, params, k_clip)
-            config = config.replace(clip_norm=clip)
+            config, phase = config.replace(clip_norm=clip), ctx.with_clip_norm("vae", clip)
             notes += [note, "Encoder and decoder are clipped together (one per-example gradient over "
                       "both) and both get noise; only the decoder is released."]
             if ctx.plan.preset is not None:
                 notes.append("The preset's noise multiplier is the paper's, which its authors chose "
                              "by validation accuracy on the real data; that search is not accounted.")
         t1 = time.perf_counter()
-        state = train_vae(config, blocks, params, x, k_train, clip_norm=clip,
-                          noise_multiplier=config.noise_multiplier, steps=config.steps,
-                          **ctx.phase_args("vae"))
+        state = train_vae(config, blocks, params, x, k_train, phase, **ctx.phase_args("vae"))
         jax.block_until_ready(state.params)
         t2 = time.perf_counter()
         return TrainResult(config=config, released={"decoder": state.params["decoder"]},

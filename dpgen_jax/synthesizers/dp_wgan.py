@@ -27,7 +27,7 @@ import functools
 import math
 import time
 from collections.abc import Mapping
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -64,7 +64,6 @@ class DPWGANConfig(SynthesizerConfig):
     :func:`resolve_clip_norm` (no private row is read).
     """
 
-    NOISE_FIELDS: ClassVar[Mapping[str, str]] = {"critic": "noise_multiplier"}
 
     preprocessing: str = "mixed"
     noise_dim: int | None = None                  # None: the encoded width (the reference's choice)
@@ -170,34 +169,29 @@ _sample_jit = functools.partial(jax.jit, static_argnums=(0, 1, 4))(fake_rows)
 # ----------------------------------------------------------------------------- training
 
 
-def make_gan_runner(config: DPWGANConfig, blocks: tuple, num_rows: int, *, clip_norm: float | None,
-                    noise_multiplier: float, num_records: int | None = None) -> _gan.GANRunner:
+def make_gan_runner(config: DPWGANConfig, blocks: tuple, num_rows: int, phase) -> _gan.GANRunner:
     """The compiled GAN phase ``run(state, data, None, key, n_iterations, total) -> state`` and
-    its optimizers (``_gan.rmsprop_gan_runner``); ``clip_norm=None``: a non-private critic."""
-    batch = batch_size_for(config, num_records or num_rows)
+    its optimizers (``_gan.rmsprop_gan_runner``); the critic's steps realise ``phase`` (from
+    :func:`privacy_phases`, its clip norm resolved; a ``NonPrivatePhase``: a non-private critic)."""
     critic = networks(config, max(b.stop for b in blocks)).critic
     return _gan.rmsprop_gan_runner(
         lambda p, x: critic.apply({"params": p}, x),
         lambda gp, _frozen, k, n: fake_rows(config, blocks, gp, k, n),
         critic_learning_rate=config.critic_learning_rate,
         generator_learning_rate=config.generator_learning_rate,
-        weight_clamp_bound=config.weight_clamp, num_rows=num_rows, batch_size=batch,
-        num_records=num_records or num_rows, clip_norm=clip_norm, noise_multiplier=noise_multiplier,
+        weight_clamp_bound=config.weight_clamp, phase=phase, scan_rows=num_rows,
         clipping=config.critic_clipping,
         critic_steps_per_generator_step=config.critic_steps_per_generator_step,
-        generator_batch_size=config.generator_batch_size or batch, method=config.method)
+        generator_batch_size=config.generator_batch_size or phase.batch_size, method=config.method)
 
 
-def train_gan(config: DPWGANConfig, blocks: tuple, params: Params, data: jax.Array, key: jax.Array, *,
-              clip_norm: float | None, noise_multiplier: float, critic_steps: int,
-              num_records: int | None = None, progress=None, should_stop=None,
-              checkpoint=None) -> _gan.GANState:
-    """``critic_steps`` DP-SGD critic steps (``clip_norm=None``: non-private) with interleaved
-    generator steps, from ``params`` (``_gan.train_gan``)."""
-    runner = make_gan_runner(config, blocks, data.shape[0], clip_norm=clip_norm,
-                             noise_multiplier=noise_multiplier, num_records=num_records)
+def train_gan(config: DPWGANConfig, blocks: tuple, params: Params, data: jax.Array, key: jax.Array,
+              phase, *, progress=None, should_stop=None, checkpoint=None) -> _gan.GANState:
+    """The ``phase.steps`` critic steps of the accounted ``phase`` (a ``NonPrivatePhase``:
+    non-private) with interleaved generator steps, from ``params`` (``_gan.train_gan``)."""
+    runner = make_gan_runner(config, blocks, data.shape[0], phase)
     return _gan.train_gan(runner, params.critic, params.generator, data, None, key,
-                          critic_steps=critic_steps, chunk_size=config.chunk_size,
+                          critic_steps=phase.steps, chunk_size=config.chunk_size,
                           critic_steps_per_generator_step=config.critic_steps_per_generator_step,
                           progress=progress, should_stop=should_stop, checkpoint=checkpoint)
 
@@ -293,8 +287,8 @@ class DPWGAN(Synthesizer):
             df = df[schema.names]
         return super().fit(df, schema, **kwargs)
 
-    def _phases(self, config, num_records, steps, private):
-        return privacy_phases(config, num_records, steps=steps, private=private)
+    def _phases(self, config, schema, num_records, private):
+        return privacy_phases(config, num_records, private=private)
 
     def _train(self, config, x, key, ctx) -> TrainResult:
         config = config.replace(batch_size=batch_size_for(config, ctx.num_records))
@@ -302,19 +296,17 @@ class DPWGAN(Synthesizer):
         k_init, k_clip, k_gan = jax.random.split(key, 3)
         params = init(config, x.shape[1], k_init)
         t0 = time.perf_counter()
-        notes, clip = [], None
+        notes, phase = [], ctx.phase("critic")
         if ctx.private:
             clip, note = resolve_clip_norm(config, ctx.schema, params, k_clip)
-            config = config.replace(clip_norm=clip)
+            config, phase = config.replace(clip_norm=clip), ctx.with_clip_norm("critic", clip)
             notes += [note, _gan.critic_term_note(config.critic_clipping, "the generator is a DP output")]
             if ctx.plan.preset is not None:
                 notes.append("The preset's noise multiplier is the paper's, which its authors chose "
                              "by evaluating synthetic data against the real data; that search is not "
                              "accounted.")
         t1 = time.perf_counter()
-        state = train_gan(config, blocks, params, x, k_gan, clip_norm=clip,
-                          noise_multiplier=config.noise_multiplier, critic_steps=config.critic_steps,
-                          **ctx.phase_args("critic"))
+        state = train_gan(config, blocks, params, x, k_gan, phase, **ctx.phase_args("critic"))
         jax.block_until_ready(state.generator.params)
         t2 = time.perf_counter()
         return TrainResult(config=config, released={"generator": state.generator.params},

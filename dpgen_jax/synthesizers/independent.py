@@ -22,7 +22,7 @@ import dataclasses
 import math
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -51,7 +51,6 @@ class IndependentConfig(SynthesizerConfig):
         num_columns: d, set from the schema by the fit (the number of histograms released).
     """
 
-    NOISE_FIELDS: ClassVar[Mapping[str, str]] = {PHASE: "noise_multiplier"}
 
     bins: int = 100
     bin_spacing: str = "auto"
@@ -160,17 +159,17 @@ class Independent(Synthesizer):
             raise ValueError(f"num_columns={config.num_columns} but the schema has {len(schema)} columns.")
         return config.replace(num_columns=len(schema)).validate()
 
-    def _phases(self, config, num_records, steps, private):
-        return privacy_phases(config, steps=steps, private=private)
+    def _phases(self, config, schema, num_records, private):
+        return privacy_phases(config, private=private)
 
-    def _paper_accounting(self, phases, delta, report):
+    def _paper_accounting(self, config, phases, delta, report):
         return {"label": "none: a reference method without a paper of its own", "epsilon": None}
 
     def _train(self, config, x, key, ctx) -> TrainResult:
         t0 = time.perf_counter()
         disc = discretizer(config, ctx.schema)
         codes = disc.codes_from_encoded(x)
-        counts = noisy_counts(codes, disc.sizes, config.noise_multiplier if ctx.private else None, key)
+        counts = noisy_counts(codes, disc.sizes, ctx.phase(PHASE).noise_multiplier if ctx.private else None, key)
         jax.block_until_ready(counts)
         notes = [
             f"Continuous columns are counted on public bins from the schema bounds ({disc.describe()}); "

@@ -37,7 +37,7 @@ import dataclasses
 import math
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -75,9 +75,6 @@ class MSTConfig(SynthesizerConfig):
         num_columns: d, set from the schema by the fit.
     """
 
-    NOISE_FIELDS: ClassVar[Mapping[str, str]] = {
-        "one_way": "one_way_noise_multiplier", "selection": "selection_noise_multiplier",
-        "two_way": "two_way_noise_multiplier"}
 
     bins: int = 100
     bin_spacing: str = "auto"
@@ -97,7 +94,7 @@ class MSTConfig(SynthesizerConfig):
         if len(split) != 3 or not all(s > 0 for s in split) or abs(sum(split) - 1.0) > 1e-9:
             raise ValueError(f"Expected budget_split={self.budget_split!r} to be 3 positive shares "
                              "summing to 1 (one-way, selection, two-way).")
-        for name in self.NOISE_FIELDS.values():
+        for name in ("one_way_noise_multiplier", "selection_noise_multiplier", "two_way_noise_multiplier"):
             v = getattr(self, name)
             if v is not None:
                 _v.positive_finite(v, name)
@@ -238,16 +235,17 @@ def _expand(table: np.ndarray, maps: Sequence[np.ndarray]) -> np.ndarray:
 
 
 def fit_released(config: MSTConfig, codes: np.ndarray, sizes: Sequence[int], key: jax.Array, *,
-                 private: bool = True) -> tuple[Released, list[tuple[int, int]]]:
+                 private: bool = True, phases: Sequence | None = None) -> tuple[Released, list[tuple[int, int]]]:
     """The whole of MST on the private codes: one-way measurements, compression, selection,
     two-way measurements and the final estimate. Returns the released tree marginals (on the
     original public bins) and the selected edges. ``private=False``: exact counts and the maximum
-    spanning tree."""
+    spanning tree. ``phases``: the accounted phases the noise and selection budgets are read from
+    (a fit's calibrated plan; default :func:`privacy_phases` of ``config``)."""
     d = len(sizes)
     k1, k_sel, k2 = jax.random.split(key, 3)
     # The noise scales come from the accounted phases themselves (noise multiplier x sensitivity).
-    phases = {p.name: p for p in privacy_phases(config)}
-    std1 = phases["one_way"].noise_multiplier * phases["one_way"].sensitivity if private else None
+    phases = {p.name: p for p in (privacy_phases(config) if phases is None else phases)}
+    std1 = phases["one_way"].noise_std if private else None
     one = sm.measure(codes, sizes, [(j,) for j in range(d)], std1, k1)
     maps = compress(one, 3.0 * std1 if private and config.compress else None)
     small = [int(m.max()) + 1 for m in maps]
@@ -260,7 +258,7 @@ def fit_released(config: MSTConfig, codes: np.ndarray, sizes: Sequence[int], key
         ones = [np.asarray(model1.project((str(j),)).datavector()) for j in range(d)]
         scores = pair_scores(ccodes, small, ones, float(model1.total))
         edges = select_tree(scores, phases["selection"].epsilon if private else None, k_sel)
-        std2 = phases["two_way"].noise_multiplier * phases["two_way"].sensitivity if private else None
+        std2 = phases["two_way"].noise_std if private else None
         log2 = [(e, y, std2 or 1.0) for e, y in zip(edges, sm.measure(ccodes, small, edges, std2, k2))]
     model = estimate(sizes, maps, log1, log2, config.estimation_iters)
     big = max(sizes)
@@ -326,14 +324,15 @@ class MST(sm.MarginalSynthesizer):
     def resolve_config(self, schema, preset=None):
         return super().resolve_config(schema, preset).for_columns(len(schema))
 
-    def _phases(self, config, num_records, steps, private):
-        return privacy_phases(config, steps=steps, private=private)
+    def _phases(self, config, schema, num_records, private):
+        return privacy_phases(config, private=private)
 
     def _train(self, config, x, key, ctx) -> TrainResult:
         t0 = time.perf_counter()
         disc = discretizer(config, ctx.schema)
         codes = disc.codes_from_encoded(x)
-        released, edges = fit_released(config, codes, disc.sizes, key, private=ctx.private)
+        released, edges = fit_released(config, codes, disc.sizes, key, private=ctx.private,
+                                       phases=ctx.phases() if ctx.private else None)
         names = ctx.schema.names
         notes = [
             f"Continuous columns are discretised on public bins from the schema bounds "

@@ -54,6 +54,7 @@ import jax.numpy as jnp
 
 from dpgen_jax import _validate as _v
 from dpgen_jax import privacy
+from dpgen_jax.synthesizers._training import dpsgd_phase
 from dpgen_jax.synthesizers._base import Synthesizer, TrainResult, register
 from dpgen_jax.synthesizers.dp_sactgan import _critic
 from dpgen_jax.synthesizers.dp_sactgan._conditional import (
@@ -174,12 +175,10 @@ def privacy_phases(config: DPSACTGANConfig, layout: Layout, num_records: int, *,
         phases.append(privacy.GaussianPhase("dp-em", config.em_noise_multiplier, s, sensitivity=1.0)
                       if private else privacy.NonPrivatePhase("dp-em", s))
     if config.mechanism == "critic":
-        t = steps.get("critic", t * config.critic_steps)
-        if not private:
-            return phases + [privacy.NonPrivatePhase("critic", t)]
-        return phases + [privacy.DPSGDPhase.from_batch_size(
-            "critic", config.batch_size, int(num_records), config.noise_multiplier, t,
-            clip_norm=config.clip_norm)]
+        return phases + [dpsgd_phase(
+            "critic", batch_size=config.batch_size, num_records=int(num_records),
+            noise_multiplier=config.noise_multiplier, steps=steps.get("critic", t * config.critic_steps),
+            clip_norm=config.clip_norm, private=private)]
     if not private:
         return phases + [privacy.NonPrivatePhase("generator", t)]
     return phases + [privacy.ShardedSanitizerPhase(
@@ -237,19 +236,13 @@ class DPSACTGAN(Synthesizer):
     DECODE_MODE = "sample"
     CHECKPOINTS = True
 
-    def _check_schema(self, schema):
-        self._schema_for_phases = schema
+    def _phases(self, config, schema, num_records, private):
+        return privacy_phases(config, build_layout(schema, config), num_records, private=private)
 
-    def _layout(self, config):
-        return build_layout(self._schema_for_phases, config)
+    def _calibrate(self, config, schema, phases, epsilon, delta):
+        return calibrate(config, build_layout(schema, config), phases, epsilon, delta, self.ACCOUNTANT)
 
-    def _phases(self, config, num_records, steps, private):
-        return privacy_phases(config, self._layout(config), num_records, steps=steps, private=private)
-
-    def _calibrate(self, config, phases, epsilon, delta):
-        return calibrate(config, self._layout(config), phases, epsilon, delta, self.ACCOUNTANT)
-
-    def _paper_accounting(self, phases, delta, report):
+    def _paper_accounting(self, config, phases, delta, report):
         if not any(p.name == "generator" for p in phases):  # mechanism="critic": not the paper's
             return None
         gen = next(p for p in phases if p.name == "generator")
@@ -273,12 +266,13 @@ class DPSACTGAN(Synthesizer):
         t0 = time.perf_counter()
         _, u = split_columns(layout, x)
         if config.modes == "dp-em":
-            modes = fit_modes(u, k_modes, config, private=ctx.private)
+            private_em = ctx.private and layout.n_continuous
+            modes = fit_modes(u, k_modes, config, ctx.phase("dp-em").noise_multiplier if private_em else 0.0)
         else:
             modes = public_modes(ctx.schema, config)
         rows, codes = encode_rows(layout, x, modes, config.mode_assignment, k_assign)
         hist_cols = histogram_columns(layout, config)
-        noise = config.hist_noise_multiplier if ctx.private else 0.0
+        noise = ctx.phase("histograms").noise_multiplier if ctx.private and hist_cols else 0.0
         counts = noisy_counts(codes, layout, k_hist, noise, hist_cols)
         if config.cond == "noisy" and config.modes == "dp-em":  # the DP-EM weights (post-processing)
             j = 0
@@ -296,11 +290,8 @@ class DPSACTGAN(Synthesizer):
         released = {"modes": {f: getattr(modes, f) for f in Modes._fields}, "cond": {"counts": counts}}
         if config.mechanism == "critic":
             t1 = time.perf_counter()
-            state = _critic.train(config, layout, rows, codes, log_probs, k_run, num_records=ctx.num_records,
-                                  private=ctx.private,
-                                  critic_steps=generator_steps(config, ctx.num_records) * config.critic_steps,
-                                  progress=ctx.progress("critic"), should_stop=ctx.should_stop,
-                                  checkpoint=ctx.checkpoint("critic"))
+            state = _critic.train(config, layout, rows, codes, log_probs, k_run, ctx.phase("critic"),
+                                  **ctx.phase_args("critic"))
             jax.block_until_ready(state.generator.params)
             return TrainResult(config=config, released={"generator": state.generator.params, **released},
                                steps={**pre_steps, "critic": int(state.critic.steps)},
@@ -320,10 +311,8 @@ class DPSACTGAN(Synthesizer):
                 aux = Net(aux.params, jax.vmap(opt.init)(aux.params))
         t2 = time.perf_counter()
         state = init_state(config, layout, k, k_init, critics, aux)
-        state = train(config, layout, state, data, log_probs, k_run, private=ctx.private,
-                      steps=generator_steps(config, ctx.num_records),
-                      progress=ctx.progress("generator"), should_stop=ctx.should_stop,
-                      checkpoint=ctx.checkpoint("generator"))
+        state = train(config, layout, state, data, log_probs, k_run, ctx.phase("generator"),
+                      **ctx.phase_args("generator"))
         jax.block_until_ready(state.generator.params)
         t3 = time.perf_counter()
         notes = self._notes(config, layout, k, pretrained, ctx.private)

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 from dpgen_jax import _validate as _v
 from dpgen_jax.synthesizers._base import SynthesizerConfig
@@ -46,10 +45,6 @@ class DPSACTGANConfig(SynthesizerConfig):
     with them held fixed; None keeps ``hist_noise_multiplier`` and ``em_noise_multiplier`` as given.
     """
 
-    NOISE_FIELDS: ClassVar[Mapping[str, str]] = {"histograms": "hist_noise_multiplier",
-                                                 "dp-em": "em_noise_multiplier",
-                                                 "generator": "noise_multiplier",
-                                                 "critic": "noise_multiplier"}
 
     mechanism: str = "hook"
 

@@ -124,15 +124,13 @@ def generator_objective(config: DPSACTGANConfig, layout: Layout):
 
 
 @functools.lru_cache(maxsize=16)
-def runner(config: DPSACTGANConfig, layout: Layout, num_rows: int, num_records: int,
-           private: bool) -> _gan.GANRunner:
-    """The compiled phase (``_gan.make_gan_runner``): ``critic_steps`` DP steps of the critic and
-    classifier (per-example gradients by ``vmap``), then one generator step, per iteration."""
+def runner(config: DPSACTGANConfig, layout: Layout, num_rows: int, phase) -> _gan.GANRunner:
+    """The compiled phase (``_gan.make_gan_runner``): ``critic_steps`` steps of the critic and
+    classifier realising the accounted ``phase`` (per-example gradients by ``vmap``; a
+    ``NonPrivatePhase``: non-private), then one generator step, per iteration."""
     opt = optimizer(config)
     run = _gan.make_gan_runner(
-        None, None, opt, opt, num_rows=num_rows, batch_size=config.batch_size, num_records=num_records,
-        clip_norm=config.clip_norm if private else None,
-        noise_multiplier=config.noise_multiplier if private else 0.0,
+        None, None, opt, opt, phase, scan_rows=num_rows,
         critic_steps_per_generator_step=config.critic_steps, generator_batch_size=config.batch_size,
         method="vmap", critic_loss=critic_terms(config, layout),
         critic_batch_fn=critic_batch_fn(config, layout), generator_loss=generator_objective(config, layout))
@@ -147,17 +145,15 @@ def init_params(config: DPSACTGANConfig, layout: Layout, key: jax.Array):
 
 
 def train(config: DPSACTGANConfig, layout: Layout, rows: jax.Array, codes: jax.Array, log_probs: jax.Array,
-          key: jax.Array, *, num_records: int, private: bool = True, critic_steps: int | None = None,
-          progress=None, should_stop=None, checkpoint=None) -> _gan.GANState:
-    """``critic_steps`` (default ``generator_steps * config.critic_steps``) DP critic steps with a
-    generator step after every ``config.critic_steps``; ``num_records`` is the public N of the
-    sampling rate. ``int(state.critic.steps)`` is the executed count the accountant is given."""
+          key: jax.Array, phase, *, progress=None, should_stop=None, checkpoint=None) -> _gan.GANState:
+    """The ``phase.steps`` critic steps of the accounted ``phase`` (``privacy_phases``' "critic":
+    q = B / N over the public N) with a generator step after every ``config.critic_steps``.
+    ``int(state.critic.steps)`` is the executed count the accountant is given."""
     k_init, k_run = jax.random.split(key)
     critic_params, g_params = init_params(config, layout, k_init)
-    total = config.generator_steps * config.critic_steps if critic_steps is None else critic_steps
     data = {"rows": rows, "codes": codes.astype(jnp.int32)}
-    return _gan.train_gan(runner(config, layout, int(rows.shape[0]), int(num_records), bool(private)),
-                          critic_params, g_params, data, log_probs, k_run, critic_steps=total,
+    return _gan.train_gan(runner(config, layout, int(rows.shape[0]), phase),
+                          critic_params, g_params, data, log_probs, k_run, critic_steps=phase.steps,
                           critic_steps_per_generator_step=config.critic_steps,
                           chunk_size=config.chunk_size * config.critic_steps, progress=progress,
                           should_stop=should_stop, checkpoint=checkpoint)

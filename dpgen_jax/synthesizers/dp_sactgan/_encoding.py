@@ -154,11 +154,11 @@ def public_modes(schema: data_lib.Schema, config: DPSACTGANConfig) -> Modes:
                  jnp.asarray(np.reshape(stds, shape), jnp.float32), jnp.full(shape, 1.0 / m, jnp.float32))
 
 
-def fit_modes(values: jax.Array, key: jax.Array, config: DPSACTGANConfig, *, private: bool = True) -> Modes:
-    """Modes by one-dimensional DP-EM per column (``dpsgd.dp_em_ssp``, noise
-    ``em_noise_multiplier`` on every statistic; accounted as ``3 * em_iterations`` Gaussian
-    releases per column, phase ``"dp-em"``). ``values``: ``(n, n_continuous)`` in [-1, 1]; the
-    starts are public (``dpsgd.init_mixture``). ``private=False`` runs plain EM."""
+def fit_modes(values: jax.Array, key: jax.Array, config: DPSACTGANConfig, noise_multiplier: float) -> Modes:
+    """Modes by one-dimensional DP-EM per column (``dpsgd.dp_em_ssp``, ``noise_multiplier`` on
+    every statistic: the accounted phase ``"dp-em"``'s, ``3 * em_iterations`` Gaussian releases
+    per column). ``values``: ``(n, n_continuous)`` in [-1, 1]; the starts are public
+    (``dpsgd.init_mixture``). ``noise_multiplier=0`` runs plain EM (non-private)."""
     n_cont = values.shape[1]
     m = config.n_modes
     if n_cont == 0:
@@ -166,9 +166,8 @@ def fit_modes(values: jax.Array, key: jax.Array, config: DPSACTGANConfig, *, pri
         return Modes(z, z, z)
     k_init, k_fit = jax.random.split(key)
     inits = jax.vmap(lambda kk: dpsgd.init_mixture(kk, m, 1))(jax.random.split(k_init, n_cont))
-    noise = config.em_noise_multiplier if private else 0.0
     mix = jax.vmap(lambda u, kk, init: dpsgd.dp_em_ssp(u[:, None], kk, init, iterations=config.em_iterations,
-                                                      noise_multiplier=noise))(
+                                                      noise_multiplier=noise_multiplier))(
         values.T, jax.random.split(k_fit, n_cont), inits)
     return Modes(mix.means[..., 0], jnp.sqrt(mix.covariances[..., 0, 0]), mix.weights)
 

@@ -182,40 +182,37 @@ def private_terms(config, layout, rows, cond, real, d_params, aux_params) -> jax
     return total
 
 
-def hooked_loss(config, layout, rows, batch: Batch, d_params, aux_params, key, private: bool) -> jax.Array:
+def hooked_loss(config, layout, rows, batch: Batch, d_params, aux_params, key, hook) -> jax.Array:
     """The private part of the generator loss as a function of the activated rows.
 
-    ``private=True``: the rows pass once through ``dpsgd.sanitized`` (each row's cotangent clipped
-    to C, noise of std 2 C sigma drawn from ``key``, scale 1/B) and every private term consumes
-    the hooked rows, so their cotangents are summed before the single clip and noise.
-    ``private=False``: the same terms averaged over the rows, no clipping or noise.
+    With a ``hook`` (``_shards.sanitizer_hook`` of the accounted phase) the rows pass once
+    through ``dpsgd.sanitized`` (each row's cotangent clipped to the phase's C, noise of std
+    2 C sigma drawn from ``key``, scale 1/B) and every private term consumes the hooked rows, so
+    their cotangents are summed before the single clip and noise. ``hook=None``: the same terms
+    averaged over the rows, no clipping or noise.
     """
-    b = config.batch_size
-    if private:
-        rows = dpsgd.sanitized(rows, key, clip_norm=config.clip_norm,
-                               noise_multiplier=config.noise_multiplier, scale=1.0 / b)
-        return private_terms(config, layout, rows, batch.cond, batch.real, d_params, aux_params)
-    return private_terms(config, layout, rows, batch.cond, batch.real, d_params, aux_params) / b
+    rows, divisor = _shards.hooked(rows, key, hook, config.batch_size)
+    return private_terms(config, layout, rows, batch.cond, batch.real, d_params, aux_params) / divisor
 
 
-def generator_loss(config, layout, g_params, batch: Batch, d_params, aux_params, key, private: bool):
+def generator_loss(config, layout, g_params, batch: Batch, d_params, aux_params, key, hook):
     """One step's generator loss: :func:`hooked_loss` of the activated rows plus the conditional
     cross-entropy on the raw logits (it depends on the public/DP condition only)."""
     k_g, k_noise = jax.random.split(key)
     logits = networks(config, layout).generator.apply({"params": g_params}, batch.z)
     rows = activate(layout, logits, k_g, config.tau)
-    return (hooked_loss(config, layout, rows, batch, d_params, aux_params, k_noise, private)
+    return (hooked_loss(config, layout, rows, batch, d_params, aux_params, k_noise, hook)
             + cond_loss(layout, logits, batch.col, batch.cat))
 
 
-def generator_grads(config, layout, g_params, batch: Batch, d_params, aux_params, key, private: bool):
+def generator_grads(config, layout, g_params, batch: Batch, d_params, aux_params, key, hook):
     """The generator's gradient of one step (:func:`generator_loss`)."""
     return jax.grad(generator_loss, argnums=2)(config, layout, g_params, batch, d_params, aux_params,
-                                               key, private)
+                                               key, hook)
 
 
-def generator_update(config, layout, g: Net, batch: Batch, d_params, aux_params, key, private: bool) -> Net:
-    grads = generator_grads(config, layout, g.params, batch, d_params, aux_params, key, private)
+def generator_update(config, layout, g: Net, batch: Batch, d_params, aux_params, key, hook) -> Net:
+    grads = generator_grads(config, layout, g.params, batch, d_params, aux_params, key, hook)
     updates, opt_state = optimizer(config).update(grads, g.opt_state, g.params)
     return Net(optax.apply_updates(g.params, updates), opt_state)
 
@@ -235,14 +232,14 @@ def aux_update(config, layout, aux: Net, real) -> Net:
 
 
 def shard_iteration(config, layout, g: Net, d: Net, aux: Net | None, data: TrainData, k, log_probs,
-                    key, private: bool):
+                    key, hook):
     """One iteration on shard k: ``critic_steps`` critic updates, one generator update (through the
-    hook when private), one classifier update; all real rows come from shard k."""
+    sanitiser ``hook``, if any), one classifier update; all real rows come from shard k."""
     k_c, k_b, k_g = jax.random.split(key, 3)
     d = lax.fori_loop(0, config.critic_steps, lambda i, dd: critic_update(
         config, layout, dd, g.params, data, k, log_probs, jax.random.fold_in(k_c, i)), d)
     batch = draw_batch(config, layout, data, k, log_probs, k_b)
-    g = generator_update(config, layout, g, batch, d.params, None if aux is None else aux.params, k_g, private)
+    g = generator_update(config, layout, g, batch, d.params, None if aux is None else aux.params, k_g, hook)
     if aux is not None:
         aux = aux_update(config, layout, aux, batch.real)
     return g, d, aux
@@ -270,7 +267,7 @@ def init_state(config, layout, k: int, key: jax.Array, critics: Net | None = Non
     return State(Net(g, opt.init(g)), critics, aux, jnp.zeros((), jnp.int32))
 
 
-def train_step(config, layout, private: bool):
+def train_step(config, layout, hook):
     """``step(state, data, key, log_probs) -> (state, {})``: a secret uniform shard
     (``_shards.step_keys``), its critic and classifier updated on it, the generator updated."""
 
@@ -281,7 +278,7 @@ def train_step(config, layout, private: bool):
         put = functools.partial(jax.tree_util.tree_map, lambda a, v: lax.dynamic_update_index_in_dim(a, v, k, 0))
         aux = None if state.aux is None else take(state.aux)
         g, d, aux = shard_iteration(config, layout, state.generator, take(state.critics), aux, data, k,
-                                    log_probs, k_it, private)
+                                    log_probs, k_it, hook)
         # materialise the updated critic before writing it back: otherwise XLA fuses the update
         # into the write and copies the whole stacked ensemble every step (measured 2.5x slower)
         d, aux = lax.optimization_barrier((d, aux))
@@ -292,17 +289,19 @@ def train_step(config, layout, private: bool):
 
 
 @functools.lru_cache(maxsize=32)
-def _runner(config, layout, private):
-    return dpsgd.make_phase_runner(train_step(config, layout, private))
+def _runner(config, layout, hook):
+    return dpsgd.make_phase_runner(train_step(config, layout, hook))
 
 
-def train(config, layout, state: State, data: TrainData, log_probs, key, *, private=True,
+def train(config, layout, state: State, data: TrainData, log_probs, key, phase, *,
           steps: int | None = None, progress=None, should_stop=None, checkpoint=None) -> State:
-    """``steps`` (default: ``generator_steps``) training steps in compiled chunks; step t uses
-    ``fold_in(key, t)``. ``int(state.steps)`` is the executed count the accountant is given."""
-    total = config.generator_steps if steps is None else steps
+    """The training steps of the accounted generator ``phase`` (its sanitiser's clip norm and
+    noise; a ``NonPrivatePhase``: none), ``phase.steps`` of them unless ``steps`` is given, in
+    compiled chunks; step t uses ``fold_in(key, t)``. ``int(state.steps)`` is the executed count
+    the accountant is given."""
+    total = phase.steps if steps is None else steps
     return dpsgd.run_phase(None, state, data, key, total, extra=log_probs, chunk_size=config.chunk_size,
-                           progress=progress, runner=_runner(config, layout, private),
+                           progress=progress, runner=_runner(config, layout, _shards.sanitizer_hook(phase)),
                            should_stop=should_stop, checkpoint=checkpoint)
 
 

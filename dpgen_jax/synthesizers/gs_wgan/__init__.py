@@ -84,16 +84,16 @@ class GSWGAN(Synthesizer):
     PRESETS = THESIS_PRESETS
     CHECKPOINTS = True
 
-    def _phases(self, config, num_records, steps, private):
-        return privacy_phases(config, num_records, steps=steps, private=private)
+    def _phases(self, config, schema, num_records, private):
+        return privacy_phases(config, num_records, private=private)
 
-    def _calibrate(self, config, phases, epsilon, delta):
+    def _calibrate(self, config, schema, phases, epsilon, delta):
         # The proven bound needs noise multipliers well above the default cap of 100 (about 120
         # for a proven 1.01 on Adult); calibrate allows up to 1e7, as for DP-SACTGAN.
         return privacy.calibrate(phases, target_epsilon=epsilon, delta=delta,
                                  accountant=self.ACCOUNTANT, max_noise_multiplier=1e7)
 
-    def _paper_accounting(self, phases, delta, report):
+    def _paper_accounting(self, config, phases, delta, report):
         paper = [dataclasses.replace(p, accounting="paper") for p in phases]
         return {"label": ("GS-WGAN / thesis accounting (autodp recipe: steps * B per-row releases, each "
                           "subsampled at 1/K, RDP classic conversion); NOT a valid bound, for "
@@ -117,7 +117,7 @@ class GSWGAN(Synthesizer):
         if config.snapshot_every:  # chunks end on every snapshot step
             hook = Snapshots(config.snapshot_every, hook, config.sample_from)
             run_config = config.replace(chunk_size=math.gcd(config.chunk_size, config.snapshot_every))
-        state = train_generator(run_config, state, x_sorted, shards, k_gen, private=ctx.private,
+        state = train_generator(run_config, state, x_sorted, shards, k_gen, ctx.phase("generator"),
                                 progress=ctx.progress("generator"), should_stop=ctx.should_stop,
                                 checkpoint=hook)
         jax.block_until_ready(state.ema)

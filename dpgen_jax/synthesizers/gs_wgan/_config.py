@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 from dpgen_jax import _validate as _v
 from dpgen_jax import models, privacy
@@ -58,7 +58,6 @@ class GSWGANConfig(SynthesizerConfig):
     so the accounting of the executed steps covers it (the choice itself, on real rows, is not).
     """
 
-    NOISE_FIELDS: ClassVar[Mapping[str, str]] = {"generator": "noise_multiplier"}
 
     num_shards: int | None = None
     records_per_shard: float = 160.0

@@ -15,7 +15,8 @@ from jax import lax
 from dpgen_jax._typing import PyTree
 from dpgen_jax import _validate as _v
 from dpgen_jax import dpsgd, models
-from dpgen_jax.synthesizers._shards import Shards, pad_shards, shard_batch_indices, step_keys
+from dpgen_jax.synthesizers._shards import (Shards, hooked, pad_shards, sanitizer_hook, shard_batch_indices,
+                                           step_keys)
 from dpgen_jax.synthesizers.gs_wgan._config import SAMPLE_FROM, GSWGANConfig
 
 
@@ -292,14 +293,15 @@ def init_generator_phase(config: GSWGANConfig, width: int, critics: PyTree, key:
                           jnp.zeros((), jnp.int32))
 
 
-def generator_step(config: GSWGANConfig, private: bool, mesh: jax.sharding.Mesh | None = None):
+def generator_step(config: GSWGANConfig, hook, mesh: jax.sharding.Mesh | None = None):
     """One private generator step ``step(state, x_sorted, key, shards) -> (state, {})``.
 
     Draws a shard k uniformly (secret); gives every critic (``critic_schedule="all"``) or critic k
     alone (``"selected"``) its updates on its own shard; then updates the generator on
-    ``-sum_i D_k(G(z_i))`` through the sanitiser (scale 1/B: the mean loss), and the EMA. What the
+    ``-sum_i D_k(G(z_i))`` through the sanitiser of ``hook`` (``_shards.sanitizer_hook`` of the
+    accounted phase: its clip norm and noise; scale 1/B: the mean loss), and the EMA. What the
     step releases comes from critic k alone; the other critics' states depend on their own shards
-    and on the generator, never on shard k. ``private=False``: the same without the sanitiser (no
+    and on the generator, never on shard k. ``hook=None``: the same without the sanitiser (no
     clipping, no noise). With a ``mesh`` (``"all"`` only) the critics and shards are padded to a
     multiple of the device count (:func:`train_generator` does it), ``config.num_shards`` is the
     real K, and the critic updates are split along K over the devices.
@@ -325,12 +327,8 @@ def generator_step(config: GSWGANConfig, private: bool, mesh: jax.sharding.Mesh 
         z = jax.random.normal(k_z, (b, config.noise_dim))
 
         def loss(p):
-            rows = generate(config, x.shape[1], p, z)
-            if private:
-                rows = dpsgd.sanitized(rows, k_noise, clip_norm=config.clip_norm,
-                                       noise_multiplier=config.noise_multiplier, scale=1.0 / b)
-                return -jnp.sum(critic_scores(config, critic.params, rows))
-            return -jnp.mean(critic_scores(config, critic.params, rows))
+            rows, divisor = hooked(generate(config, x.shape[1], p, z), k_noise, hook, b)
+            return -jnp.sum(critic_scores(config, critic.params, rows)) / divisor
 
         grads = jax.grad(loss)(state.generator.params)
         gen = state.generator
@@ -345,18 +343,20 @@ def generator_step(config: GSWGANConfig, private: bool, mesh: jax.sharding.Mesh 
 
 
 def train_generator(config: GSWGANConfig, state: GeneratorState, x_sorted: jax.Array, shards: Shards,
-                    key: jax.Array, *, private: bool = True, steps: int | None = None, progress=None,
+                    key: jax.Array, phase, *, steps: int | None = None, progress=None,
                     should_stop=None, checkpoint=None,
                     mesh: jax.sharding.Mesh | None = None) -> GeneratorState:
-    """``generator_steps`` generator steps (step t uses ``fold_in(key, t)``); ``int(state.steps)``
-    is the executed count the accountant is given.
+    """The generator steps of the accounted ``phase`` (``privacy_phases``' generator phase: its
+    clip norm and noise multiplier; a ``NonPrivatePhase``: no sanitiser), ``phase.steps`` of them
+    unless ``steps`` is given (step t uses ``fold_in(key, t)``); ``int(state.steps)`` is the
+    executed count the accountant is given.
 
     ``mesh`` (default: the mesh of an enclosing ``dpsgd.data_parallel`` block, if any): with
     ``critic_schedule="all"`` the K critics are split over the devices (K padded with empty shards
     whose critics are dropped at the end; the shard draw, keys and release are those of the
     unsharded run, to float rounding); ``"selected"`` trains one critic per step and ignores it.
     A checkpoint hook sees the padded state, so a run resumes on the same number of devices."""
-    total = config.generator_steps if steps is None else steps
+    total = phase.steps if steps is None else steps
     mesh = dpsgd.resolve_mesh(mesh) if config.critic_schedule == "all" else None
     k = shards.starts.shape[0]
     if mesh is not None:
@@ -366,7 +366,7 @@ def train_generator(config: GSWGANConfig, state: GeneratorState, x_sorted: jax.A
         x_sorted = dpsgd.replicate(x_sorted, mesh)
     state = dpsgd.run_phase(None, state, x_sorted, key, total, extra=shards,
                             chunk_size=config.chunk_size, progress=progress,
-                            runner=_generator_runner(config, private, mesh), should_stop=should_stop,
+                            runner=_generator_runner(config, sanitizer_hook(phase), mesh), should_stop=should_stop,
                             checkpoint=checkpoint)
     if mesh is not None:
         state = state._replace(critics=jax.tree_util.tree_map(lambda a: a[:k], state.critics))
@@ -374,9 +374,9 @@ def train_generator(config: GSWGANConfig, state: GeneratorState, x_sorted: jax.A
 
 
 @functools.lru_cache(maxsize=32)
-def _generator_runner(config: GSWGANConfig, private: bool, mesh: jax.sharding.Mesh | None = None):
-    """The compiled runner of :func:`generator_step`, cached per configuration (and mesh)."""
-    return dpsgd.make_phase_runner(generator_step(config, private, mesh))
+def _generator_runner(config: GSWGANConfig, hook, mesh: jax.sharding.Mesh | None = None):
+    """The compiled runner of :func:`generator_step`, cached per configuration, hook (and mesh)."""
+    return dpsgd.make_phase_runner(generator_step(config, hook, mesh))
 
 
 # ----------------------------------------------------------------------------- sampling
