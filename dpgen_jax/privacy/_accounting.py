@@ -17,7 +17,7 @@ import dataclasses
 import functools
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Literal
 
 import dp_accounting as dpa
@@ -299,13 +299,18 @@ def with_steps(phases: Sequence[Phase], steps: Mapping[str, int]) -> list[Phase]
     if unknown:
         raise ValueError(f"with_steps: no phase named {unknown}; the phases are "
                          f"{[p.name for p in flat_phases(phases)]}.")
+    return map_phases(phases, lambda p: dataclasses.replace(p, steps=steps[p.name]) if p.name in steps else p)
+
+
+def map_phases(phases: Sequence[Phase], fn: Callable[[Phase], Phase]) -> list[Phase]:
+    """``fn`` applied to every phase, inside a :class:`ParallelPhases` too (its groups kept)."""
 
     def one(p: Phase) -> Phase:
         if isinstance(p, ParallelPhases):
             return dataclasses.replace(p, groups=tuple((g, tuple(one(q) for q in inner)) for g, inner in p.groups))
-        return dataclasses.replace(p, steps=steps[p.name]) if p.name in steps else p
+        return fn(p)
 
-    return [one(p) for p in phases]
+    return [one(p) for p in _as_phases(phases)]
 
 
 def neighbouring_relation(phases: Sequence[Phase]) -> NeighboringRelation:

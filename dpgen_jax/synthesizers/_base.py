@@ -193,13 +193,7 @@ class FitContext:
 
     def phases(self) -> list:
         """The plan's phases with every clip norm resolved so far (planned steps)."""
-        def one(p):
-            if isinstance(p, privacy.ParallelPhases):
-                return dataclasses.replace(p, groups=tuple((g, tuple(one(q) for q in inner))
-                                                           for g, inner in p.groups))
-            return self.resolved.get(p.name, p)
-
-        return [one(p) for p in self.plan.phases]
+        return privacy.map_phases(self.plan.phases, lambda p: self.resolved.get(p.name, p))
 
     def phase_args(self, name: str) -> dict[str, Any]:
         """What every training-phase function takes from the fit: the ``progress`` callback of

@@ -281,26 +281,18 @@ def calibrate(config: DPSYNConfig, phases: list, epsilon: float, delta: float) -
     share, d = (0.5, delta / 2) if original else (config.em_share, delta)
     z = privacy.calibrate([privacy.GaussianPhase("dp-em", 1.0, em[0].steps)], share * epsilon,
                           d)[0].noise_multiplier
-    phases = [_with_em(p, z) for p in phases]
+    phases = privacy.map_phases(phases, lambda p: _with_em(p, z))
     if original:
-        return [_with_each_ae(p, epsilon / 2, delta / 2) for p in phases]
+        return privacy.map_phases(phases, lambda p: _with_each_ae(p, epsilon / 2, delta / 2))
     fixed = ["counts"] * any(p.name == "counts" for p in phases) + [p.name for p in em]
     return privacy.calibrate(phases, epsilon, delta, fixed=fixed)
 
 
 def _with_each_ae(p, epsilon, delta):
-    if isinstance(p, privacy.ParallelPhases):
-        return dataclasses.replace(p, groups=tuple((g, tuple(_with_each_ae(q, epsilon, delta)
-                                                             for q in inner)) for g, inner in p.groups))
-    if p.name.startswith("autoencoder/"):
-        return privacy.calibrate([p], epsilon, delta)[0]
-    return p
+    return privacy.calibrate([p], epsilon, delta)[0] if p.name.startswith("autoencoder/") else p
 
 
 def _with_em(p, z):
-    if isinstance(p, privacy.ParallelPhases):
-        return dataclasses.replace(p, groups=tuple((g, tuple(_with_em(q, z) for q in inner))
-                                                   for g, inner in p.groups))
     return dataclasses.replace(p, noise_multiplier=z) if p.name.startswith("dp-em/") else p
 
 
