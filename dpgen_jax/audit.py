@@ -506,8 +506,7 @@ def audit_dp_auto_gan_autoencoder(x: np.ndarray, key: jax.Array, *, target_epsil
     return audit_dpsgd(
         dp_auto_gan.ae_loss_fn(config, width), dp_auto_gan._ae_optimizer(config), params,
         jnp.asarray(x, jnp.float32), k_audit, batch_size=config.ae_batch_size, num_records=n_rec,
-        steps=n_steps, clip_norm=clip, noise_multiplier=sigma, delta=delta,
-        chunk_size=config.chunk_size, **kwargs)
+        steps=n_steps, clip_norm=clip, noise_multiplier=sigma, delta=delta, **kwargs)
 
 
 __all__ = [

@@ -26,7 +26,7 @@ from typing import Any
 REPORT_KEYS = (
     "method", "dataset", "seed", "target_epsilon", "epsilon", "epsilon_paper_accounting",
     "paper_accounting", "delta", "privacy", "rf_salary_accuracy", "tstr_auroc", "jsd", "kl_mu",
-    "train_seconds", "wall_seconds", "versions",
+    "train_seconds", "flags", "wall_seconds", "versions",
 )
 """The keys of every experiment's ``report.json`` (docs/experiments.md)."""
 
@@ -58,8 +58,9 @@ def parser(prog: str, doc: str, method: str, presets: Sequence[str] | None = Non
                    help="a public number of records N for the sampling rates (default: the row "
                         "count, reported as treated as public)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
-                   help=f"a {cls.CONFIG.__name__} field, e.g. --set critic_steps=5000 "
-                        "(JSON values: numbers, strings, null, lists)")
+                   help=f"a {cls.CONFIG.__name__} field, e.g. --set critic_steps=5000, or a speed "
+                        "flag the method reads, e.g. --set chunk_size=200 (JSON values: numbers, "
+                        "strings, null, lists)")
     p.add_argument("--devices", type=int, default=1,
                    help="fit on a mesh of this many devices (fit(mesh=dpsgd.data_mesh(D)), "
                         "docs/scaling.md); on a CPU, D host devices, one per core")
@@ -261,6 +262,7 @@ def report(args, *, dataset: str, seed, model, result: dict, t0: float, **extra)
         "jsd": result.get("jsd"),
         "kl_mu": result.get("kl_mu"),
         "train_seconds": dict(model.train_seconds),
+        "flags": model.flags.to_dict(),
         "wall_seconds": time.perf_counter() - t0,
         "versions": library_versions(),
     }

@@ -15,7 +15,7 @@ benchmark times, side by side in one run:
 * **(v) JAX vmap**: ``gs_wgan.pretrain(config, x_sorted, shards, key, iterations=I)`` on the first
   ``--discriminators`` shards (default 20), and on all ``--full-k`` shards for
   ``--full-k-iterations`` iterations. The call is wrapped in one ``jax.jit`` (with
-  ``pretrain_chunk=I``, so the whole run is one compiled loop) and compiled ahead of time; each
+  the flag ``pretrain_chunk=I``, so the whole run is one compiled loop) and compiled ahead of time; each
   direct call of ``pretrain`` would otherwise build and compile its runner anew.
 * **(a) JAX Python loop**: the same shards one after another, each run by ONE jitted function
   (compiled once, reused for every shard) that initialises a critic and a temporary generator and
@@ -175,18 +175,18 @@ def vmapped_runner(config, x_sorted, shards, iterations, mesh=None):
 
     from dpgen_jax.synthesizers import gs_wgan
 
-    cfg = config.replace(pretrain_chunk=iterations)
+    cfg, flags = config, gs_wgan.FLAGS.replace(pretrain_chunk=iterations)
     if mesh is not None:
         def call_mesh(key):
             return jax.block_until_ready(gs_wgan.pretrain(cfg, x_sorted, shards, key,
-                                                          iterations=iterations, mesh=mesh))
+                                                          iterations=iterations, mesh=mesh, flags=flags))
 
         t0 = time.perf_counter()
         call_mesh(jax.random.key(0))
         return call_mesh, time.perf_counter() - t0
 
     def run(x, starts, sizes, key):
-        return gs_wgan.pretrain(cfg, x, gs_wgan.Shards(starts, sizes), key, iterations=iterations)
+        return gs_wgan.pretrain(cfg, x, gs_wgan.Shards(starts, sizes), key, iterations=iterations, flags=flags)
 
     t0 = time.perf_counter()
     compiled = jax.jit(run).lower(x_sorted, shards.starts, shards.sizes, jax.random.key(0)).compile()

@@ -76,8 +76,8 @@ def test_second_fit_starts_from_the_user_configuration():
 
     frame = data.mimic_like(n_rows=300, n_features=6, seed=0)
     schema = data.binary_schema(6)
-    user = DPAutoGANConfig.binary(ae_steps=0, chunk_size=4)
-    model = DPAutoGAN(user)
+    user = DPAutoGANConfig.binary(ae_steps=0)
+    model = DPAutoGAN(user, chunk_size=4)
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*keeps the configured.*")
         warnings.filterwarnings("ignore", message=".*cut the schedule.*")

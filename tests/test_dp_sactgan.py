@@ -31,8 +31,9 @@ from tests._contract import SynthesizerContract
 
 
 TINY = dict(batch_size=8, generator_steps=6, noise_dim=8, d_model=8, num_heads=2, num_layers=1,
-            n_modes=3, em_iterations=2, chunk_size=3, aux_hidden=(8,))
+            n_modes=3, em_iterations=2, aux_hidden=(8,))
 CFG = ds.DPSACTGANConfig(**TINY)
+FLAGS = dict(chunk_size=3)  # speed settings (synthesizers.Flags): several compiled chunks
 
 LABELLED = data.Schema.from_dict({"columns": [
     {"name": "a", "kind": "categorical", "categories": ["x", "y", "z"]},
@@ -95,7 +96,7 @@ class SACTGANContract(SynthesizerContract):
 
 
 class TestDPSACTGANContract(SACTGANContract):
-    OVERRIDES = TINY
+    OVERRIDES = {**TINY, **FLAGS}
 
     def functional_released(self, model, frame, schema):
         cfg = model.fitted_config

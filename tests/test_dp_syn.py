@@ -21,7 +21,8 @@ from tests._contract import SynthesizerContract
 
 LABELLED = data.Schema(tuple(dataclasses.replace(c, label=(c.name == "b"))
                              for c in _tables.MIXED_SCHEMA.columns))
-TINY = dict(latent_dim=3, batch_size=16, epochs=2.0, chunk_size=5, em_components=2, em_iterations=3)
+TINY_CONFIG = dict(latent_dim=3, batch_size=16, epochs=2.0, em_components=2, em_iterations=3)
+TINY = dict(TINY_CONFIG, chunk_size=5)  # and a speed setting (synthesizers.Flags): several chunks
 
 
 def _frame():
@@ -99,7 +100,7 @@ def test_samples_follow_the_released_proportions(parallel_fit):
 
 def test_vmapped_group_autoencoders_equal_a_loop_over_groups():
     # declared group counts: the groups get different rates and steps
-    cfg = ds.for_schema(ds.DPSYNConfig(**{**TINY, "epochs": 3.0}), LABELLED).replace(
+    cfg = ds.for_schema(ds.DPSYNConfig(**{**TINY_CONFIG, "epochs": 3.0}), LABELLED).replace(
         ae_noise_multipliers=(0.8, 1.3), group_counts=(140.5, 170.25))
     enc = ds.encoder_for(cfg, LABELLED)
     codes, feats = ds.split_label(LABELLED, enc.encode(_frame()), enc)

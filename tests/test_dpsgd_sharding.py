@@ -170,26 +170,27 @@ def _worker(part: str) -> dict:  # runs in the subprocess, with DEVICES host dev
 
     # 6. GS-WGAN pretraining: K = 3 shards over 4 devices (padded to 4, the padding dropped).
     gcfg = gw.GSWGANConfig(records_per_shard=30.0, batch_size=8, noise_dim=4,
-                           generator_hidden=(16, 16), critic_hidden=(8,), pretrain_iterations=4,
-                           pretrain_chunk=3, shard_group=2)
+                           generator_hidden=(16, 16), critic_hidden=(8,), pretrain_iterations=4)
+    gflags = gw.FLAGS.replace(pretrain_chunk=3, shard_group=2, chunk_size=2)
     xg = 2 * jax.random.uniform(jax.random.key(0), (90, 5)) - 1
     xs, sh = gw.partition(xg, jax.random.key(1), 3)
     gs = {}
     for devices in (None, 4):
         mesh = None if devices is None else dpsgd.data_mesh(devices)
-        pre = gw.pretrain(gcfg, xs, sh, jax.random.key(2), mesh=mesh)
+        pre = gw.pretrain(gcfg, xs, sh, jax.random.key(2), mesh=mesh, flags=gflags)
         gs[str(devices)] = {"critics": _flat(pre.critics.params), "generators": _flat(pre.generators.params),
                             "shape": list(jax.tree_util.tree_leaves(pre.critics.params)[0].shape),
                             "steps": int(pre.steps)}
     out["gswgan"] = gs
     # GS-WGAN's generator phase with every critic training ("all"): the K = 3 critics split over
     # the 4 devices (padded), the release and the critics those of the single-device run.
-    acfg = gcfg.replace(critic_schedule="all", generator_steps=5, chunk_size=2)
+    acfg = gcfg.replace(critic_schedule="all", generator_steps=5)
     start = gw.init_generator_phase(acfg, 5, pre.critics.params, jax.random.key(3))
     gen = {}
     for devices in (None, 4):
         mesh = None if devices is None else dpsgd.data_mesh(devices)
-        st = gw.train_generator(acfg, start, xs, sh, jax.random.key(4), gw.privacy_phases(acfg, 90)[0], mesh=mesh)
+        st = gw.train_generator(acfg, start, xs, sh, jax.random.key(4), gw.privacy_phases(acfg, 90)[0], mesh=mesh,
+                                flags=gflags)
         gen[str(devices)] = {"released": _flat((st.generator.params, st.ema)), "critics": _flat(st.critics.params),
                              "shape": list(jax.tree_util.tree_leaves(st.critics.params)[0].shape),
                              "steps": int(st.steps)}
@@ -209,8 +210,8 @@ def _worker(part: str) -> dict:  # runs in the subprocess, with DEVICES host dev
     frame = pd.DataFrame({"a": r.choice(["x", "y", "z"], 120), "c": r.uniform(0, 10, 120),
                           "y": r.choice(["no", "yes"], 120).astype(object)})
     scfg = ds.DPSACTGANConfig(batch_size=8, noise_dim=4, d_model=8, num_heads=2, num_layers=1,
-                              n_modes=3, aux_hidden=(8,), pretrain_iterations=4, chunk_size=3,
-                              shard_group=2, num_discriminators=3, modes="public")
+                              n_modes=3, aux_hidden=(8,), pretrain_iterations=4, num_discriminators=3,
+                              modes="public")
     lay = ds.build_layout(schema, scfg)
     x = jnp.asarray(data_lib.TableEncoder(schema).encode(frame))
     rows, codes = ds.encode_rows(lay, x, ds.public_modes(schema, scfg), "argmax")
@@ -220,7 +221,8 @@ def _worker(part: str) -> dict:  # runs in the subprocess, with DEVICES host dev
     sg = {}
     for devices in (None, 4):
         mesh = None if devices is None else dpsgd.data_mesh(devices)
-        pre = ds.pretrain(scfg, lay, sdata, lp, jax.random.key(2), mesh=mesh)
+        pre = ds.pretrain(scfg, lay, sdata, lp, jax.random.key(2), mesh=mesh,
+                          flags=ds.FLAGS.replace(chunk_size=3, shard_group=2))
         sg[str(devices)] = {"critics": _flat(pre.critics.params), "aux": _flat(pre.aux.params),
                             "generators": _flat(pre.generators.params),
                             "shape": list(jax.tree_util.tree_leaves(pre.critics.params)[0].shape),

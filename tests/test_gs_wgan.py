@@ -24,14 +24,14 @@ from dpgen_jax.synthesizers import gs_wgan as gw
 from tests._contract import SynthesizerContract
 
 TINY = dict(records_per_shard=50.0, batch_size=8, noise_dim=4, generator_hidden=(16, 16),
-            critic_hidden=(8,), pretrain_iterations=6, generator_steps=12, pretrain_chunk=3,
-            chunk_size=4)
+            critic_hidden=(8,), pretrain_iterations=6, generator_steps=12)
 CFG = gw.GSWGANConfig(**TINY)
+FLAGS = dict(pretrain_chunk=3, chunk_size=4)  # speed settings (synthesizers.Flags): several chunks
 
 
 class TestGSWGANContract(SynthesizerContract):
     METHOD = "gs-wgan"
-    OVERRIDES = TINY
+    OVERRIDES = {**TINY, **FLAGS}
     EPSILON = 10.0
 
     def zero_steps(self):
@@ -216,9 +216,8 @@ def test_pretraining_isolates_shards(shards_setup):
 @pytest.mark.parametrize("group", [32, 2])  # all shards in one vmap; groups of 2 and 1 (lax.map)
 def test_vmapped_pretraining_equals_a_loop_over_shards(shards_setup, group):
     cfg, xs, sh = shards_setup
-    cfg = cfg.replace(shard_group=group)
     key = jax.random.key(2)
-    got = gw.pretrain(cfg, xs, sh, key)
+    got = gw.pretrain(cfg, xs, sh, key, flags=gw.FLAGS.replace(shard_group=group))
     k_init, k_run = jax.random.split(key)
     init = gw.init_pretrain(cfg, xs.shape[1], 3, k_init)
     step = jax.jit(gw.pretrain_iteration, static_argnums=0)
@@ -289,7 +288,7 @@ def test_snapshots_are_the_generators_of_an_uninterrupted_run():
     schema = data.cardio_schema()
     fits = {}
     for every in (0, 6):
-        model = synthesizers.create("gs-wgan", **dict(TINY, snapshot_every=every))
+        model = synthesizers.create("gs-wgan", **dict(TINY, **FLAGS, snapshot_every=every))
         fits[every] = model.fit(frame, schema, epsilon=10.0, num_records=300, seed=3)
     plain, kept = fits[0], fits[6]
     assert plain.snapshots == {} and sorted(kept.snapshots) == [6, 12]

@@ -3,7 +3,8 @@ a thin class).
 
 - :func:`create` / :func:`available` / :func:`load`: the registry (``create("dp-auto-gan")``).
 - :class:`Synthesizer`, :class:`SynthesizerConfig`, :class:`Plan`: the shared skeleton
-  (``fit``, ``plan``, ``sample``, ``privacy_report``, ``save``, ``load``).
+  (``fit``, ``plan``, ``sample``, ``privacy_report``, ``save``, ``load``); :class:`Flags`: the
+  speed settings, outside the configuration.
 - :mod:`~dpgen_jax.synthesizers.dp_auto_gan`: :class:`DPAutoGAN` and its functional API.
 - :mod:`~dpgen_jax.synthesizers.dp_wgan`, :mod:`~dpgen_jax.synthesizers.dp_vae`: DP-auto-GAN's
   baselines :class:`DPWGAN` and :class:`DPVAE`.
@@ -23,6 +24,7 @@ from dpgen_jax.synthesizers._checkpoint import FitPaused
 from dpgen_jax.synthesizers._overrides import config_overrides
 from dpgen_jax.synthesizers._base import (
     FitContext,
+    Flags,
     Plan,
     Synthesizer,
     SynthesizerConfig,
@@ -59,6 +61,7 @@ __all__ = [
     "DPWGANConfig",
     "FitContext",
     "FitPaused",
+    "Flags",
     "GSWGAN",
     "GSWGANConfig",
     "Independent",

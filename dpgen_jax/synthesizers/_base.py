@@ -36,49 +36,10 @@ from dpgen_jax._typing import PyTree
 from dpgen_jax import data as data_lib
 from dpgen_jax import dpsgd, privacy
 from dpgen_jax.synthesizers import _checkpoint, _fit_report, _release
+from dpgen_jax.synthesizers._config import Flags, SynthesizerConfig, split_overrides
 from dpgen_jax.synthesizers._progress import Progress, ProgressFn
 from dpgen_jax.synthesizers._registry import available, create, get, register  # noqa: F401  (re-exported)
 
-
-
-# ----------------------------------------------------------------------------- configuration
-
-
-@dataclasses.dataclass(frozen=True)
-class SynthesizerConfig:
-    """Base of every method's configuration (a frozen dataclass of public hyperparameters).
-
-    Noise multipliers in a configuration are the configured values: with a target epsilon the
-    plan's phases carry the calibrated noise (one common factor on the configured values, unless
-    the method calibrates otherwise), and the configuration is not changed.
-    """
-
-    def validate(self) -> SynthesizerConfig:
-        """Checks every field; returns ``self``. Subclasses extend it."""
-        return self
-
-    def replace(self, **changes) -> SynthesizerConfig:
-        names = {f.name for f in dataclasses.fields(self)}
-        unknown = sorted(set(changes) - names)
-        if unknown:
-            raise ValueError(
-                f"{type(self).__name__} has no field(s) {unknown}; expected some of {sorted(names)}.")
-        return dataclasses.replace(self, **changes)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> SynthesizerConfig:
-        """Inverse of :meth:`to_dict` (JSON lists become tuples where the field holds a tuple)."""
-        names = {f.name: f for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - set(names))
-        if unknown:
-            raise ValueError(f"{cls.__name__} has no field(s) {unknown}.")
-        out = {}
-        for k, v in d.items():
-            out[k] = tuple(tuple(x) if isinstance(x, list) else x for x in v) if isinstance(v, list) else v
-        return cls(**out)
 
 
 # ----------------------------------------------------------------------------- plan and results
@@ -154,6 +115,7 @@ class FitContext:
             (``max_seconds``) is spent, and a phase must then end (its executed steps are what the
             report accounts for).
         checkpointer: the fit's private checkpoints (``fit(checkpoint_dir=...)``), or None.
+        flags: the speed settings (:class:`Flags`, the method's defaults resolved).
     """
 
     num_records: int
@@ -163,6 +125,7 @@ class FitContext:
     progress: Callable[[str], ProgressFn | None]
     should_stop: Callable[[], bool]
     checkpointer: _checkpoint.Checkpointer | None = None
+    flags: Flags = Flags()
 
     def checkpoint(self, name: str):
         """The checkpoint hook of training phase ``name`` for ``dpsgd.run_phase(checkpoint=...)``
@@ -197,9 +160,9 @@ class FitContext:
 
     def phase_args(self, name: str) -> dict[str, Any]:
         """What every training-phase function takes from the fit: the ``progress`` callback of
-        phase ``name``, ``should_stop`` and its ``checkpoint`` hook."""
+        phase ``name``, ``should_stop``, its ``checkpoint`` hook and the speed ``flags``."""
         return {"progress": self.progress(name), "should_stop": self.should_stop,
-                "checkpoint": self.checkpoint(name)}
+                "checkpoint": self.checkpoint(name), "flags": self.flags}
 
 
 def load(path) -> Synthesizer:
@@ -241,13 +204,15 @@ class Synthesizer(abc.ABC):
     ``ACCOUNTANT`` (the headline accountant, ``"pld"`` by default; ``"rdp"`` with the improved
     conversion for a method with phases only RDP interprets, such as the exponential mechanism),
     ``CHECKPOINTS`` (True for a method whose ``_train`` passes every phase its ``ctx.checkpoint``
-    hook, so that ``fit(checkpoint_dir=...)`` can resume it) and
+    hook, so that ``fit(checkpoint_dir=...)`` can resume it), ``FLAGS`` (the speed settings the
+    method reads, with its defaults; ``ctx.flags`` and ``ctx.phase_args`` pass them on) and
     ``USES_NUM_RECORDS`` (False for a method whose mechanisms use
     no record count, e.g. noisy histograms normalised by their own noisy total).
 
     Attributes:
         config: the user's configuration (None: the method's default for the schema).
         overrides: the user's field overrides on top of it.
+        flags: the speed settings of its fits (:class:`Flags`, the method's defaults resolved).
         fitted_config: the configuration of the last fit (or of the loaded file).
         schema: the schema of the last fit.
         train_seconds: phase -> seconds of the last fit.
@@ -261,16 +226,22 @@ class Synthesizer(abc.ABC):
     ACCOUNTANT: ClassVar[str] = "pld"
     USES_NUM_RECORDS: ClassVar[bool] = True
     CHECKPOINTS: ClassVar[bool] = False
+    FLAGS: ClassVar[Flags] = Flags()  # the speed settings the method reads, with their defaults
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
         """Why the method cannot fit in this environment (a missing optional package), or None."""
         return None
 
-    def __init__(self, config: SynthesizerConfig | None = None, **overrides):
+    def __init__(self, config: SynthesizerConfig | None = None, *, flags: Flags | None = None,
+                 **overrides):
         if config is not None and not isinstance(config, self.CONFIG):
             raise TypeError(f"Expected config to be a {self.CONFIG.__name__}, got {type(config).__name__}.")
+        if flags is not None and not isinstance(flags, Flags):
+            raise TypeError(f"Expected flags to be a synthesizers.Flags, got {type(flags).__name__}.")
         self.config = config.validate() if config is not None else None
+        overrides, flag_values = split_overrides(overrides, self.CONFIG)
+        self.flags: Flags = (flags or Flags()).replace(**flag_values).over(self.FLAGS, self.METHOD)
         self.overrides = dict(overrides)
         if overrides:  # fail early on unknown fields and bad values
             base = config if config is not None else self.CONFIG()
@@ -493,7 +464,7 @@ class Synthesizer(abc.ABC):
         deadline = math.inf if max_seconds is None else time.monotonic() + float(max_seconds)
         ctx = FitContext(num_records=n, private=plan.private, plan=plan, schema=schema,
                          progress=bar.phase, should_stop=lambda: time.monotonic() >= deadline,
-                         checkpointer=ckpt)
+                         checkpointer=ckpt, flags=self.flags)
         try:
             with dpsgd.data_parallel(mesh):  # multi-host: every process must use process 0's key
                 result = self._train(plan.config, x, dpsgd.shared_key(run_key.key), ctx)
@@ -604,6 +575,7 @@ class Synthesizer(abc.ABC):
 
 __all__ = [
     "FitContext",
+    "Flags",
     "Plan",
     "Synthesizer",
     "SynthesizerConfig",

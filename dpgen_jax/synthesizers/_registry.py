@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from dpgen_jax.synthesizers._base import Synthesizer, SynthesizerConfig
+    from dpgen_jax.synthesizers._config import Flags
 
 
 _REGISTRY: dict[str, type[Synthesizer]] = {}
@@ -33,13 +34,17 @@ def get(name: str) -> type[Synthesizer]:
         raise ValueError(f"Unknown method {name!r}; expected one of {sorted(_REGISTRY)}.") from None
 
 
-def create(name: str, config: SynthesizerConfig | None = None, **overrides) -> Synthesizer:
+def create(name: str, config: SynthesizerConfig | None = None, *, flags: Flags | None = None,
+           **overrides) -> Synthesizer:
     """A new, unfitted synthesizer of method ``name`` (see :func:`available`).
 
     Args:
         name: registry name, e.g. ``"dp-auto-gan"``.
         config: a full configuration of that method (default: the method's default for the
             schema given to ``fit``).
-        **overrides: configuration fields to set on top of the default (or of ``config``).
+        flags: speed settings (:class:`~dpgen_jax.synthesizers.Flags`); None fields take the
+            method's defaults.
+        **overrides: configuration fields to set on top of the default (or of ``config``), and
+            flags (``chunk_size=...``): each keyword is sorted by its name.
     """
-    return get(name)(config, **overrides)
+    return get(name)(config, flags=flags, **overrides)

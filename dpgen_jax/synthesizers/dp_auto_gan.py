@@ -37,7 +37,7 @@ from dpgen_jax import _validate as _v
 from dpgen_jax import data as data_lib
 from dpgen_jax import dpsgd, models
 from dpgen_jax.synthesizers import _gan, _training
-from dpgen_jax.synthesizers._base import Synthesizer, SynthesizerConfig, TrainResult, register
+from dpgen_jax.synthesizers._base import Flags, Synthesizer, SynthesizerConfig, TrainResult, register
 
 
 # The paper's settings by its epsilon (RDP + classic conversion): family, autoencoder and critic
@@ -57,6 +57,8 @@ PAPER_PRESETS: dict[str, dict[str, Any]] = {
         ("1.33", "binary", 2.3, 2.3, {"critic_steps": 7000}),
         ("2.70", "binary", 1.3, 1.3, {"critic_steps": 7000}))
 }
+# The speed settings this method reads and their defaults (synthesizers.Flags).
+FLAGS = Flags(clip_method="ghost", chunk_size=1000)
 CLIP_NORM_RULES = ("paper-joint", "public-median")
 CONTINUOUS_ENCODINGS = ("paper", "bins")
 # The paper's decoder-only autoencoder clip norms: Adult on the mean-BCE scale, MIMIC on the
@@ -144,8 +146,6 @@ class DPAutoGANConfig(SynthesizerConfig):
     critic_steps_per_generator_step: int = 2
     generator_batch_size: int = 128
     generator_learning_rate: float = 0.005
-    method: str = "ghost"
-    chunk_size: int = 1000
 
     @classmethod
     def adult(cls, **overrides) -> DPAutoGANConfig:
@@ -171,10 +171,10 @@ class DPAutoGANConfig(SynthesizerConfig):
         for name, options in (("family", ("adult", "binary")), ("ae_loss", ("mean", "sum")),
                               ("continuous_encoding", CONTINUOUS_ENCODINGS), ("decode", data_lib.DECODE_MODES),
                               ("bin_spacing", data_lib.SPACINGS),
-                              ("critic_clipping", _gan.CRITIC_CLIPPINGS), ("method", dpsgd.METHODS)):
+                              ("critic_clipping", _gan.CRITIC_CLIPPINGS)):
             _v.choice(getattr(self, name), name, options)
         for name in ("bins", "latent_dim", "noise_dim", "critic_batch_size",
-                     "critic_steps_per_generator_step", "generator_batch_size", "chunk_size"):
+                     "critic_steps_per_generator_step", "generator_batch_size"):
             _v.count(getattr(self, name), name, 1)
         if self.ae_batch_size is not None:
             _v.count(self.ae_batch_size, "ae_batch_size", 1)
@@ -300,12 +300,13 @@ def resolve_ae_clip_norm(config: DPAutoGANConfig, schema: data_lib.Schema, ae_pa
 
 
 def train_autoencoder(config: DPAutoGANConfig, ae_params, data: jax.Array, key: jax.Array, phase, *,
-                      progress=None, should_stop=None, checkpoint=None) -> dpsgd.TrainState:
+                      progress=None, should_stop=None, checkpoint=None,
+                      flags: Flags = FLAGS) -> dpsgd.TrainState:
     """Phase 1: the ``phase.steps`` steps of the joint autoencoder's accounted ``phase`` (from
     :func:`privacy_phases`, its clip norm resolved; a ``NonPrivatePhase``: non-private)."""
     return _training.run_private_phase(
         ae_loss_fn(config, data.shape[1]), _ae_optimizer(config), ae_params, data, key, phase,
-        method=config.method, chunk_size=config.chunk_size,
+        method=flags.clip_method, chunk_size=flags.chunk_size,
         progress=progress, should_stop=should_stop, checkpoint=checkpoint)
 
 
@@ -320,7 +321,8 @@ def fake_rows(nets: models.DPAutoGANNetworks, gen_params, dec_params, key, n: in
     return nn.sigmoid(nets.decoder.apply({"params": dec_params}, latent))
 
 
-def make_gan_runner(config: DPAutoGANConfig, width: int, num_rows: int, phase) -> _gan.GANRunner:
+def make_gan_runner(config: DPAutoGANConfig, width: int, num_rows: int, phase, *,
+                    flags: Flags = FLAGS) -> _gan.GANRunner:
     """The compiled GAN phase ``run(state, data, dec_params, key, n_iterations, total) -> state``
     and its optimizers (``_gan.rmsprop_gan_runner``); the critic's steps realise ``phase`` (a
     ``NonPrivatePhase``: a non-private critic)."""
@@ -333,17 +335,18 @@ def make_gan_runner(config: DPAutoGANConfig, width: int, num_rows: int, phase) -
         weight_clamp_bound=config.weight_clamp, phase=phase, scan_rows=num_rows,
         clipping=config.critic_clipping,
         critic_steps_per_generator_step=config.critic_steps_per_generator_step,
-        generator_batch_size=config.generator_batch_size, method=config.method)
+        generator_batch_size=config.generator_batch_size, method=flags.clip_method)
 
 
 def train_gan(config: DPAutoGANConfig, params: Params, dec_params, data: jax.Array, key: jax.Array,
-              phase, *, progress=None, should_stop=None, checkpoint=None) -> _gan.GANState:
+              phase, *, progress=None, should_stop=None, checkpoint=None,
+              flags: Flags = FLAGS) -> _gan.GANState:
     """Phase 2: the ``phase.steps`` critic steps of the critic's accounted ``phase`` (a
     ``NonPrivatePhase``: non-private, no noise) with interleaved generator steps
     (``_gan.train_gan``)."""
-    runner = make_gan_runner(config, data.shape[1], data.shape[0], phase)
+    runner = make_gan_runner(config, data.shape[1], data.shape[0], phase, flags=flags)
     return _gan.train_gan(runner, params.critic, params.generator, data, dec_params, key,
-                          critic_steps=phase.steps, chunk_size=config.chunk_size,
+                          critic_steps=phase.steps, chunk_size=flags.chunk_size,
                           critic_steps_per_generator_step=config.critic_steps_per_generator_step,
                           progress=progress, should_stop=should_stop, checkpoint=checkpoint)
 
@@ -423,6 +426,7 @@ class DPAutoGAN(Synthesizer):
     CONFIG = DPAutoGANConfig
     PRESETS = PAPER_PRESETS
     CHECKPOINTS = True
+    FLAGS = FLAGS
 
     def _default_config(self, schema):
         if all(c.kind == "binary" for c in schema.columns):

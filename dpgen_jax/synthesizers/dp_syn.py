@@ -46,11 +46,13 @@ from dpgen_jax import _validate as _v
 from dpgen_jax import data as data_lib
 from dpgen_jax import dpsgd, models, privacy
 from dpgen_jax.synthesizers import _losses, _training
-from dpgen_jax.synthesizers._base import Synthesizer, SynthesizerConfig, TrainResult, register
+from dpgen_jax.synthesizers._base import Flags, Synthesizer, SynthesizerConfig, TrainResult, register
 
 GROUP_COMPOSITIONS = ("parallel", "sequential")
 CONTINUOUS_ENCODINGS = ("scaled", "bins")
 BUDGET_SPLITS = ("calibrated", "original")
+# The speed settings this method reads and their defaults (synthesizers.Flags).
+FLAGS = Flags(clip_method="ghost", chunk_size=500)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,11 +94,9 @@ class DPSYNConfig(SynthesizerConfig):
     released_counts: tuple[float, ...] | None = None
     group_composition: str = "parallel"
     budget_split: str = "calibrated"
-    method: str = "ghost"
-    chunk_size: int = 500
 
     def validate(self) -> DPSYNConfig:
-        for name in ("latent_dim", "batch_size", "em_components", "chunk_size"):
+        for name in ("latent_dim", "batch_size", "em_components"):
             _v.count(getattr(self, name), name, 1)
         _v.count(self.em_iterations, "em_iterations", 0)
         _v.non_negative_finite(self.epochs, "epochs")
@@ -109,7 +109,6 @@ class DPSYNConfig(SynthesizerConfig):
         _v.choice(self.continuous_encoding, "continuous_encoding", CONTINUOUS_ENCODINGS)
         _v.count(self.bins, "bins", 1)
         _v.choice(self.budget_split, "budget_split", BUDGET_SPLITS)
-        _v.choice(self.method, "method", dpsgd.METHODS)
         for name in ("ae_noise_multipliers", "group_shares", "group_counts", "released_counts"):
             values = getattr(self, name)
             if values is not None:
@@ -309,7 +308,8 @@ def init(config: DPSYNConfig, width: int, k: int, key: jax.Array):
     return jax.vmap(lambda kk: ae.init(kk, jnp.zeros((1, width)))["params"])(jax.random.split(key, k))
 
 
-def make_group_runner(config: DPSYNConfig, blocks: tuple, capacity: int, phase):
+def make_group_runner(config: DPSYNConfig, blocks: tuple, capacity: int, phase, *,
+                      flags: Flags = FLAGS):
     """``run(states, data, key, rates, planned, start, n) -> states``: n DP-SGD steps of every
     group at once (vmap over groups); a group stops after its planned steps. ``phase``: one
     group's autoencoder phase, whose clip norm every group shares; each group's rate, normaliser
@@ -321,7 +321,7 @@ def make_group_runner(config: DPSYNConfig, blocks: tuple, capacity: int, phase):
         return recon(ae.apply({"params": params}, batch), batch)
 
     optimizer = _training.torch_adam(config.learning_rate)
-    step = dpsgd.make_dp_step(loss, optimizer, phase, scan_rows=capacity, method=config.method,
+    step = dpsgd.make_dp_step(loss, optimizer, phase, scan_rows=capacity, method=flags.clip_method,
                               capacity=capacity)
 
     @jax.jit
@@ -377,7 +377,8 @@ def stack_groups(codes, feats, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def train_autoencoders(config: DPSYNConfig, blocks: tuple, codes, feats, init_key, key,
-                       phases: Sequence, *, should_stop=None, checkpoint=None) -> dpsgd.TrainState:
+                       phases: Sequence, *, should_stop=None, checkpoint=None,
+                       flags: Flags = FLAGS) -> dpsgd.TrainState:
     """Phase 2: every group's autoencoder at once (stacked states, one vmapped DP-SGD step).
 
     ``phases``: each group's accounted autoencoder phase, in the order of the label's categories
@@ -394,7 +395,7 @@ def train_autoencoders(config: DPSYNConfig, blocks: tuple, codes, feats, init_ke
     data, sizes = stack_groups(codes, feats, k)
     big = max(int(sizes.max()), 1)
     run, opt = make_group_runner(config, blocks, dpsgd.default_capacity(big, max(p.sample_rate for p in phases)),
-                                 phases[0])
+                                 phases[0], flags=flags)
     group_rates = dpsgd.GroupRates(
         jnp.asarray(sizes, jnp.int32), jnp.asarray([p.sample_rate for p in phases], jnp.float32),
         jnp.asarray([p.normaliser(int(n)) for p, n in zip(phases, sizes)], jnp.float32),
@@ -404,7 +405,7 @@ def train_autoencoders(config: DPSYNConfig, blocks: tuple, codes, feats, init_ke
     data = jnp.asarray(data)
     return dpsgd.run_chunks(
         lambda s, done, n: run(s, data, key, group_rates, planned, jnp.int32(done), jnp.int32(n)),
-        states, int(planned.max()), config.chunk_size, should_stop=should_stop, checkpoint=checkpoint)
+        states, int(planned.max()), flags.chunk_size, should_stop=should_stop, checkpoint=checkpoint)
 
 
 def fit_mixtures(config: DPSYNConfig, blocks: tuple, codes, feats, params, key,
@@ -435,6 +436,7 @@ class DPSYN(Synthesizer):
     DECODE_MODE = "sample"  # the decoder's softmax blocks are distributions over categories
     USES_NUM_RECORDS = True  # each group's rate is batch_size / (N / k) (unless group_counts)
     CHECKPOINTS = True
+    FLAGS = FLAGS
 
     def _check_schema(self, schema):
         label_column(schema)
@@ -476,7 +478,8 @@ class DPSYN(Synthesizer):
         blocks = tuple(encoder_for(config, feature_schema(ctx.schema)).blocks)
         states = train_autoencoders(config, blocks, codes, feats, k_init, k_ae,
                                     autoencoder_phases(ctx.plan.phases),
-                                    should_stop=ctx.should_stop, checkpoint=ctx.checkpoint("autoencoders"))
+                                    should_stop=ctx.should_stop, checkpoint=ctx.checkpoint("autoencoders"),
+                                    flags=ctx.flags)
         t1 = time.perf_counter()
         mixtures = fit_mixtures(config, blocks, codes, feats, states.params, k_em,
                                 ctx.phase(f"dp-em/{names[0]}").noise_multiplier if ctx.private else 0.0)

@@ -33,7 +33,7 @@ from dpgen_jax import _validate as _v
 from dpgen_jax import data as data_lib
 from dpgen_jax import dpsgd, models
 from dpgen_jax.synthesizers import _losses, _training
-from dpgen_jax.synthesizers._base import Synthesizer, SynthesizerConfig, TrainResult, register
+from dpgen_jax.synthesizers._base import Flags, Synthesizer, SynthesizerConfig, TrainResult, register
 
 # The paper's noise multipliers for epsilon 0.36 / 0.51 / 1.01 (Tantipongpipat et al. 2021, App. E.3)
 # at the default batch size; each step count is the largest whose epsilon under the paper's
@@ -46,6 +46,8 @@ PAPER_PRESETS: dict[str, dict[str, Any]] = {
     "paper-1.01": {"batch_size": PAPER_BATCH_SIZE, "noise_multiplier": 2.0, "steps": 38167},
 }
 CLIP_NORM_RULES = ("public-median",)
+# The speed settings this method reads and their defaults (synthesizers.Flags).
+FLAGS = Flags(clip_method="ghost", chunk_size=5000)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,15 +71,12 @@ class DPVAEConfig(SynthesizerConfig):
     learning_rate: float = 1e-3
     noise_multiplier: float = PAPER_PRESETS["paper-1.01"]["noise_multiplier"]
     clip_norm: float | str = "public-median"
-    method: str = "ghost"
-    chunk_size: int = 5000
 
     def validate(self) -> DPVAEConfig:
         _v.choice(self.continuous_loss, "continuous_loss", _losses.CONTINUOUS_LOSSES)
-        _v.choice(self.method, "method", dpsgd.METHODS)
         models.get_activation(self.encoder_activation)
         models.get_activation(self.decoder_activation)
-        for name in ("latent_dim", "batch_size", "chunk_size"):
+        for name in ("latent_dim", "batch_size"):
             _v.count(getattr(self, name), name, 1)
         _v.count(self.steps, "steps", 0)
         if any(isinstance(w, bool) or int(w) != w or w < 1 for w in self.hidden):
@@ -131,13 +130,14 @@ def reparameterised_batch(latent_dim: int):
 
 
 def train_vae(config: DPVAEConfig, blocks: tuple, params, data: jax.Array, key: jax.Array, phase, *,
-              progress=None, should_stop=None, checkpoint=None) -> dpsgd.TrainState:
+              progress=None, should_stop=None, checkpoint=None,
+              flags: Flags = FLAGS) -> dpsgd.TrainState:
     """The ``phase.steps`` steps of the accounted ``phase`` (from :func:`privacy_phases`, its clip
     norm resolved; a ``NonPrivatePhase``: non-private) on the joint encoder and decoder."""
     return _training.run_private_phase(
         elbo_loss_fn(config, blocks), _training.torch_adam(config.learning_rate), params, data, key,
-        phase, method=config.method,
-        chunk_size=config.chunk_size, progress=progress, should_stop=should_stop,
+        phase, method=flags.clip_method,
+        chunk_size=flags.chunk_size, progress=progress, should_stop=should_stop,
         batch_fn=reparameterised_batch(config.latent_dim), checkpoint=checkpoint)
 
 
@@ -205,6 +205,7 @@ class DPVAE(Synthesizer):
     PRESETS = PAPER_PRESETS
     DECODE_MODE = "sample"
     CHECKPOINTS = True
+    FLAGS = FLAGS
 
     def _phases(self, config, schema, num_records, private):
         return privacy_phases(config, num_records, private=private)

@@ -36,9 +36,9 @@ import numpy as np
 from dpgen_jax._typing import PyTree
 from dpgen_jax import _validate as _v
 from dpgen_jax import data as data_lib
-from dpgen_jax import dpsgd, models
+from dpgen_jax import models
 from dpgen_jax.synthesizers import _gan, _losses, _training
-from dpgen_jax.synthesizers._base import Synthesizer, SynthesizerConfig, TrainResult, register
+from dpgen_jax.synthesizers._base import Flags, Synthesizer, SynthesizerConfig, TrainResult, register
 
 PREPROCESSINGS = ("mixed", "paper")
 # The paper's noise multipliers for epsilon 0.36 / 0.51 / 1.01 (Tantipongpipat et al. 2021, App. E.2)
@@ -52,6 +52,8 @@ PAPER_PRESETS: dict[str, dict[str, Any]] = {
     "paper-1.01": {"batch_size": PAPER_BATCH_SIZE, "noise_multiplier": 9.0, "critic_steps": 849},
 }
 CLIP_NORM_RULES = ("public-median",)
+# The speed settings this method reads and their defaults (synthesizers.Flags).
+FLAGS = Flags(clip_method="ghost", chunk_size=200)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,15 +81,11 @@ class DPWGANConfig(SynthesizerConfig):
     generator_batch_size: int | None = None       # None: batch_size
     critic_learning_rate: float = 0.001
     generator_learning_rate: float = 0.001
-    method: str = "ghost"
-    chunk_size: int = 200
 
     def validate(self) -> DPWGANConfig:
         _v.choice(self.preprocessing, "preprocessing", PREPROCESSINGS)
         _v.choice(self.critic_clipping, "critic_clipping", _gan.CRITIC_CLIPPINGS)
-        _v.choice(self.method, "method", dpsgd.METHODS)
-        for name in ("critic_steps_per_generator_step", "chunk_size"):
-            _v.count(getattr(self, name), name, 1)
+        _v.count(self.critic_steps_per_generator_step, "critic_steps_per_generator_step", 1)
         for name in ("batch_size", "noise_dim", "generator_batch_size"):
             v = getattr(self, name)
             if v is not None:
@@ -169,7 +167,8 @@ _sample_jit = functools.partial(jax.jit, static_argnums=(0, 1, 4))(fake_rows)
 # ----------------------------------------------------------------------------- training
 
 
-def make_gan_runner(config: DPWGANConfig, blocks: tuple, num_rows: int, phase) -> _gan.GANRunner:
+def make_gan_runner(config: DPWGANConfig, blocks: tuple, num_rows: int, phase, *,
+                    flags: Flags = FLAGS) -> _gan.GANRunner:
     """The compiled GAN phase ``run(state, data, None, key, n_iterations, total) -> state`` and
     its optimizers (``_gan.rmsprop_gan_runner``); the critic's steps realise ``phase`` (from
     :func:`privacy_phases`, its clip norm resolved; a ``NonPrivatePhase``: a non-private critic)."""
@@ -182,16 +181,18 @@ def make_gan_runner(config: DPWGANConfig, blocks: tuple, num_rows: int, phase) -
         weight_clamp_bound=config.weight_clamp, phase=phase, scan_rows=num_rows,
         clipping=config.critic_clipping,
         critic_steps_per_generator_step=config.critic_steps_per_generator_step,
-        generator_batch_size=config.generator_batch_size or phase.batch_size, method=config.method)
+        generator_batch_size=config.generator_batch_size or phase.batch_size,
+        method=flags.clip_method)
 
 
 def train_gan(config: DPWGANConfig, blocks: tuple, params: Params, data: jax.Array, key: jax.Array,
-              phase, *, progress=None, should_stop=None, checkpoint=None) -> _gan.GANState:
+              phase, *, progress=None, should_stop=None, checkpoint=None,
+              flags: Flags = FLAGS) -> _gan.GANState:
     """The ``phase.steps`` critic steps of the accounted ``phase`` (a ``NonPrivatePhase``:
     non-private) with interleaved generator steps, from ``params`` (``_gan.train_gan``)."""
-    runner = make_gan_runner(config, blocks, data.shape[0], phase)
+    runner = make_gan_runner(config, blocks, data.shape[0], phase, flags=flags)
     return _gan.train_gan(runner, params.critic, params.generator, data, None, key,
-                          critic_steps=phase.steps, chunk_size=config.chunk_size,
+                          critic_steps=phase.steps, chunk_size=flags.chunk_size,
                           critic_steps_per_generator_step=config.critic_steps_per_generator_step,
                           progress=progress, should_stop=should_stop, checkpoint=checkpoint)
 
@@ -273,6 +274,7 @@ class DPWGAN(Synthesizer):
     PRESETS = PAPER_PRESETS
     DECODE_MODE = "sample"
     CHECKPOINTS = True
+    FLAGS = FLAGS
 
     def _preprocessing(self) -> str:
         base = self.config if self.config is not None else DPWGANConfig()

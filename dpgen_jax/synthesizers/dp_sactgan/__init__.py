@@ -68,6 +68,7 @@ from dpgen_jax.synthesizers.dp_sactgan._conditional import (
 from dpgen_jax.synthesizers.dp_sactgan._config import (
     ABSURD_SNR,
     COND_SOURCES,
+    FLAGS,
     MODE_ASSIGNMENTS,
     MODE_SOURCES,
     PAPER_PRESETS,
@@ -235,6 +236,7 @@ class DPSACTGAN(Synthesizer):
     PRESETS = PAPER_PRESETS
     DECODE_MODE = "sample"
     CHECKPOINTS = True
+    FLAGS = FLAGS
 
     def _phases(self, config, schema, num_records, private):
         return privacy_phases(config, build_layout(schema, config), num_records, private=private)
@@ -303,7 +305,7 @@ class DPSACTGAN(Synthesizer):
         pretrained = 0
         if config.pretrain_iterations:
             pre = pretrain(config, layout, data, log_probs, k_pre, progress=ctx.progress("pretrain"),
-                           should_stop=ctx.should_stop, checkpoint=ctx.checkpoint("pretrain"))
+                           should_stop=ctx.should_stop, checkpoint=ctx.checkpoint("pretrain"), flags=ctx.flags)
             critics, aux, pretrained = pre.critics, pre.aux, int(pre.steps)
             opt = optimizer(config)  # fresh Adam states for the generator phase, as GS-WGAN
             critics = Net(critics.params, jax.vmap(opt.init)(critics.params))
@@ -401,6 +403,7 @@ __all__ = [
     "ABSURD_SNR",
     "Batch",
     "COND_SOURCES",
+    "FLAGS",
     "DPSACTGAN",
     "DPSACTGANConfig",
     "Layout",

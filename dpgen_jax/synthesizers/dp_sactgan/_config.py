@@ -6,7 +6,7 @@ import dataclasses
 from typing import Any
 
 from dpgen_jax import _validate as _v
-from dpgen_jax.synthesizers._base import SynthesizerConfig
+from dpgen_jax.synthesizers._config import Flags, SynthesizerConfig
 
 MODE_SOURCES = ("dp-em", "public")
 MODE_ASSIGNMENTS = ("argmax", "sample")
@@ -14,6 +14,10 @@ COND_SOURCES = ("noisy", "uniform")
 #: "hook": the paper's sanitiser on the generator's output (K sharded critics); "critic": DP-SGD on
 #: one critic and classifier, the generator trained on their outputs only (docs/dp-sactgan.md).
 MECHANISMS = ("hook", "critic")
+# The speed settings this method reads and their defaults (synthesizers.Flags): generator steps
+# (hook) or iterations of critic steps and a generator step (critic) per compiled call; shards
+# vmapped together in pretraining.
+FLAGS = Flags(chunk_size=100, shard_group=32)
 #: Below this per-step signal-to-noise bound, sqrt(B) / (2 sigma sqrt(width)), a calibration warns.
 ABSURD_SNR = 1e-3
 
@@ -79,12 +83,10 @@ class DPSACTGANConfig(SynthesizerConfig):
     adam_eps: float = 1e-3
     weight_decay: float = 1e-5
     tau: float = 0.2
-    shard_group: int = 32
-    chunk_size: int = 100
 
     def validate(self) -> DPSACTGANConfig:
         for name in ("max_discriminators", "batch_size", "critic_steps", "noise_dim", "d_model",
-                     "num_heads", "num_layers", "n_modes", "shard_group", "chunk_size"):
+                     "num_heads", "num_layers", "n_modes"):
             _v.count(getattr(self, name), name, 1)
         for name in ("generator_steps", "pretrain_iterations", "em_iterations"):
             _v.count(getattr(self, name), name, 0)

@@ -29,7 +29,8 @@ from jax import lax
 
 from dpgen_jax.synthesizers import _gan
 from dpgen_jax.synthesizers.dp_sactgan._conditional import sample_cond
-from dpgen_jax.synthesizers.dp_sactgan._config import DPSACTGANConfig
+from dpgen_jax.synthesizers._config import Flags
+from dpgen_jax.synthesizers.dp_sactgan._config import FLAGS, DPSACTGANConfig
 from dpgen_jax.synthesizers.dp_sactgan._encoding import Layout
 from dpgen_jax.synthesizers.dp_sactgan._training import (
     activate,
@@ -145,7 +146,8 @@ def init_params(config: DPSACTGANConfig, layout: Layout, key: jax.Array):
 
 
 def train(config: DPSACTGANConfig, layout: Layout, rows: jax.Array, codes: jax.Array, log_probs: jax.Array,
-          key: jax.Array, phase, *, progress=None, should_stop=None, checkpoint=None) -> _gan.GANState:
+          key: jax.Array, phase, *, progress=None, should_stop=None, checkpoint=None,
+          flags: Flags = FLAGS) -> _gan.GANState:
     """The ``phase.steps`` critic steps of the accounted ``phase`` (``privacy_phases``' "critic":
     q = B / N over the public N) with a generator step after every ``config.critic_steps``.
     ``int(state.critic.steps)`` is the executed count the accountant is given."""
@@ -155,5 +157,5 @@ def train(config: DPSACTGANConfig, layout: Layout, rows: jax.Array, codes: jax.A
     return _gan.train_gan(runner(config, layout, int(rows.shape[0]), phase),
                           critic_params, g_params, data, log_probs, k_run, critic_steps=phase.steps,
                           critic_steps_per_generator_step=config.critic_steps,
-                          chunk_size=config.chunk_size * config.critic_steps, progress=progress,
+                          chunk_size=flags.chunk_size * config.critic_steps, progress=progress,
                           should_stop=should_stop, checkpoint=checkpoint)

@@ -22,7 +22,8 @@ from dpgen_jax.synthesizers.dp_sactgan._conditional import (
     real_indices,
     sample_cond,
 )
-from dpgen_jax.synthesizers.dp_sactgan._config import DPSACTGANConfig
+from dpgen_jax.synthesizers._config import Flags
+from dpgen_jax.synthesizers.dp_sactgan._config import FLAGS, DPSACTGANConfig
 from dpgen_jax.synthesizers.dp_sactgan._encoding import Layout, Modes, decode_rows
 
 
@@ -294,13 +295,14 @@ def _runner(config, layout, hook):
 
 
 def train(config, layout, state: State, data: TrainData, log_probs, key, phase, *,
-          steps: int | None = None, progress=None, should_stop=None, checkpoint=None) -> State:
+          steps: int | None = None, progress=None, should_stop=None, checkpoint=None,
+          flags: Flags = FLAGS) -> State:
     """The training steps of the accounted generator ``phase`` (its sanitiser's clip norm and
     noise; a ``NonPrivatePhase``: none), ``phase.steps`` of them unless ``steps`` is given, in
     compiled chunks; step t uses ``fold_in(key, t)``. ``int(state.steps)`` is the executed count
     the accountant is given."""
     total = phase.steps if steps is None else steps
-    return dpsgd.run_phase(None, state, data, key, total, extra=log_probs, chunk_size=config.chunk_size,
+    return dpsgd.run_phase(None, state, data, key, total, extra=log_probs, chunk_size=flags.chunk_size,
                            progress=progress, runner=_runner(config, layout, _shards.sanitizer_hook(phase)),
                            should_stop=should_stop, checkpoint=checkpoint)
 
@@ -313,7 +315,7 @@ class PretrainState(NamedTuple):
 
 
 @functools.lru_cache(maxsize=32)
-def _pretrain_runner(config, layout, mesh: jax.sharding.Mesh | None = None):
+def _pretrain_runner(config, layout, shard_group: int, mesh: jax.sharding.Mesh | None = None):
     """Every shard's iteration (temporary generator, critic, classifier; non-private) at once:
     ``vmap`` inside groups of ``shard_group`` shards (``lax.map``), as GS-WGAN's pretraining.
 
@@ -334,7 +336,7 @@ def _pretrain_runner(config, layout, mesh: jax.sharding.Mesh | None = None):
 
             return lax.fori_loop(0, n, body, (g, d, a))
 
-        return lax.map(one, (gens, critics, aux, idx), batch_size=min(config.shard_group, idx.shape[0]))
+        return lax.map(one, (gens, critics, aux, idx), batch_size=min(shard_group, idx.shape[0]))
 
     if mesh is not None:
         axis = mesh.axis_names[0]
@@ -353,7 +355,8 @@ def _pretrain_runner(config, layout, mesh: jax.sharding.Mesh | None = None):
 
 
 def pretrain(config, layout, data: TrainData, log_probs, key, *, progress=None,
-             should_stop=None, checkpoint=None, mesh: jax.sharding.Mesh | None = None) -> PretrainState:
+             should_stop=None, checkpoint=None, mesh: jax.sharding.Mesh | None = None,
+             flags: Flags = FLAGS) -> PretrainState:
     """``pretrain_iterations`` non-private iterations of every shard's critic and classifier
     against that shard's own temporary generator (releases nothing; GS-WGAN's warm start).
 
@@ -374,8 +377,8 @@ def pretrain(config, layout, data: TrainData, log_probs, key, *, progress=None,
         state = PretrainState(*padded, state.steps)
         data, log_probs = dpsgd.replicate((data, log_probs), mesh)
     state = dpsgd.run_phase(None, state, data, k_run, config.pretrain_iterations, extra=log_probs,
-                            chunk_size=max(1, min(config.chunk_size, config.pretrain_iterations)),
-                            progress=progress, runner=_pretrain_runner(config, layout, mesh),
+                            chunk_size=max(1, min(flags.chunk_size, config.pretrain_iterations)),
+                            progress=progress, runner=_pretrain_runner(config, layout, flags.shard_group, mesh),
                             should_stop=should_stop, checkpoint=checkpoint)
     if mesh is not None:
         cut = functools.partial(jax.tree_util.tree_map, lambda a: a[:kk])

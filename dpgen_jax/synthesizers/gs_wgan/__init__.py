@@ -48,7 +48,7 @@ from dpgen_jax import dpsgd, privacy
 from dpgen_jax.synthesizers._base import Synthesizer, TrainResult, register
 from dpgen_jax.synthesizers._shards import Shards, partition, shard_batch_indices, step_keys
 from dpgen_jax.synthesizers.gs_wgan._config import (
-    CRITIC_SCHEDULES, LEARNS_FROM_EPSILON, SAMPLE_FROM, THESIS_PRESETS, THESIS_ROWS, GSWGANConfig,
+    CRITIC_SCHEDULES, FLAGS, LEARNS_FROM_EPSILON, SAMPLE_FROM, THESIS_PRESETS, THESIS_ROWS, GSWGANConfig,
     num_shards, privacy_phases)
 from dpgen_jax.synthesizers.gs_wgan._training import (
     GeneratorState, Net, PretrainState, Snapshots, all_critic_updates, critic_loss, critic_scores,
@@ -58,7 +58,7 @@ from dpgen_jax.synthesizers.gs_wgan._training import (
 
 
 __all__ = [
-    "CRITIC_SCHEDULES", "LEARNS_FROM_EPSILON", "SAMPLE_FROM", "THESIS_PRESETS", "THESIS_ROWS",
+    "CRITIC_SCHEDULES", "FLAGS", "LEARNS_FROM_EPSILON", "SAMPLE_FROM", "THESIS_PRESETS", "THESIS_ROWS",
     "GSWGAN", "GSWGANConfig", "GeneratorState", "Net", "PretrainState", "Shards", "Snapshots",
     "all_critic_updates", "critic_loss", "critic_scores", "critic_update", "critic_update_on",
     "critic_updates", "generate", "generator_step", "init_critic", "init_generator",
@@ -83,6 +83,7 @@ class GSWGAN(Synthesizer):
     CONFIG = GSWGANConfig
     PRESETS = THESIS_PRESETS
     CHECKPOINTS = True
+    FLAGS = FLAGS
 
     def _phases(self, config, schema, num_records, private):
         return privacy_phases(config, num_records, private=private)
@@ -108,18 +109,18 @@ class GSWGAN(Synthesizer):
         x_sorted, shards = partition(rows, k_part, k)
         t0 = time.perf_counter()
         pre = pretrain(config, x_sorted, shards, k_pre, progress=ctx.progress("pretrain"),
-                       should_stop=ctx.should_stop, checkpoint=ctx.checkpoint("pretrain"))
+                       should_stop=ctx.should_stop, checkpoint=ctx.checkpoint("pretrain"), flags=ctx.flags)
         pretrained = int(pre.steps)
         t1 = time.perf_counter()
         state = init_generator_phase(config, x.shape[1], pre.critics.params, k_init)
         del pre
-        hook, run_config = ctx.checkpoint("generator"), config
+        hook, flags = ctx.checkpoint("generator"), ctx.flags
         if config.snapshot_every:  # chunks end on every snapshot step
             hook = Snapshots(config.snapshot_every, hook, config.sample_from)
-            run_config = config.replace(chunk_size=math.gcd(config.chunk_size, config.snapshot_every))
-        state = train_generator(run_config, state, x_sorted, shards, k_gen, ctx.phase("generator"),
+            flags = flags.replace(chunk_size=math.gcd(flags.chunk_size, config.snapshot_every))
+        state = train_generator(config, state, x_sorted, shards, k_gen, ctx.phase("generator"),
                                 progress=ctx.progress("generator"), should_stop=ctx.should_stop,
-                                checkpoint=hook)
+                                checkpoint=hook, flags=flags)
         jax.block_until_ready(state.ema)
         t2 = time.perf_counter()
         notes = [

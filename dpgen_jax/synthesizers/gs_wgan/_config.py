@@ -9,10 +9,12 @@ from typing import Any
 
 from dpgen_jax import _validate as _v
 from dpgen_jax import models, privacy
-from dpgen_jax.synthesizers._base import SynthesizerConfig
+from dpgen_jax.synthesizers._config import Flags, SynthesizerConfig
 
 SAMPLE_FROM = ("ema", "raw")
 CRITIC_SCHEDULES = ("all", "selected")
+# The speed settings this method reads and their defaults (synthesizers.Flags).
+FLAGS = Flags(chunk_size=500, shard_group=32, pretrain_chunk=50)
 #: The smallest proven epsilon at which GS-WGAN's frontier on cardio reached TSTR AUROC 0.70
 #: (experiments.gswgan_frontier, docs/gs-wgan.md); below it a fit's report says what to expect.
 LEARNS_FROM_EPSILON = 100.0
@@ -81,15 +83,11 @@ class GSWGANConfig(SynthesizerConfig):
     beta2: float = 0.9
     ema_decay: float = 0.999
     sample_from: str = "ema"
-    pretrain_chunk: int = 50
-    shard_group: int = 32
-    chunk_size: int = 500
     critic_schedule: str = "all"
     snapshot_every: int = 0
 
     def validate(self) -> GSWGANConfig:
-        for name in ("batch_size", "noise_dim", "critic_steps_per_generator_step",
-                     "pretrain_chunk", "shard_group", "chunk_size"):
+        for name in ("batch_size", "noise_dim", "critic_steps_per_generator_step"):
             _v.count(getattr(self, name), name, 1)
         if self.num_shards is not None:
             _v.count(self.num_shards, "num_shards", 1)

@@ -17,7 +17,8 @@ from dpgen_jax import _validate as _v
 from dpgen_jax import dpsgd, models
 from dpgen_jax.synthesizers._shards import (Shards, hooked, pad_shards, sanitizer_hook, shard_batch_indices,
                                            step_keys)
-from dpgen_jax.synthesizers.gs_wgan._config import SAMPLE_FROM, GSWGANConfig
+from dpgen_jax.synthesizers._config import Flags
+from dpgen_jax.synthesizers.gs_wgan._config import FLAGS, SAMPLE_FROM, GSWGANConfig
 
 
 def networks(config: GSWGANConfig, width: int) -> models.GSWGANNetworks:
@@ -199,7 +200,7 @@ def init_pretrain(config: GSWGANConfig, width: int, k: int, key: jax.Array) -> P
 
 
 @functools.lru_cache(maxsize=32)
-def _pretrain_runner(config: GSWGANConfig, mesh: jax.sharding.Mesh | None = None):
+def _pretrain_runner(config: GSWGANConfig, shard_group: int, mesh: jax.sharding.Mesh | None = None):
     """A compiled ``run(state, x_sorted, key, shards, n)`` doing ``n`` iterations of every shard.
 
     The shards are processed in groups of ``shard_group``: inside a group the shards are one
@@ -226,7 +227,7 @@ def _pretrain_runner(config: GSWGANConfig, mesh: jax.sharding.Mesh | None = None
             return lax.fori_loop(0, n, body, (critic, gen))
 
         return lax.map(one, (critics, gens, starts, sizes, idx),
-                       batch_size=min(config.shard_group, starts.shape[0]))
+                       batch_size=min(shard_group, starts.shape[0]))
 
     if mesh is not None:
         axis = mesh.axis_names[0]
@@ -246,7 +247,8 @@ def _pretrain_runner(config: GSWGANConfig, mesh: jax.sharding.Mesh | None = None
 
 def pretrain(config: GSWGANConfig, x_sorted: jax.Array, shards: Shards, key: jax.Array, *,
              iterations: int | None = None, progress=None, should_stop=None,
-             checkpoint=None, mesh: jax.sharding.Mesh | None = None) -> PretrainState:
+             checkpoint=None, mesh: jax.sharding.Mesh | None = None,
+             flags: Flags = FLAGS) -> PretrainState:
     """Pretrains the K critics, each on its own shard against its own temporary generator, all in
     one compiled program (``vmap`` over groups of ``shard_group`` shards); iteration t of shard k
     uses the key ``fold_in(fold_in(k_run, t), k)`` where ``k_run`` is the second half of
@@ -268,8 +270,8 @@ def pretrain(config: GSWGANConfig, x_sorted: jax.Array, shards: Shards, key: jax
         state, shards = PretrainState(nets[0], nets[1], state.steps), pad_shards(shards, size)
         x_sorted = dpsgd.replicate(x_sorted, mesh)
     state = dpsgd.run_phase(None, state, x_sorted, k_run, total, extra=shards,
-                            chunk_size=config.pretrain_chunk, progress=progress,
-                            runner=_pretrain_runner(config, mesh), should_stop=should_stop,
+                            chunk_size=flags.pretrain_chunk, progress=progress,
+                            runner=_pretrain_runner(config, flags.shard_group, mesh), should_stop=should_stop,
                             checkpoint=checkpoint)
     if mesh is not None:
         nets = jax.tree_util.tree_map(lambda x: x[:k], (state.critics, state.generators))
@@ -345,7 +347,7 @@ def generator_step(config: GSWGANConfig, hook, mesh: jax.sharding.Mesh | None = 
 def train_generator(config: GSWGANConfig, state: GeneratorState, x_sorted: jax.Array, shards: Shards,
                     key: jax.Array, phase, *, steps: int | None = None, progress=None,
                     should_stop=None, checkpoint=None,
-                    mesh: jax.sharding.Mesh | None = None) -> GeneratorState:
+                    mesh: jax.sharding.Mesh | None = None, flags: Flags = FLAGS) -> GeneratorState:
     """The generator steps of the accounted ``phase`` (``privacy_phases``' generator phase: its
     clip norm and noise multiplier; a ``NonPrivatePhase``: no sanitiser), ``phase.steps`` of them
     unless ``steps`` is given (step t uses ``fold_in(key, t)``); ``int(state.steps)`` is the
@@ -365,7 +367,7 @@ def train_generator(config: GSWGANConfig, state: GeneratorState, x_sorted: jax.A
         state, shards = state._replace(critics=dpsgd.pad_stacked(state.critics, size)), pad_shards(shards, size)
         x_sorted = dpsgd.replicate(x_sorted, mesh)
     state = dpsgd.run_phase(None, state, x_sorted, key, total, extra=shards,
-                            chunk_size=config.chunk_size, progress=progress,
+                            chunk_size=flags.chunk_size, progress=progress,
                             runner=_generator_runner(config, sanitizer_hook(phase), mesh), should_stop=should_stop,
                             checkpoint=checkpoint)
     if mesh is not None:
