@@ -1,6 +1,7 @@
 """The benchmark's datasets: a small registry (:data:`DATASETS`, :func:`register_dataset`) and the
-built-in datasets (Adult, adult-small, mimic-like, adult-like, cardio). ``docs/benchmark.md`` shows
-how to add one; ``experiments.benchmark`` and ``experiments._leaderboard`` read it.
+built-in datasets (Adult, adult-small, mimic-like, adult-like, cardio, planted-binary).
+``docs/benchmark.md`` shows how to add one; ``experiments.benchmark`` and
+``experiments._leaderboard`` read it.
 """
 
 from __future__ import annotations
@@ -91,6 +92,29 @@ def _adult_like(data_dir, quick):
     return data.adult_like(n_train, seed=0), data.adult_like(n_test, seed=1)
 
 
+PLANTED_SHAPE, PLANTED_QUICK_SHAPE = (2000, 1000), (400, 60)  # (rows, columns), before the split
+PLANTED_SEED, PLANTED_TRAIN = 0, 0.8  # the table's and the split's numpy seed; training share
+
+
+def _planted_shape(quick):
+    return PLANTED_QUICK_SHAPE if quick else PLANTED_SHAPE
+
+
+def _planted_binary(data_dir, quick):
+    """``data.planted_binary`` (seed 0), its rows split 80 / 20 by a permutation drawn with
+    ``numpy.random.default_rng(0)``."""
+    import numpy as np
+
+    from dpgen_jax import data
+
+    n_rows, n_features = _planted_shape(quick)
+    frame = data.planted_binary(n_rows, n_features, seed=PLANTED_SEED).frame
+    rows = np.random.default_rng(PLANTED_SEED).permutation(n_rows)
+    n_train = round(PLANTED_TRAIN * n_rows)
+    return (frame.iloc[np.sort(rows[:n_train])].reset_index(drop=True),
+            frame.iloc[np.sort(rows[n_train:])].reset_index(drop=True))
+
+
 def _cardio(data_dir, quick):
     """The thesis's split of the cardio file found by ``data.find_cardio`` (``$DPGEN_CARDIO_PATH`` or
     the user cache; ``--data-dir`` names Adult's folder): train on 56,000 rows, test on 7,000."""
@@ -122,6 +146,10 @@ def _register_builtin() -> None:
     register_dataset(Dataset(
         "cardio", "Kaggle cardiovascular disease (GS-WGAN's thesis table), the thesis's stratified split: "
         "train 56,000 / test 7,000 rows (validation 7,000 unused)", data.cardio_schema(), _cardio, "cardio"))
+    register_dataset(Dataset(
+        "planted-binary", "all-binary 2,000 x 1,000 with 50 planted pairs and 50 planted triples "
+        "(data.planted_binary, seed 0), rows split 80 / 20 at random (seed 0)",
+        lambda quick: data.binary_schema(_planted_shape(quick)[1]), _planted_binary))
 
 
 _register_builtin()

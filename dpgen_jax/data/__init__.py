@@ -20,6 +20,8 @@
   :func:`cardio_like`: a seeded stand-in in its format.
 - :func:`adult_like`: a seeded, licence-free table in Adult's exact format (a stand-in, not Adult).
 - :func:`mimic_like`: a seeded, licence-free stand-in for the MIMIC-III diagnosis matrix.
+- :func:`planted_binary`: a seeded all-binary table with planted pairs and triples
+  (:class:`PlantedTable`), for wide-table benchmarks.
 
 ``docs/data.md`` describes the layer and how to add a dataset.
 
@@ -56,6 +58,7 @@ from dpgen_jax.data._files import DRAFT_NOTE_PREFIX, Draft, draft_schema, load_s
 from dpgen_jax.data._encoder import (DECODE_MODES, EXACT_INTEGER_SPAN, Block, IntegerResolutionWarning,
                                      TableEncoder)
 from dpgen_jax.data._mimic import mimic_like, mimic_like_marginals
+from dpgen_jax.data._planted import PlantedTable, planted_binary
 from dpgen_jax.data._schema import (
     Column,
     DataDerivedSchemaWarning,
@@ -82,6 +85,7 @@ __all__ = [
     "SPACINGS",
     "IntegerResolutionWarning",
     "LOG_SPAN",
+    "PlantedTable",
     "Schema",
     "TableEncoder",
     "adult_cache_dir",
@@ -110,6 +114,7 @@ __all__ = [
     "load_schema",
     "mimic_like",
     "mimic_like_marginals",
+    "planted_binary",
     "read_csv",
     "read_metadata_yaml",
     "uniform_rows",

@@ -13,7 +13,8 @@ frames are validated (``dpgen_jax.data.check_frame``) and encoded by the data la
 - Diversity: :func:`jensen_shannon`, :func:`kl_mu`, :func:`smoothing_mu`,
   :func:`categorical_distribution`, :func:`diversity`.
 - Marginals: :func:`one_way_marginals`, :func:`pca_projection`, :func:`three_way_marginal`
-  (NIST score); on public bins :func:`total_variation_1way` and :func:`marginal_l1_3way`.
+  (NIST score); on public bins :func:`total_variation_1way`, :func:`marginal_l1_2way` and
+  :func:`marginal_l1_3way`.
 - Similarity (the DP-SACTGAN paper): :func:`wasserstein_mean`, :func:`js_distance_mean`,
   :func:`diff_cor` (with :func:`association_matrix`).
 - :mod:`~dpgen_jax.metrics.published`: published numbers, one :class:`PublishedResults`
@@ -44,6 +45,7 @@ from dpgen_jax.metrics._evaluate import evaluate
 from dpgen_jax.metrics._fidelity import (
     MARGINAL_BINS,
     js_distance_mean,
+    marginal_l1_2way,
     marginal_l1_3way,
     total_variation_1way,
     wasserstein_mean,
@@ -85,6 +87,7 @@ __all__ = [
     "kl_mu",
     "label_accuracy",
     "lr_utility",
+    "marginal_l1_2way",
     "marginal_l1_3way",
     "one_way_marginals",
     "pca_projection",

@@ -7,6 +7,7 @@ import hashlib
 import json
 import math
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -14,7 +15,14 @@ import pandas as pd
 
 from dpgen_jax.data import Schema, TableEncoder
 from dpgen_jax.metrics._downstream import LabelAccuracyProtocol
-from dpgen_jax.metrics._fidelity import MARGINAL_BINS, MAX_3WAY_TRIPLES, Spacing, resolve_spacing
+from dpgen_jax.metrics._fidelity import (
+    MARGINAL_BINS,
+    MAX_2WAY_PAIRS,
+    MAX_3WAY_TRIPLES,
+    Spacing,
+    resolve_marginals,
+    resolve_spacing,
+)
 from dpgen_jax.metrics._marginals import DEFAULT_HISTOGRAM_BINS, DEFAULT_TRIPLES
 from dpgen_jax.metrics._table import METRICS, MetricInputs
 from dpgen_jax.metrics._dimension_wise import DIMENSION_WISE_TREES, is_all_binary
@@ -70,6 +78,9 @@ def evaluate(
     marginal_bins: int = MARGINAL_BINS,
     marginal_spacing: Spacing = "equal",
     max_3way_triples: int = MAX_3WAY_TRIPLES,
+    max_2way_pairs: int = MAX_2WAY_PAIRS,
+    marginal_pairs: Sequence[Sequence[str]] | None = None,
+    marginal_triples: Sequence[Sequence[str]] | None = None,
 ) -> dict[str, Any]:
     """Every metric of ``docs/metrics.md`` for one synthetic table.
 
@@ -91,8 +102,8 @@ def evaluate(
       choice; its MIMIC code used the validation split).
     - Label accuracy is the paper's Table 3 forest, by default on the full split (all of R or S
       against all of T); ``label_protocol`` selects the notebook's SIZE protocol.
-    - Continuous columns enter TV and the 3-way L1 through ``marginal_bins`` public bins over
-      their schema bounds (``data.bin_edges``).
+    - Continuous columns enter TV and the 2-way and 3-way L1 through ``marginal_bins`` public
+      bins over their schema bounds (``data.bin_edges``).
 
     Args:
         real_train: Real training rows (the rows the synthesizer was fitted on).
@@ -107,11 +118,17 @@ def evaluate(
         histogram_bins: Bins of continuous 1-way marginals (see ``histogram_edges``).
         tune_tstr: Use the GS-WGAN thesis's C/penalty selection for the TSTR AUROC (40 extra fits
             per source).
-        marginal_bins: Public bins per continuous column of ``tv_1way`` and ``marginal_l1_3way``.
+        marginal_bins: Public bins per continuous column of ``tv_1way``, ``marginal_l1_2way`` and
+            ``marginal_l1_3way``.
         marginal_spacing: ``"equal"`` (default), ``"log"`` or ``{continuous column: spacing}``
             for those bins (``data.bin_edges``).
         max_3way_triples: ``marginal_l1_3way`` uses every column triple up to this many, else
             this many distinct triples drawn with ``seed``.
+        max_2way_pairs: The same cap for the pairs of ``marginal_l1_2way``.
+        marginal_pairs: Pairs of column names that ``marginal_l1_2way`` scores instead of its
+            default choice, e.g. a table's known dependent pairs (None: the default).
+        marginal_triples: Triples of column names that ``marginal_l1_3way`` scores instead of its
+            default choice (None: the default).
         label_protocol: Options of the Table 3 forest (default: the full split, 800 trees,
             ``random_state=0``); e.g. ``LabelAccuracyProtocol(size=4000, shuffle_seed=0)`` for the
             notebook's real-data protocol.
@@ -138,7 +155,8 @@ def evaluate(
         - ``tstr_auroc``: ``{"label", "real", "synthetic", "protocol", "flag"}``;
         - ``tv_1way``: total variation of every 1-way marginal, with ``mean``,
           ``mean_continuous`` and ``mean_discrete`` (see ``total_variation_1way``);
-        - ``marginal_l1_3way``: mean L1 of 3-way marginals on public bins (``marginal_l1_3way``);
+        - ``marginal_l1_2way``, ``marginal_l1_3way``: mean L1 of 2-way and 3-way marginals on
+          public bins (``marginal_l1_2way``, ``marginal_l1_3way``);
         - ``wasserstein_mean``, ``js_distance_mean``: per column and ``mean``; ``diff_cor``:
           ``value`` and both association matrices (schemas of at most 60 columns);
         - ``lr_utility``: accuracy, AUROC and macro F1 of the DP-SACTGAN paper's logistic
@@ -167,7 +185,13 @@ def evaluate(
     histogram_bins = check_int(histogram_bins, "histogram_bins", 1)
     marginal_bins = check_int(marginal_bins, "marginal_bins", 1)
     max_3way_triples = check_int(max_3way_triples, "max_3way_triples", 1)
+    max_2way_pairs = check_int(max_2way_pairs, "max_2way_pairs", 1)
     resolve_spacing(schema, marginal_spacing)  # fail before any work on a bad spacing
+    given: dict[str, tuple[tuple[str, ...], ...]] = {}
+    for k, name, value in ((2, "marginal_pairs", marginal_pairs), (3, "marginal_triples", marginal_triples)):
+        if value is not None:
+            resolve_marginals(schema, value, k, name)  # fail before any work on a bad name
+            given[name] = tuple(tuple(t) for t in value)
     if label_protocol is None:
         label_protocol = LabelAccuracyProtocol()
     elif not isinstance(label_protocol, LabelAccuracyProtocol):
@@ -214,7 +238,7 @@ def evaluate(
                           histogram_bins=histogram_bins, tune_tstr=tune_tstr,
                           label_protocol=label_protocol, marginal_bins=marginal_bins,
                           marginal_spacing=marginal_spacing, max_3way_triples=max_3way_triples,
-                          prior=prior)
+                          prior=prior, max_2way_pairs=max_2way_pairs, **given)
     for metric in METRICS:
         t = time.perf_counter()
         reason = metric.applies(inputs)

@@ -1,5 +1,5 @@
-"""Distribution distances on public bins: 1-way total variation, mean 3-way marginal L1, the
-per-column Wasserstein distance and the Jensen-Shannon distance (``docs/metrics.md``).
+"""Distribution distances on public bins: 1-way total variation, mean 2-way and 3-way marginal
+L1, the per-column Wasserstein distance and the Jensen-Shannon distance (``docs/metrics.md``).
 
 Discrete columns are compared over the schema's categories. Continuous columns are compared
 on public bins (:func:`~dpgen_jax.data.bin_edges`: ``bins`` equal-width or log-spaced bins
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -25,6 +25,8 @@ from dpgen_jax.metrics._tables import Table, check_int, prepare_frames
 
 #: Default number of public bins of a continuous column in the marginal distances.
 MARGINAL_BINS = 20
+#: Default cap on the number of column pairs of :func:`marginal_l1_2way` (all when fewer).
+MAX_2WAY_PAIRS = 1000
 #: Default cap on the number of feature triples of :func:`marginal_l1_3way` (all when fewer).
 MAX_3WAY_TRIPLES = 1000
 #: Joint histograms with at most this many cells are counted with ``bincount``; more, by sorting.
@@ -156,22 +158,168 @@ def total_variation_1way(
     return total_variation_1way_from_tables(ref, syn, schema, check_int(bins, "bins", 1), spacing)
 
 
-# -- 3-way marginal L1 -----------------------------------------------------------------------
-def choose_triples(d: int, max_triples: int, seed: int) -> tuple[list[tuple[int, int, int]], bool]:
-    """All column triples in lexicographic order when there are at most ``max_triples``; else
-    ``max_triples`` distinct triples drawn by ``numpy.random.default_rng(seed)``, sorted.
+# -- k-way marginal L1 (k = 2, 3) ------------------------------------------------------------
+#: What a k-way marginal is called in results, arguments and messages.
+_SUBSETS = {2: "pairs", 3: "triples"}
+
+
+def choose_subsets(d: int, k: int, max_subsets: int, seed: int) -> tuple[list[tuple[int, ...]], bool]:
+    """All ``k``-column subsets in lexicographic order when there are at most ``max_subsets``;
+    else ``max_subsets`` distinct subsets drawn by ``numpy.random.default_rng(seed)``, sorted.
 
     Returns:
-        ``(triples, all_triples)``.
+        ``(subsets, all_subsets)``: each subset a tuple of ascending column indices.
     """
-    if math.comb(d, 3) <= max_triples:
-        return list(itertools.combinations(range(d), 3)), True
+    if math.comb(d, k) <= max_subsets:
+        return list(itertools.combinations(range(d), k)), True
     rng = np.random.default_rng(seed)
-    chosen: set[tuple[int, int, int]] = set()
-    while len(chosen) < max_triples:
-        draw = np.sort(rng.choice(d, size=3, replace=False))
-        chosen.add((int(draw[0]), int(draw[1]), int(draw[2])))
+    chosen: set[tuple[int, ...]] = set()
+    while len(chosen) < max_subsets:
+        chosen.add(tuple(int(i) for i in np.sort(rng.choice(d, size=k, replace=False))))
     return sorted(chosen), False
+
+
+def choose_triples(d: int, max_triples: int, seed: int) -> tuple[list[tuple[int, ...]], bool]:
+    """:func:`choose_subsets` of 3 columns (the triples of :func:`marginal_l1_3way`)."""
+    return choose_subsets(d, 3, max_triples, seed)
+
+
+def resolve_marginals(schema: Schema, given: Any, k: int, arg: str | None = None) -> list[tuple[int, ...]]:
+    """Column indices of given ``k``-way marginals: a non-empty sequence of ``k``-tuples of column
+    names (``pairs=`` for k = 2, ``triples=`` for k = 3), each of distinct columns, no marginal
+    twice (in any column order). The tuples keep their order and their column order; ``arg``
+    names the argument in messages (default ``"pairs"`` or ``"triples"``).
+
+    Raises:
+        TypeError: if ``given`` or one of its items is not a sequence (a string is not one).
+        ValueError: on an empty sequence, a tuple of the wrong length, a name that is not a column
+            of the schema (named in the message), a repeated column or a repeated marginal.
+    """
+    arg = arg or _SUBSETS[k]
+    if isinstance(given, (str, bytes)) or not isinstance(given, Sequence):
+        raise TypeError(f"{arg} must be a sequence of {k}-tuples of column names, got {type(given).__name__}.")
+    if len(given) == 0:
+        raise ValueError(f"{arg} is empty; expected at least one tuple of {k} column names (or None).")
+    index = {name: j for j, name in enumerate(schema.names)}
+    out: list[tuple[int, ...]] = []
+    seen: dict[frozenset[int], int] = {}
+    for i, item in enumerate(given):
+        if isinstance(item, (str, bytes)) or not isinstance(item, Sequence):
+            raise TypeError(f"{arg}[{i}]={item!r}; expected a tuple of {k} column names.")
+        if len(item) != k:
+            raise ValueError(f"{arg}[{i}]={tuple(item)!r} has {len(item)} column(s); expected {k} column names.")
+        unknown = [c for c in item if not isinstance(c, str) or c not in index]
+        if unknown:
+            raise ValueError(
+                f"{arg}[{i}] names {show_values(unknown, k)}, which the schema does not have; expected "
+                f"column names ({show_values(schema.names, 20)})."
+            )
+        cols = tuple(index[c] for c in item)
+        if len(set(cols)) != k:
+            raise ValueError(f"{arg}[{i}]={tuple(item)!r} repeats a column; expected {k} distinct columns.")
+        key = frozenset(cols)
+        if key in seen:
+            raise ValueError(
+                f"{arg}[{i}]={tuple(item)!r} is the marginal of {arg}[{seen[key]}] again; expected each once."
+            )
+        seen[key] = i
+        out.append(cols)
+    return out
+
+
+def _marginal_l1_from_tables(
+    reference: Table,
+    synthetic: Table,
+    schema: Schema,
+    k: int,
+    *,
+    bins: int,
+    spacing: Spacing,
+    max_subsets: int,
+    seed: int,
+    given: Sequence[Sequence[str]] | None,
+) -> dict[str, Any]:
+    """The mean ``k``-way marginal L1 behind :func:`marginal_l1_2way` and :func:`marginal_l1_3way`."""
+    word = _SUBSETS[k]
+    d = len(schema)
+    if d < k:
+        raise ValueError(f"a {k}-way marginal needs at least {k} columns; the schema has {d}.")
+    if given is None:
+        subsets, all_subsets = choose_subsets(d, k, max_subsets, seed)
+    else:
+        subsets = resolve_marginals(schema, given, k)
+        all_subsets = len(subsets) == math.comb(d, k)
+    spacing_by_col = resolve_spacing(schema, spacing)
+    rc, sizes = discretise(reference, schema, bins, spacing_by_col)
+    sc, _ = discretise(synthetic, schema, bins, spacing_by_col)
+    names = schema.names
+    scores = np.empty(len(subsets))
+    for t, cols in enumerate(subsets):
+        ref_key, syn_key, n_cells = rc[:, cols[0]], sc[:, cols[0]], sizes[cols[0]]
+        for j in cols[1:]:  # mixed-radix cell index, first column most significant
+            ref_key = ref_key * sizes[j] + rc[:, j]
+            syn_key = syn_key * sizes[j] + sc[:, j]
+            n_cells *= sizes[j]
+        scores[t] = _l1(ref_key, syn_key, n_cells)
+    worst = np.argsort(-scores, kind="stable")[:5]
+    out = {
+        "mean": float(scores.mean()),
+        "std": float(scores.std()),
+        "min": float(scores.min()),
+        "max": float(scores.max()),
+        f"n_{word}": len(subsets),
+        f"all_{word}": all_subsets,
+        "seed": None if all_subsets or given is not None else seed,
+        "bins": bins,
+        "spacing": spacing_by_col,
+        "worst": [{"features": [names[i] for i in subsets[w]], "l1": float(scores[w])} for w in worst],
+    }
+    if given is not None:
+        out["given"] = [{"features": [names[i] for i in cols], "l1": float(s)} for cols, s in zip(subsets, scores)]
+    return out
+
+
+def _marginal_l1(
+    real: pd.DataFrame,
+    synthetic: pd.DataFrame,
+    schema: Schema,
+    k: int,
+    *,
+    bins: int,
+    spacing: Spacing,
+    max_subsets: int,
+    seed: int,
+    given: Sequence[Sequence[str]] | None,
+) -> dict[str, Any]:
+    """Checks the frames and options of the public k-way functions, then computes."""
+    ref, syn = prepare_frames(schema, real=real, synthetic=synthetic)
+    return _marginal_l1_from_tables(
+        ref,
+        syn,
+        schema,
+        k,
+        bins=check_int(bins, "bins", 1),
+        spacing=spacing,
+        max_subsets=check_int(max_subsets, f"max_{_SUBSETS[k]}", 1),
+        seed=check_int(seed, "seed", 0),
+        given=given,
+    )
+
+
+def marginal_l1_2way_from_tables(
+    reference: Table,
+    synthetic: Table,
+    schema: Schema,
+    *,
+    bins: int = MARGINAL_BINS,
+    spacing: Spacing = "equal",
+    max_pairs: int = MAX_2WAY_PAIRS,
+    seed: int = 0,
+    pairs: Sequence[Sequence[str]] | None = None,
+) -> dict[str, Any]:
+    """:func:`marginal_l1_2way` on prepared tables."""
+    return _marginal_l1_from_tables(reference, synthetic, schema, 2, bins=bins, spacing=spacing,
+                                    max_subsets=max_pairs, seed=seed, given=pairs)
 
 
 def marginal_l1_3way_from_tables(
@@ -183,35 +331,65 @@ def marginal_l1_3way_from_tables(
     spacing: Spacing = "equal",
     max_triples: int = MAX_3WAY_TRIPLES,
     seed: int = 0,
+    triples: Sequence[Sequence[str]] | None = None,
 ) -> dict[str, Any]:
     """:func:`marginal_l1_3way` on prepared tables."""
-    d = len(schema)
-    if d < 3:
-        raise ValueError(f"a 3-way marginal needs at least 3 columns; the schema has {d}.")
-    spacing_by_col = resolve_spacing(schema, spacing)
-    rc, sizes = discretise(reference, schema, bins, spacing_by_col)
-    sc, _ = discretise(synthetic, schema, bins, spacing_by_col)
-    triples, all_triples = choose_triples(d, max_triples, seed)
-    names = schema.names
-    scores = np.empty(len(triples))
-    for t, (a, b, c) in enumerate(triples):
-        sb, sc_ = sizes[b], sizes[c]
-        ref_key = (rc[:, a] * sb + rc[:, b]) * sc_ + rc[:, c]
-        syn_key = (sc[:, a] * sb + sc[:, b]) * sc_ + sc[:, c]
-        scores[t] = _l1(ref_key, syn_key, sizes[a] * sb * sc_)
-    worst = np.argsort(-scores, kind="stable")[:5]
-    return {
-        "mean": float(scores.mean()),
-        "std": float(scores.std()),
-        "min": float(scores.min()),
-        "max": float(scores.max()),
-        "n_triples": len(triples),
-        "all_triples": all_triples,
-        "seed": None if all_triples else seed,
-        "bins": bins,
-        "spacing": spacing_by_col,
-        "worst": [{"features": [names[i] for i in triples[w]], "l1": float(scores[w])} for w in worst],
-    }
+    return _marginal_l1_from_tables(reference, synthetic, schema, 3, bins=bins, spacing=spacing,
+                                    max_subsets=max_triples, seed=seed, given=triples)
+
+
+def marginal_l1_2way(
+    real: pd.DataFrame,
+    synthetic: pd.DataFrame,
+    schema: Schema,
+    *,
+    bins: int = MARGINAL_BINS,
+    spacing: Spacing = "equal",
+    max_pairs: int = MAX_2WAY_PAIRS,
+    seed: int = 0,
+    pairs: Sequence[Sequence[str]] | None = None,
+) -> dict[str, Any]:
+    """Mean L1 distance between real and synthetic 2-way marginals on public bins.
+
+    For a pair of distinct columns, the score is ``sum_cells |p_cell - q_cell|`` over the joint
+    histogram of the two columns (discrete columns by category, continuous ones by the public
+    bins of :func:`total_variation_1way`): 0 for identical marginals, 2 for disjoint ones. The
+    mean runs over every pair of columns when there are at most ``max_pairs`` (78 for UCI
+    Adult's 13 columns), else over ``max_pairs`` distinct pairs drawn with ``seed``, or over
+    the given ``pairs``. It sees dependence between two columns that the 1-way total variation
+    misses; :func:`marginal_l1_3way` is the same distance one degree higher.
+
+    Args:
+        real: The real reference rows.
+        synthetic: The synthetic rows.
+        schema: The schema of both frames (at least 2 columns).
+        bins: Public bins per continuous column (default 20).
+        spacing: ``"equal"``, ``"log"`` or a ``{continuous column: spacing}`` mapping.
+        max_pairs: Cap on the number of pairs (default 1,000).
+        seed: Seed of the pair draw when the cap applies.
+        pairs: The pairs to score instead, as tuples of two column names, e.g.
+            ``[("age", "salary"), ("sex", "relationship")]`` (``max_pairs`` and ``seed`` are then
+            unused). None (the default): the choice above.
+
+    Returns:
+        ``{"mean", "std", "min", "max", "n_pairs", "all_pairs" (every pair of columns scored),
+        "seed" (None when every pair is used or pairs are given), "bins", "spacing", "worst":
+        the five highest pairs as [{"features": [a, b], "l1": score}]}``; with ``pairs`` also
+        ``"given"``: every given pair, in order, as ``{"features", "l1"}``.
+
+    Raises:
+        TypeError, ValueError: on frames that do not match the schema, fewer than 2 columns,
+            invalid options, or given pairs that are not 2 distinct column names of the schema
+            (the message names the unknown column).
+
+    Example:
+        >>> from dpgen_jax.data import binary_schema
+        >>> a = pd.DataFrame({"x0": [0, 1], "x1": [0, 1]})
+        >>> marginal_l1_2way(a, pd.DataFrame({"x0": [0, 1], "x1": [1, 0]}), binary_schema(2))["mean"]
+        2.0
+    """
+    return _marginal_l1(real, synthetic, schema, 2, bins=bins, spacing=spacing, max_subsets=max_pairs,
+                        seed=seed, given=pairs)
 
 
 def marginal_l1_3way(
@@ -223,6 +401,7 @@ def marginal_l1_3way(
     spacing: Spacing = "equal",
     max_triples: int = MAX_3WAY_TRIPLES,
     seed: int = 0,
+    triples: Sequence[Sequence[str]] | None = None,
 ) -> dict[str, Any]:
     """Mean L1 distance between real and synthetic 3-way marginals on public bins.
 
@@ -231,7 +410,7 @@ def marginal_l1_3way(
     public bins of :func:`total_variation_1way`), i.e. twice the total variation: 0 for
     identical marginals, 2 for disjoint ones. The mean runs over every triple of columns when
     there are at most ``max_triples`` (286 for UCI Adult's 13 columns), else over
-    ``max_triples`` distinct triples drawn with ``seed``.
+    ``max_triples`` distinct triples drawn with ``seed``, or over the given ``triples``.
 
     This is the workload error of marginal-based synthesizers (McKenna, Miklau and Sheldon
     2021, "Winning the NIST Contest: A scalable and general approach to differentially private
@@ -247,26 +426,22 @@ def marginal_l1_3way(
         spacing: ``"equal"``, ``"log"`` or a ``{continuous column: spacing}`` mapping.
         max_triples: Cap on the number of triples (default 1,000).
         seed: Seed of the triple draw when the cap applies.
+        triples: The triples to score instead, as tuples of three column names (``max_triples``
+            and ``seed`` are then unused). None (the default): the choice above.
 
     Returns:
         ``{"mean", "std", "min", "max", "n_triples", "all_triples", "seed" (None when all
-        triples are used), "bins", "spacing", "worst": the five highest triples as
-        [{"features": [a, b, c], "l1": score}]}``.
+        triples are used or triples are given), "bins", "spacing", "worst": the five highest
+        triples as [{"features": [a, b, c], "l1": score}]}``; with ``triples`` also ``"given"``:
+        every given triple, in order, as ``{"features", "l1"}``.
 
     Raises:
-        TypeError, ValueError: on frames that do not match the schema, fewer than 3 columns, or
-            invalid options.
+        TypeError, ValueError: on frames that do not match the schema, fewer than 3 columns,
+            invalid options, or given triples that are not 3 distinct column names of the schema
+            (the message names the unknown column).
     """
-    ref, syn = prepare_frames(schema, real=real, synthetic=synthetic)
-    return marginal_l1_3way_from_tables(
-        ref,
-        syn,
-        schema,
-        bins=check_int(bins, "bins", 1),
-        spacing=spacing,
-        max_triples=check_int(max_triples, "max_triples", 1),
-        seed=check_int(seed, "seed", 0),
-    )
+    return _marginal_l1(real, synthetic, schema, 3, bins=bins, spacing=spacing, max_subsets=max_triples,
+                        seed=seed, given=triples)
 
 
 # -- Wasserstein and Jensen-Shannon distance (the DP-SACTGAN paper's similarity metrics) -------

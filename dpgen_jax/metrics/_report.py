@@ -136,6 +136,7 @@ def _headline(result: dict[str, Any], records: tuple[PublishedResults, ...]) -> 
         lines.append(_row(title, _num(la["real"]), _num(la["synthetic"]), published))
     fill = {
         "n": len(result.get("diversity_total_features") or []),
+        "p": (result.get("marginal_l1_2way") or {}).get("n_pairs"),
         "t": (result.get("marginal_l1_3way") or {}).get("n_triples"),
         "nist": (result.get("three_way_marginal") or {}).get("n_triples"),
         "label": (result.get("meta") or {}).get("label"),

@@ -36,8 +36,10 @@ from dpgen_jax.metrics._downstream import (
     tstr_auroc_from_tables,
 )
 from dpgen_jax.metrics._fidelity import (
+    MAX_2WAY_PAIRS,
     Spacing,
     js_distance_mean_from_tables,
+    marginal_l1_2way_from_tables,
     marginal_l1_3way_from_tables,
     total_variation_1way_from_tables,
     wasserstein_mean_from_tables,
@@ -55,7 +57,8 @@ from dpgen_jax.metrics._tables import Table
 class MetricInputs:
     """What every metric may read: the three prepared tables (R, T, S), the reference R + T, the
     schema, the label and ``evaluate``'s options; ``prior`` is a reused result (its real-data
-    scores are not refitted)."""
+    scores are not refitted). ``marginal_pairs`` / ``marginal_triples``: given marginals of the
+    2-way / 3-way L1 (tuples of column names; None: the default choice)."""
 
     train: Table
     test: Table
@@ -73,13 +76,17 @@ class MetricInputs:
     marginal_spacing: Spacing
     max_3way_triples: int
     prior: dict[str, Any] | None
+    max_2way_pairs: int = MAX_2WAY_PAIRS
+    marginal_pairs: tuple[tuple[str, ...], ...] | None = None
+    marginal_triples: tuple[tuple[str, ...], ...] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
 class Headline:
-    """A row of the report's headline: ``title`` (``str.format`` fields ``n``, ``t``, ``nist``,
-    ``label``), the result path of the synthetic number, of the real-data number (or None); the
-    row is left out when the metric's key is null, or when ``path`` is null and ``optional``."""
+    """A row of the report's headline: ``title`` (``str.format`` fields ``n``, ``p``, ``t``,
+    ``nist``, ``label``), the result path of the synthetic number, of the real-data number (or
+    None); the row is left out when the metric's key is null, or when ``path`` is null and
+    ``optional``."""
 
     title: str
     path: str
@@ -230,11 +237,19 @@ def _tv_and_l1_3way(inputs: MetricInputs, nulls: dict[str, str]) -> dict[str, An
     if reason is None:
         out["marginal_l1_3way"] = marginal_l1_3way_from_tables(
             inputs.reference, inputs.synthetic, inputs.schema, bins=inputs.marginal_bins,
-            spacing=inputs.marginal_spacing, max_triples=inputs.max_3way_triples, seed=inputs.seed)
+            spacing=inputs.marginal_spacing, max_triples=inputs.max_3way_triples, seed=inputs.seed,
+            triples=inputs.marginal_triples)
     else:
         out["marginal_l1_3way"] = None
         nulls["marginal_l1_3way"] = reason
     return out
+
+
+def _l1_2way(inputs: MetricInputs, nulls: dict[str, str]) -> dict[str, Any]:
+    return {"marginal_l1_2way": marginal_l1_2way_from_tables(
+        inputs.reference, inputs.synthetic, inputs.schema, bins=inputs.marginal_bins,
+        spacing=inputs.marginal_spacing, max_pairs=inputs.max_2way_pairs, seed=inputs.seed,
+        pairs=inputs.marginal_pairs)}
 
 
 def _three_way_marginal(inputs: MetricInputs, nulls: dict[str, str]) -> dict[str, Any]:
@@ -329,6 +344,11 @@ register_metric(Metric(
     board=(BoardColumn("tv_mean", "tv_1way.mean", "TV mean", False),
            BoardColumn("tv_continuous", "tv_1way.mean_continuous", "TV cont.", False),
            BoardColumn("l1_3way", "marginal_l1_3way.mean", "3-way L1", False))))
+register_metric(Metric(
+    "marginal_l1_2way", ("marginal_l1_2way",), _l1_2way,
+    applies=lambda i: None if len(i.schema) >= 2 else "the schema has 1 column; a 2-way marginal needs 2",
+    headlines=(Headline("2-way marginal L1 on public bins, mean of {p} pairs (0 best, 2 worst)",
+                        "marginal_l1_2way.mean"),)))
 register_metric(Metric(
     "three_way_marginal", ("three_way_marginal",), _three_way_marginal, applies=_three_columns,
     headlines=(Headline("NIST 3-way marginal L1, mean of {nist} random triples", "three_way_marginal.mean"),)))
