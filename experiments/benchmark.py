@@ -43,6 +43,7 @@ QUICK_OVERRIDES: dict[str, dict[str, Any]] = {
                         generator_batch_size=32, ae_clip_norm=0.05),
     "mst": dict(estimation_iters=100, selection_iters=50),
     "aim": dict(max_rounds=3, round_iters=100, estimation_iters=100),
+    "gem": dict(max_rounds=3, round_steps=20, final_steps=20, score_samples=1000),
     "dp-wgan": dict(critic_steps=20, batch_size=64, chunk_size=10),
     "dp-vae": dict(steps=40, batch_size=32, chunk_size=20),
     "dp-syn": dict(epochs=1.0, em_iterations=3, chunk_size=20),

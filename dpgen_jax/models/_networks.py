@@ -23,17 +23,26 @@ class MLP(nn.Module):
         features: output width of each layer.
         activation: name of the activation after every hidden layer.
         final_activation: name of the activation after the last layer ("identity" for logits).
+        init_scheme: ``"torch"`` (``torch.nn.Linear``'s, ``TorchDense``) or ``"he"`` (He-normal kernels,
+            zero biases: activations keep their scale through ReLU layers, so the outputs vary
+            with the input from the start; GEM's generator needs that).
     """
 
     features: Sequence[int]
     activation: str = "leaky_relu"
     final_activation: str = "identity"
+    init_scheme: str = "torch"
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         act = get_activation(self.activation)
+        if self.init_scheme not in ("torch", "he"):
+            raise ValueError(f"Expected init_scheme={self.init_scheme!r} to be 'torch' or 'he'.")
         for i, width in enumerate(self.features):
-            x = TorchDense(width, name=f"layer_{i}")(x)
+            if self.init_scheme == "torch":
+                x = TorchDense(width, name=f"layer_{i}")(x)
+            else:
+                x = nn.Dense(width, kernel_init=nn.initializers.he_normal(), name=f"layer_{i}")(x)
             last = i == len(self.features) - 1
             x = get_activation(self.final_activation)(x) if last else act(x)
         return x

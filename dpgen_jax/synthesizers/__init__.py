@@ -17,7 +17,9 @@ a thin class).
 - :mod:`~dpgen_jax.synthesizers.independent`: :class:`Independent`, noisy one-way marginals
   sampled independently (the benchmark's reference floor).
 - :mod:`~dpgen_jax.synthesizers.mst`: :class:`MST` (McKenna et al. 2021) on public bins, with the
-  optional ``mbi`` package.
+  optional ``mbi`` package; :mod:`~dpgen_jax.synthesizers.aim`: :class:`AIM` (McKenna et al. 2022).
+- :mod:`~dpgen_jax.synthesizers.gem`: :class:`GEM` (Liu, Vietri and Wu 2021), AIM's rounds fitting a
+  generator network.
 """
 
 from dpgen_jax.synthesizers._checkpoint import FitPaused
@@ -44,6 +46,7 @@ from dpgen_jax.synthesizers.gs_wgan import GSWGAN, GSWGANConfig
 from dpgen_jax.synthesizers.independent import Independent, IndependentConfig
 from dpgen_jax.synthesizers.mst import MST, MSTConfig
 from dpgen_jax.synthesizers.aim import AIM, AIMConfig
+from dpgen_jax.synthesizers.gem import GEM, GEMConfig
 
 __all__ = [
     "config_overrides",
@@ -61,6 +64,8 @@ __all__ = [
     "DPWGANConfig",
     "FitContext",
     "FitPaused",
+    "GEM",
+    "GEMConfig",
     "Flags",
     "GSWGAN",
     "GSWGANConfig",

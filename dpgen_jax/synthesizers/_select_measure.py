@@ -4,21 +4,27 @@
   ``measure``: several marginals released with one Gaussian.
 * ``exponential_mechanism``: one choice among scored candidates, probability proportional to
   exp(epsilon q / (2 Delta)), drawn by Gumbel-max.
+* ``workload``, ``candidates``, ``scores``, ``select``: AIM's workload of k-way marginals on the
+  public bins (all of them, or a public random subset of a stated size), its candidates (the
+  downward closure, with the paper's weights) and its quality score; AIM and GEM select with them.
+* ``unit_noise_multipliers``, ``unit_phases``: AIM's budget units (one Gaussian measurement and
+  one selection each, and the one-way release), shared by AIM and GEM.
 * ``zcdp_rho`` and ``cks_epsilon``: the papers' accounting (the zCDP of every selection and
   measurement summed, converted to (epsilon, delta) by Canonne, Kamath and Steinke 2020).
 * ``mbi_missing`` / ``load_mbi``: the optional graphical-model package, imported only to fit.
-* ``MarginalSynthesizer``: the hooks MST and AIM have in common.
+* ``MarginalSynthesizer``: the hooks MST, AIM and GEM have in common.
 
-Nothing here needs ``mbi``. See ``docs/mst.md`` and ``docs/aim.md``.
+Nothing here needs ``mbi``. See ``docs/mst.md``, ``docs/aim.md`` and ``docs/gem.md``.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import itertools
 import math
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import ClassVar
 
 import jax
@@ -26,10 +32,13 @@ import numpy as np
 from scipy import optimize
 
 from dpgen_jax import dpsgd, privacy
+from dpgen_jax.data._discrete import numpy_rng
 from dpgen_jax.synthesizers._base import Synthesizer
 
 Clique = tuple[int, ...]
 INSTALL = 'pip install "dpgen-jax[baselines]"  (the mbi package, version >= 2.0)'
+BIAS = math.sqrt(2.0 / math.pi)  # E|N(0, 1)|: expected L1 noise per cell is BIAS * sigma
+ENUMERATE_LIMIT = 500_000  # more k-subsets of the columns than this: a random workload is drawn
 
 
 def mbi_missing(method: str) -> str | None:
@@ -95,6 +104,119 @@ def exponential_mechanism(quality: np.ndarray, epsilon: float | None, rng: np.ra
     return int(np.argmax(epsilon * q / (2.0 * sensitivity) + rng.gumbel(size=q.size)))
 
 
+
+# ----------------------------------------------------------------------------- workload and selection
+
+
+def workload(sizes: Sequence[int], degree: int, max_cells: int, *, size: int | None = None,
+             seed: int = 0) -> list[Clique]:
+    """The ``degree``-way marginals (sorted column indices) whose table has at most ``max_cells``
+    cells, in lexicographic order: all of them, or, with ``size`` and more of them than that, a
+    random subset of ``size`` drawn from ``seed`` (public: it depends on the schema's bin counts and
+    the seed only, never on the data). On wide tables (more than ``ENUMERATE_LIMIT`` subsets) the
+    subset is drawn without listing every subset; it then needs ``size``.
+
+    Raises:
+        ValueError: a wide table without ``size``, or one where ``size`` eligible marginals were
+            not found in 100 draws per wanted marginal.
+    """
+    d = len(sizes)
+    if math.comb(d, degree) <= ENUMERATE_LIMIT:
+        every = [c for c in itertools.combinations(range(d), degree)
+                 if math.prod(sizes[j] for j in c) <= max_cells]
+        if size is None or len(every) <= size:
+            return every
+        pick = np.random.default_rng(seed).choice(len(every), size=size, replace=False)
+        return [every[i] for i in sorted(pick)]
+    if size is None:
+        raise ValueError(f"{d} columns have {math.comb(d, degree):,} {degree}-way marginals; give a "
+                         f"workload size (at most {ENUMERATE_LIMIT:,} are listed).")
+    rng = np.random.default_rng(seed)
+    chosen: set[Clique] = set()
+    for _ in range(100):
+        draws = np.sort(np.argsort(rng.random((4 * size, d)), axis=1)[:, :degree], axis=1)
+        for row in draws:
+            c = tuple(int(a) for a in row)
+            if c not in chosen and math.prod(sizes[j] for j in c) <= max_cells:
+                chosen.add(c)
+                if len(chosen) == size:
+                    return sorted(chosen)
+    raise ValueError(f"found only {len(chosen)} of size={size} {degree}-way marginals with at most "
+                     f"max_cells={max_cells} cells.")
+
+
+def candidates(work: Sequence[Clique]) -> dict[Clique, float]:
+    """The downward closure of the workload, each marginal r with its weight
+    w_r = sum over workload marginals s of |r & s| (AIM's, every workload weight 1), computed as
+    the sum over r's columns of how many workload marginals hold the column (the same number)."""
+    closure = sorted({s for c in work for k in range(1, len(c) + 1)
+                      for s in itertools.combinations(c, k)}, key=lambda c: (len(c), c))
+    holding: dict[int, int] = {}
+    for c in work:
+        for j in c:
+            holding[j] = holding.get(j, 0) + 1
+    return {r: float(sum(holding[j] for j in r)) for r in closure}
+
+
+def scores(cands: Mapping[Clique, float], answers: Mapping[Clique, np.ndarray],
+           estimates: Mapping[Clique, np.ndarray], sizes: Sequence[int],
+           sigma: float | None) -> dict[Clique, float]:
+    """w_r (||M_r(D) - M_r(model)||_1 - sqrt(2 / pi) sigma n_r) per candidate r (sigma None:
+    no noise term). Each changes by at most w_r when one record is added or removed: the model
+    depends only on released measurements."""
+    out = {}
+    for r, w in cands.items():
+        bias = 0.0 if sigma is None else BIAS * sigma * math.prod(sizes[j] for j in r)
+        out[r] = w * (float(np.abs(np.ravel(answers[r]) - np.ravel(estimates[r])).sum()) - bias)
+    return out
+
+
+def select(quality: Mapping[Clique, float], weights: Mapping[Clique, float], epsilon: float | None,
+           key: jax.Array) -> Clique:
+    """One candidate by the exponential mechanism: probability proportional to
+    exp(epsilon q_r / (2 Delta)) with Delta the largest weight among the candidates (the scores
+    divided by Delta have sensitivity 1); Gumbel-max sampling. None: the best score."""
+    keys = list(quality)
+    q = np.array([quality[r] for r in keys], np.float64)
+    i = exponential_mechanism(q, epsilon, numpy_rng(key), sensitivity=max(weights[r] for r in keys))
+    return keys[i]
+
+
+# ----------------------------------------------------------------------------- budget units
+
+
+UNIT_PHASES = ("one_way", "selection", "measure")
+
+
+def unit_noise_multipliers(d: int, rounds: int, measure_share: float) -> dict[str, float]:
+    """AIM's split of a total zCDP of 1 into units: T = R + alpha d units of rho 1 / T; a
+    measurement (sensitivity 1) spends alpha / T, a selection (1 - alpha) / T, the one-way
+    release of the d histograms (sensitivity sqrt(d)) alpha d / T. Returns the zCDP-equivalent
+    noise multipliers ``{"one_way_noise_multiplier", "measure_noise_multiplier",
+    "selection_noise_multiplier"}`` (rho = 1 / (2 sigma^2))."""
+    a = measure_share
+    unit = 1.0 / (a * d + rounds)
+    return {"one_way_noise_multiplier": 1.0 / math.sqrt(2.0 * a * d * unit),
+            "measure_noise_multiplier": 1.0 / math.sqrt(2.0 * a * unit),
+            "selection_noise_multiplier": 1.0 / math.sqrt(2.0 * (1.0 - a) * unit)}
+
+
+def unit_phases(d: int, rounds: int, one_way: float, selection: float, measure: float, *,
+                steps: Mapping[str, int] | None = None, private: bool = True) -> list:
+    """The one-way Gaussian release (sensitivity sqrt(d)), ``rounds`` unit selections and
+    ``rounds`` unit Gaussian measurements (sensitivity 1), with these noise multipliers
+    (``steps``: the units executed instead)."""
+    n = {"one_way": 1, "selection": rounds, "measure": rounds, **dict(steps or {})}
+    if not private:
+        return [privacy.NonPrivatePhase(name, n[name]) for name in UNIT_PHASES]
+    return [
+        privacy.GaussianPhase("one_way", one_way, n["one_way"], sensitivity=math.sqrt(d)),
+        privacy.ExponentialMechanismPhase.from_noise_multiplier(
+            "selection", selection, n["selection"], sensitivity=1.0),
+        privacy.GaussianPhase("measure", measure, n["measure"], sensitivity=1.0),
+    ]
+
+
 def zcdp_rho(phases: Iterable[privacy.PrivacyPhase]) -> float:
     """The summed zCDP of exponential-mechanism and Gaussian phases (rho = 1 / (2 sigma^2) per
     Gaussian release of sensitivity 1, the phase's rho per selection), times their steps."""
@@ -113,7 +235,7 @@ def cks_epsilon(rho: float, delta: float) -> float:
 
 
 class MarginalSynthesizer(Synthesizer):
-    """The hooks MST and AIM share: RDP headline (the exponential mechanism has no PLD event),
+    """The hooks MST, AIM and GEM share: RDP headline (the exponential mechanism has no PLD event),
     no use of N, ``mbi`` to fit, and the papers' zCDP accounting beside the headline."""
 
     ACCOUNTANT = "rdp"

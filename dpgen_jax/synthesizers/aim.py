@@ -53,20 +53,20 @@ import numpy as np
 
 from dpgen_jax import _validate as _v
 from dpgen_jax import data as data_lib
-from dpgen_jax import privacy
 from dpgen_jax.data._discrete import SPACINGS, numpy_rng
 from dpgen_jax.synthesizers import _select_measure as sm
 from dpgen_jax.synthesizers._base import SynthesizerConfig, TrainResult, register
 
-PHASES = ("one_way", "selection", "measure")
+PHASES = sm.UNIT_PHASES
 PAPER_ROUNDS_PER_COLUMN = 16  # the paper's T = 16 d
 DEFAULT_MAX_ROUNDS = 32
-BIAS = math.sqrt(2.0 / math.pi)  # E|N(0, 1)|: expected L1 noise per cell is BIAS * sigma
+BIAS = sm.BIAS
 PAPER_ACCOUNTING = ("zCDP of the one-way release and of every round summed and converted with the "
                     "bound of Canonne, Kamath and Steinke (2020) over real orders, as in McKenna "
                     "et al. (2022)")
 
 Clique = sm.Clique
+workload, candidates, scores, select = sm.workload, sm.candidates, sm.scores, sm.select
 
 
 def paper_rounds(d: int, measure_share: float = 0.9) -> int:
@@ -171,11 +171,8 @@ class AIMConfig(SynthesizerConfig):
         if self.num_columns not in (None, d):
             raise ValueError(f"num_columns={self.num_columns} but the schema has {d} columns.")
         cfg = self.replace(num_columns=d).validate()
-        r, a = cfg.rounds(), cfg.measure_share
-        unit = 1.0 / (a * d + r)  # the zCDP of one unit when the total is 1
-        defaults = {"one_way_noise_multiplier": 1.0 / math.sqrt(2.0 * a * d * unit),
-                    "measure_noise_multiplier": 1.0 / math.sqrt(2.0 * a * unit),
-                    "selection_noise_multiplier": 1.0 / math.sqrt(2.0 * (1.0 - a) * unit)}
+        r = cfg.rounds()
+        defaults = sm.unit_noise_multipliers(d, r, cfg.measure_share)
         return cfg.replace(max_rounds=r, **{k: v for k, v in defaults.items()
                                              if getattr(cfg, k) is None}).validate()
 
@@ -190,35 +187,12 @@ def privacy_phases(config: AIMConfig, *, steps: Mapping[str, int] | None = None,
     (``steps``: the units executed; a round at m units counts m of each)."""
     if config.num_columns is None or config.one_way_noise_multiplier is None:
         raise ValueError("Resolve the configuration for a schema first (AIMConfig.for_columns(d)).")
-    d, r = config.num_columns, config.rounds()
-    n = {"one_way": 1, "selection": r, "measure": r, **dict(steps or {})}
-    if not private:
-        return [privacy.NonPrivatePhase(name, n[name]) for name in PHASES]
-    return [
-        privacy.GaussianPhase("one_way", config.one_way_noise_multiplier, n["one_way"],
-                              sensitivity=math.sqrt(d)),
-        privacy.ExponentialMechanismPhase.from_noise_multiplier(
-            "selection", config.selection_noise_multiplier, n["selection"], sensitivity=1.0),
-        privacy.GaussianPhase("measure", config.measure_noise_multiplier, n["measure"], sensitivity=1.0),
-    ]
+    return sm.unit_phases(config.num_columns, config.rounds(), config.one_way_noise_multiplier,
+                          config.selection_noise_multiplier, config.measure_noise_multiplier,
+                          steps=steps, private=private)
 
 
 # ----------------------------------------------------------------------------- workload
-
-
-def workload(sizes: Sequence[int], degree: int, max_cells: int) -> list[Clique]:
-    """Every ``degree``-way marginal (sorted column indices) whose table has at most
-    ``max_cells`` cells, in lexicographic order."""
-    return [c for c in itertools.combinations(range(len(sizes)), degree)
-            if math.prod(sizes[j] for j in c) <= max_cells]
-
-
-def candidates(work: Sequence[Clique]) -> dict[Clique, float]:
-    """The downward closure of the workload, each marginal r with its weight
-    w_r = sum over workload marginals s of |r & s| (the paper's, every workload weight 1)."""
-    closure = sorted({s for c in work for k in range(1, len(c) + 1)
-                      for s in itertools.combinations(c, k)}, key=lambda c: (len(c), c))
-    return {r: float(sum(len(set(r) & set(s)) for s in work)) for r in closure}
 
 
 # ----------------------------------------------------------------------------- model marginals
@@ -294,30 +268,6 @@ def filter_candidates(cands: Mapping[Clique, float], measured: Sequence[Clique],
     base = list(dict.fromkeys(tuple(c) for c in measured))
     dom = _domain(sizes)
     return {r: w for r, w in cands.items() if r in free or model_size(sizes, base + [r], dom) <= limit}
-
-
-def scores(cands: Mapping[Clique, float], answers: Mapping[Clique, np.ndarray],
-           estimates: Mapping[Clique, np.ndarray], sizes: Sequence[int],
-           sigma: float | None) -> dict[Clique, float]:
-    """w_r (||M_r(D) - M_r(model)||_1 - sqrt(2 / pi) sigma n_r) per candidate r (sigma None:
-    no noise term). Each changes by at most w_r when one record is added or removed: the model
-    depends only on released measurements."""
-    out = {}
-    for r, w in cands.items():
-        bias = 0.0 if sigma is None else BIAS * sigma * math.prod(sizes[j] for j in r)
-        out[r] = w * (float(np.abs(np.ravel(answers[r]) - np.ravel(estimates[r])).sum()) - bias)
-    return out
-
-
-def select(quality: Mapping[Clique, float], weights: Mapping[Clique, float], epsilon: float | None,
-           key: jax.Array) -> Clique:
-    """One candidate by the exponential mechanism: probability proportional to
-    exp(epsilon q_r / (2 Delta)) with Delta the largest weight among the candidates (the scores
-    divided by Delta have sensitivity 1); Gumbel-max sampling. None: the best score."""
-    keys = list(quality)
-    q = np.array([quality[r] for r in keys], np.float64)
-    i = sm.exponential_mechanism(q, epsilon, numpy_rng(key), sensitivity=max(weights[r] for r in keys))
-    return keys[i]
 
 
 # ----------------------------------------------------------------------------- estimation

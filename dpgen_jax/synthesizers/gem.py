@@ -1,0 +1,463 @@
+"""GEM (Liu, Vietri and Wu 2021, "Iterative Methods for Private Synthetic Data: Unifying Framework
+and New Methods", NeurIPS): AIM's select-measure loop with a generator network in place of the
+graphical model. See ``docs/gem.md``.
+
+The table is discretised on public bins (``data.Discretizer``, as for MST and AIM). The budget is
+AIM's, cut into units before any row is read (``_select_measure.unit_noise_multipliers``): the d
+one-way histograms released together, then R rounds, each one exponential-mechanism selection and
+one Gaussian measurement of a marginal.
+
+1. **Workload** (public): the ``workload_degree``-way marginals with at most ``max_cells`` cells,
+   all of them or a random subset of ``workload_size`` drawn from ``workload_seed`` (wide tables);
+   the candidates are its downward closure with AIM's weights.
+2. **Rounds.** Select the candidate whose marginal the generator approximates worst (AIM's score
+   w_r (||M_r(D) - M_r(G)||_1 - sqrt(2 / pi) sigma n_r), sensitivity the largest weight; the
+   generator's marginals are counts of ``score_samples`` rows it draws, scaled to the released
+   total), measure it with Gaussian noise, then fit the generator to every measurement so far:
+   ``round_steps`` Adam steps in one compiled program, each on a fresh batch of ``batch_size``
+   noise vectors.
+3. **The generator**: an MLP from N(0, I) noise to one softmax per column over its bins, so each
+   noise vector is a product distribution and the model is their mixture (GEM's). The marginal of
+   a measured clique is the batch mean of the product of its columns' probabilities, so the loss
+   (L1 between these marginals, scaled to the released total, and the noisy counts, each
+   measurement weighted by 1 / its noise standard deviation) is differentiable. Marginals whose
+   columns' bin counts round up to the same powers of two are stacked and computed together (a
+   Khatri-Rao product and one batched matmul; stacks grow by doubling), so a round compiles a new
+   program only when a new padded shape appears or a stack doubles.
+
+Accounting: the same units as AIM without annealing (every round one unit): the one-way release,
+R unit selections (``privacy.ExponentialMechanismPhase``) and R unit measurements
+(``privacy.GaussianPhase``), composed with the RDP accountant (the exponential mechanism has no
+PLD event); fixed before data is read, calibrated by one common factor. Everything else reads only
+released values (post-processing).
+
+Functional API: :func:`discretizer`, :func:`privacy_phases`, :func:`block_ids`, :func:`probabilities`,
+:func:`measured`, :func:`group_marginals`, :func:`fit_steps`, :func:`draw_codes`, :func:`fit_released`.
+Class API: :class:`GEM` (``synthesizers.create("gem")``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from dpgen_jax._typing import PyTree
+from dpgen_jax import _validate as _v
+from dpgen_jax import data as data_lib
+from dpgen_jax import models
+from dpgen_jax.data._discrete import SPACINGS
+from dpgen_jax.synthesizers import _select_measure as sm
+from dpgen_jax.synthesizers._base import SynthesizerConfig, TrainResult, register
+
+Clique = sm.Clique
+PAPER_ACCOUNTING = ("zCDP of the one-way release and of every round summed and converted with the "
+                    "bound of Canonne, Kamath and Steinke (2020), as AIM's reference code")
+
+
+@dataclasses.dataclass(frozen=True)
+class GEMConfig(SynthesizerConfig):
+    """Hyperparameters of GEM (all public).
+
+    Attributes:
+        bins, bin_spacing: the public discretisation of continuous columns (``data.Discretizer``).
+        workload_degree, max_cells: the workload is the ``workload_degree``-way marginals with at
+            most ``max_cells`` cells (AIM's default: every 3-way marginal up to 10,000 cells).
+        workload_size, workload_seed: with more eligible marginals than ``workload_size``, a
+            public random subset of that many, drawn from ``workload_seed`` (None: all).
+        max_rounds: R, the rounds (one selection and one measurement each).
+        measure_share: alpha, the share of a unit spent on the measurement (AIM's 0.9).
+        noise_dim, hidden: the generator (noise width, hidden widths, ReLU).
+        batch_size: noise vectors per gradient step.
+        round_steps: Adam steps after each round's measurement; ``final_steps`` more at the end.
+        learning_rate: Adam's.
+        score_samples: rows drawn from the generator to estimate the candidates' marginals.
+        one_way_noise_multiplier, selection_noise_multiplier, measure_noise_multiplier: as AIM's
+            (zCDP-equivalent Gaussian noise multipliers of one unit); None: AIM's split of a total
+            rho of 1, scaled together by the calibration.
+        num_columns: d, set from the schema by the fit.
+    """
+
+    bins: int = 32
+    bin_spacing: str = "auto"
+    workload_degree: int = 3
+    max_cells: int = 10_000
+    workload_size: int | None = 2000
+    workload_seed: int = 0
+    max_rounds: int = 32
+    measure_share: float = 0.9
+    noise_dim: int = 64
+    hidden: tuple[int, ...] = (256, 256)
+    batch_size: int = 512
+    round_steps: int = 200
+    final_steps: int = 1000
+    learning_rate: float = 1e-3
+    score_samples: int = 10_000
+    one_way_noise_multiplier: float | None = None
+    selection_noise_multiplier: float | None = None
+    measure_noise_multiplier: float | None = None
+    num_columns: int | None = None
+
+    def validate(self) -> GEMConfig:
+        _v.choice(self.bin_spacing, "bin_spacing", SPACINGS)
+        for name in ("bins", "workload_degree", "max_cells", "max_rounds", "noise_dim", "batch_size",
+                     "score_samples"):
+            _v.count(getattr(self, name), name, 1)
+        for name in ("round_steps", "final_steps", "workload_seed"):
+            _v.count(getattr(self, name), name, 0)
+        if self.workload_size is not None:
+            _v.count(self.workload_size, "workload_size", 1)
+        share = _v.real(self.measure_share, "measure_share")
+        if not 0.0 < share < 1.0:
+            raise ValueError(f"Expected measure_share={self.measure_share!r} in (0, 1).")
+        _v.positive_finite(self.learning_rate, "learning_rate")
+        if not self.hidden or any(isinstance(w, bool) or int(w) != w or w < 1 for w in self.hidden):
+            raise ValueError(f"Expected hidden={self.hidden!r} to be a non-empty tuple of widths >= 1.")
+        for name in ("one_way_noise_multiplier", "selection_noise_multiplier", "measure_noise_multiplier"):
+            if getattr(self, name) is not None:
+                _v.positive_finite(getattr(self, name), name)
+        if self.num_columns is not None:
+            _v.count(self.num_columns, "num_columns", 1)
+            if self.workload_degree > self.num_columns:
+                raise ValueError(f"workload_degree={self.workload_degree} exceeds the "
+                                 f"{self.num_columns} columns of the schema.")
+        return self
+
+    def for_columns(self, d: int) -> GEMConfig:
+        """``num_columns=d`` and every unset noise multiplier from AIM's split of a total rho of 1."""
+        if self.num_columns not in (None, d):
+            raise ValueError(f"num_columns={self.num_columns} but the schema has {d} columns.")
+        cfg = self.replace(num_columns=d).validate()
+        defaults = sm.unit_noise_multipliers(d, cfg.max_rounds, cfg.measure_share)
+        return cfg.replace(**{k: v for k, v in defaults.items() if getattr(cfg, k) is None}).validate()
+
+
+def discretizer(config: GEMConfig, schema: data_lib.Schema) -> data_lib.Discretizer:
+    return data_lib.Discretizer(schema, config.bins, config.bin_spacing)
+
+
+def privacy_phases(config: GEMConfig, *, steps: Mapping[str, int] | None = None,
+                   private: bool = True) -> list:
+    """The one-way Gaussian release, R unit selections and R unit measurements (AIM's units)."""
+    if config.num_columns is None or config.one_way_noise_multiplier is None:
+        raise ValueError("Resolve the configuration for a schema first (GEMConfig.for_columns(d)).")
+    return sm.unit_phases(config.num_columns, config.max_rounds, config.one_way_noise_multiplier,
+                          config.selection_noise_multiplier, config.measure_noise_multiplier,
+                          steps=steps, private=private)
+
+
+# ----------------------------------------------------------------------------- the generator
+
+
+def network(config: GEMConfig, width: int) -> models.MLP:
+    return models.MLP(tuple(config.hidden) + (width,), activation="relu", init_scheme="he")
+
+
+def init(config: GEMConfig, width: int, key: jax.Array) -> PyTree:
+    return network(config, width).init(key, jnp.zeros((1, config.noise_dim)))["params"]
+
+
+def block_ids(sizes: Sequence[int]) -> np.ndarray:
+    """The column of every output unit: ``(sum(sizes),)`` int32."""
+    return np.repeat(np.arange(len(sizes), dtype=np.int32), list(sizes))
+
+
+def probabilities(net: models.MLP, params: PyTree, z: jax.Array, blocks: jax.Array,
+                  d: int) -> jax.Array:
+    """``(n, W)``: one softmax per column over its bins (segment operations: no per-column op,
+    so a table of a thousand columns compiles as fast as one of ten)."""
+    logits = net.apply({"params": params}, z)
+    peak = jax.ops.segment_max(logits.T, blocks, num_segments=d).T
+    e = jnp.exp(logits - peak[:, blocks])
+    total = jax.ops.segment_sum(e.T, blocks, num_segments=d).T
+    return e / total[:, blocks]
+
+
+def bucket(size: int) -> int:
+    """A block's padded width: the next power of two (measurements of columns whose padded widths
+    agree share one batched computation, so a round seldom compiles a new program)."""
+    return 1 << (int(size) - 1).bit_length()
+
+
+class Group(NamedTuple):
+    """The measured marginals of one padded shape, stacked (capacity a power of two).
+
+    Attributes:
+        units: per position, ``(M, b_j)`` the output unit of each padded bin (W, a constant 0, for
+            padding and empty slots); positions ordered by padded width.
+        target: ``(M, prod b_j)`` the noisy counts in that order, 0 on padding.
+        weight: ``(M,)`` 1 / the measurement's noise standard deviation (0: an empty slot).
+    """
+
+    units: tuple
+    target: jax.Array
+    weight: jax.Array
+
+
+class Measured(NamedTuple):
+    """Everything measured so far, as the compiled loss reads it: the one-way histograms as one
+    dense vector over the W output units (``one_way``, ``one_weight``) and the rounds' marginals
+    in :class:`Group` s."""
+
+    one_way: jax.Array
+    one_weight: jax.Array
+    groups: tuple
+
+
+def measured(one_way: Sequence[np.ndarray], one_std: float,
+             log: Sequence[tuple[Clique, np.ndarray, float]], sizes: Sequence[int]) -> Measured:
+    """The measurements in the compiled layout: ``one_way`` the d noisy histograms (noise std
+    ``one_std``), ``log`` the rounds' ``(clique, flattened noisy counts, noise std)``."""
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    width = int(offsets[-1])
+    by_shape: dict[tuple[int, ...], list] = {}
+    for clique, y, std in log:
+        order = sorted(range(len(clique)), key=lambda i: (bucket(sizes[clique[i]]), clique[i]))
+        cols = [clique[i] for i in order]
+        table = np.transpose(np.asarray(y, np.float64).reshape([sizes[a] for a in clique]), order)
+        shape = tuple(bucket(sizes[a]) for a in cols)
+        table = np.pad(table, [(0, b - sizes[a]) for a, b in zip(cols, shape)])
+        units = [np.where(np.arange(b) < sizes[a], offsets[a] + np.arange(b), width)
+                 for a, b in zip(cols, shape)]
+        by_shape.setdefault(shape, []).append((units, table.ravel(), 1.0 / std))
+    groups = []
+    for shape in sorted(by_shape):
+        items = by_shape[shape]
+        cap = 1 << (len(items) - 1).bit_length()
+        empty = ([np.full(b, width) for b in shape], np.zeros(math.prod(shape)), 0.0)
+        items = items + [empty] * (cap - len(items))
+        groups.append(Group(
+            tuple(jnp.asarray(np.stack([it[0][j] for it in items]), jnp.int32) for j in range(len(shape))),
+            jnp.asarray(np.stack([it[1] for it in items]), jnp.float32),
+            jnp.asarray([it[2] for it in items], jnp.float32)))
+    return Measured(jnp.asarray(np.concatenate(one_way), jnp.float32),
+                    jnp.full((width,), 1.0 / one_std, jnp.float32), tuple(groups))
+
+
+def group_marginals(ext: jax.Array, group: Group) -> jax.Array:
+    """``(M, prod b_j)``: each stacked marginal of the mixture, the batch mean of the product of
+    its columns' probabilities (``ext``: ``(B, W + 1)`` probabilities and a 0 column), as a
+    Khatri-Rao product of all but the last position contracted with the last by a matmul."""
+    parts = [ext[:, u] for u in group.units]
+    b, m = ext.shape[0], group.weight.shape[0]
+    left = parts[0]
+    for p in parts[1:-1]:
+        left = (left[..., :, None] * p[:, :, None, :]).reshape(b, m, -1)
+    if len(parts) == 1:
+        return jnp.mean(left, axis=0)
+    return (jnp.einsum("bmx,bmk->mxk", left, parts[-1]) / b).reshape(m, -1)
+
+
+def optimizer(config: GEMConfig) -> optax.GradientTransformation:
+    return optax.adam(config.learning_rate)
+
+
+@functools.partial(jax.jit, static_argnames=("net", "d", "opt", "batch_size", "noise_dim"))
+def fit_steps(params, opt_state, meas: Measured, blocks, total, key, steps, *, net, d, opt,
+              batch_size, noise_dim):
+    """``steps`` Adam steps (a traced count; one compilation per layout of ``meas``) on the
+    weighted L1 between the generator's marginals scaled to ``total`` and the noisy counts;
+    step t draws its noise from ``fold_in(key, t)``."""
+
+    def loss(p, z):
+        probs = probabilities(net, p, z, blocks, d)
+        out = jnp.sum(meas.one_weight * jnp.abs(total * jnp.mean(probs, axis=0) - meas.one_way))
+        ext = jnp.concatenate([probs, jnp.zeros((probs.shape[0], 1), probs.dtype)], axis=1)
+        for g in meas.groups:
+            err = jnp.abs(total * group_marginals(ext, g) - g.target)
+            out = out + jnp.sum(g.weight[:, None] * err)
+        return out
+
+    def body(t, carry):
+        p, s = carry
+        z = jax.random.normal(jax.random.fold_in(key, t), (batch_size, noise_dim))
+        g = jax.grad(loss)(p, z)
+        upd, s = opt.update(g, s, p)
+        return optax.apply_updates(p, upd), s
+
+    return jax.lax.fori_loop(0, steps, body, (params, opt_state))
+
+
+@functools.partial(jax.jit, static_argnames=("net", "d", "n", "noise_dim"))
+def draw_codes(params, blocks, key, *, net, d, n, noise_dim):
+    """``(n, d)`` codes: a noise vector per row, each column drawn from its softmax (Gumbel-max
+    per column with segment operations)."""
+    k_z, k_g = jax.random.split(key)
+    probs = probabilities(net, params, jax.random.normal(k_z, (n, noise_dim)), blocks, d)
+    g = jnp.log(jnp.maximum(probs, 1e-30)) + jax.random.gumbel(k_g, probs.shape)
+    peak = jax.ops.segment_max(g.T, blocks, num_segments=d).T
+    start = jnp.concatenate([jnp.zeros(1, jnp.int32), jnp.cumsum(jnp.bincount(blocks, length=d))[:-1]])
+    local = jnp.arange(blocks.shape[0], dtype=jnp.int32) - start[blocks]
+    hit = jnp.where(g >= peak[:, blocks], local[None, :], jnp.iinfo(jnp.int32).max)
+    return jax.ops.segment_min(hit.T, blocks, num_segments=d).T
+
+
+class Round(NamedTuple):
+    clique: Clique   # the selected marginal
+    seconds: float   # the round's wall time (selection, measurement, fit)
+
+
+def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key: jax.Array, *,
+                 private: bool = True, should_stop: Callable[[], bool] | None = None,
+                 phases: Sequence | None = None, progress=None) -> tuple[PyTree, float, list[Round]]:
+    """The whole of GEM on the private codes. Returns the generator's parameters, the released
+    total (the mean of the noisy one-way histograms' sums) and the rounds executed.
+    ``private=False``: exact counts and the best candidate each round. ``should_stop`` is asked
+    before every round after the first (units not spent are not spent at all). ``phases``: the
+    accounted phases the noise is read from (default: :func:`privacy_phases` of ``config``)."""
+    d = len(sizes)
+    if config.num_columns != d:
+        raise ValueError(f"num_columns={config.num_columns} but the codes have {d} columns; "
+                         "resolve the configuration with GEMConfig.for_columns(d).")
+    work = sm.workload(sizes, config.workload_degree, config.max_cells, size=config.workload_size,
+                       seed=config.workload_seed)
+    if not work:
+        raise ValueError(f"max_cells={config.max_cells} leaves no {config.workload_degree}-way "
+                         "marginal in the workload.")
+    cands = sm.candidates(work)
+    answers = {r: sm.counts(codes, sizes, r).astype(np.float64) for r in cands}
+    phases = {p.name: p for p in (privacy_phases(config) if phases is None else phases)}
+    sigma = phases["measure"].noise_multiplier if private else None
+    eps = phases["selection"].epsilon if private else None
+
+    k_one, k_init, k_rounds = jax.random.split(key, 3)
+    std1 = phases["one_way"].noise_std if private else None
+    one = sm.measure(codes, sizes, [(j,) for j in range(d)], std1, k_one)
+    total = max(1.0, float(np.mean([y.sum() for y in one])))  # post-processing of the release
+    log: list[tuple[Clique, np.ndarray, float]] = []
+
+    blocks_np = block_ids(sizes)
+    blocks, width = jnp.asarray(blocks_np), len(blocks_np)
+    net, opt = network(config, width), optimizer(config)
+    params = init(config, width, k_init)
+    state = opt.init(params)
+    static = dict(net=net, d=d, opt=opt, batch_size=config.batch_size, noise_dim=config.noise_dim)
+
+    def fit(p, s, k, steps):
+        return fit_steps(p, s, measured(one, std1 or 1.0, log, sizes), blocks,
+                         jnp.float32(total), k, jnp.int32(steps), **static)
+
+    params, state = fit(params, state, jax.random.fold_in(k_rounds, 10**6), config.round_steps)
+    rounds: list[Round] = []
+    for t in range(config.max_rounds):
+        if rounds and should_stop is not None and should_stop():
+            break
+        t0 = time.perf_counter()
+        k_sample, k_sel, k_meas, k_fit = jax.random.split(jax.random.fold_in(k_rounds, t), 4)
+        sample = np.asarray(draw_codes(params, blocks, k_sample, net=net, d=d, n=config.score_samples,
+                                       noise_dim=config.noise_dim))
+        est = {r: sm.counts(sample, sizes, r) * (total / config.score_samples) for r in cands}
+        r = sm.select(sm.scores(cands, answers, est, sizes, sigma), cands, eps, k_sel)
+        (y,) = sm.measure(codes, sizes, [r], sigma, k_meas)
+        log.append((r, y, sigma or 1.0))
+        params, state = fit(params, state, k_fit, config.round_steps)
+        jax.block_until_ready(params)
+        rounds.append(Round(r, time.perf_counter() - t0))
+        if progress is not None:
+            progress(t + 1, config.max_rounds)
+    params, _ = fit(params, state, jax.random.fold_in(k_rounds, 10**6 + 1), config.final_steps)
+    return params, total, rounds
+
+
+@register
+class GEM(sm.MarginalSynthesizer):
+    """GEM with a scikit-learn-like interface (no optional package needed).
+
+    Example:
+        >>> model = GEM().fit(train_df, data.adult_schema(), epsilon=1.0)  # doctest: +SKIP
+        >>> model.sample(1000)                                             # doctest: +SKIP
+    """
+
+    METHOD = "gem"
+    DESCRIPTION = ("AIM's rounds (a marginal chosen by the exponential mechanism, measured with "
+                   "Gaussian noise) fitting a generator network instead of a graphical model "
+                   "(Liu, Vietri and Wu 2021)")
+    CONFIG = GEMConfig
+    DECODE_MODE = "sample"
+    PAPER_ACCOUNTING = PAPER_ACCOUNTING
+
+    @classmethod
+    def unavailable_reason(cls):
+        return None
+
+    def resolve_config(self, schema, preset=None):
+        config = super().resolve_config(schema, preset).for_columns(len(schema))
+        sizes = discretizer(config, schema).sizes
+        if len(schema) >= config.workload_degree and not sm.workload(
+                sizes, config.workload_degree, config.max_cells, size=config.workload_size,
+                seed=config.workload_seed):
+            raise ValueError(f"max_cells={config.max_cells} leaves no {config.workload_degree}-way "
+                             "marginal of the schema in the workload.")
+        return config
+
+    def _phases(self, config, schema, num_records, private):
+        return privacy_phases(config, private=private)
+
+    def _train(self, config, x, key, ctx) -> TrainResult:
+        t0 = time.perf_counter()
+        disc = discretizer(config, ctx.schema)
+        codes = disc.codes_from_encoded(x)
+        params, total, rounds = fit_released(
+            config, codes, disc.sizes, key, private=ctx.private, should_stop=ctx.should_stop,
+            phases=ctx.phases() if ctx.private else None, progress=ctx.progress("measure"))
+        names = ctx.schema.names
+        listing = ", ".join("-".join(names[a] for a in r.clique) for r in rounds)
+        notes = [
+            f"Continuous columns are discretised on public bins from the schema bounds "
+            f"({disc.describe()}); discrete columns over the schema's categories.",
+            f"{len(rounds)} of {config.max_rounds} rounds ran, each one unit selection and one unit "
+            "measurement; the workload (the marginals scored) is public: "
+            + ("every eligible marginal" if config.workload_size is None else
+               f"at most {config.workload_size} eligible marginals drawn from the public seed "
+               f"{config.workload_seed}") + ". Selected marginals: " + listing + ".",
+            "Post-processing, not accounted because it reads only released values: the total "
+            "(the mean sum of the noisy one-way histograms), the generator's fit "
+            f"({config.round_steps} Adam steps per round, {config.final_steps} at the end), the "
+            "scores' generator marginals and sampling.",
+        ]
+        return TrainResult(config=config, released={"generator": params},
+                           steps={"one_way": 1, "selection": len(rounds), "measure": len(rounds)},
+                           seconds={"gem": time.perf_counter() - t0}, assumptions=notes,
+                           state={"rounds": rounds, "total": total})
+
+    def _sample_frame(self, n, key, mode):
+        del mode  # every column is drawn from its bins' probabilities
+        k_codes, k_values = jax.random.split(key)
+        cfg = self.fitted_config
+        disc = discretizer(cfg, self.schema)
+        blocks = jnp.asarray(block_ids(disc.sizes))
+        codes = draw_codes(self.released["generator"], blocks, k_codes, net=network(cfg, len(blocks)),
+                           d=len(disc.sizes), n=n, noise_dim=cfg.noise_dim)
+        return disc.decode(np.asarray(codes), k_values)
+
+    def _release_shapes(self, config, schema):
+        width = int(sum(discretizer(config, schema).sizes))
+        return {"generator": jax.eval_shape(lambda: init(config, width, jax.random.key(0)))}
+
+
+__all__ = [
+    "GEM",
+    "GEMConfig",
+    "Round",
+    "block_ids",
+    "discretizer",
+    "draw_codes",
+    "fit_released",
+    "fit_steps",
+    "init",
+    "bucket",
+    "group_marginals",
+    "measured",
+    "network",
+    "optimizer",
+    "privacy_phases",
+    "probabilities",
+]

@@ -1,0 +1,178 @@
+"""GEM: contract, the compiled marginals against a per-row loop, sampling against its
+probabilities, the public random workload, accounting against dp_accounting directly, and that it
+learns a 3-way relation no pair shows (a planted XOR) where the one-way reference cannot."""
+
+from __future__ import annotations
+
+import math
+
+import dp_accounting as dpa
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from dp_accounting.rdp import RdpAccountant
+from scipy import stats
+
+from dpgen_jax import data, privacy, synthesizers
+from dpgen_jax.synthesizers import GEMConfig, gem
+from dpgen_jax.synthesizers import _select_measure as sm
+from tests._contract import SynthesizerContract
+
+TINY = dict(bins=6, max_rounds=3, round_steps=20, final_steps=20, batch_size=64, hidden=(32,),
+            noise_dim=8, score_samples=500)
+
+
+class TestGEMContract(SynthesizerContract):
+    METHOD = "gem"
+    OVERRIDES = TINY
+    EPSILON = 3.0
+
+    def zero_steps(self):
+        return {"max_rounds": 1}
+
+    def functional_released(self, model, frame, schema):
+        cfg = model.fitted_config
+        disc = gem.discretizer(cfg, schema)
+        params, total, rounds = gem.fit_released(cfg, disc.codes(frame), disc.sizes, jax.random.key(self.SEED),
+                                                 phases=model.fitted_phases())
+        assert [r.clique for r in rounds] == [r.clique for r in model._state["rounds"]]
+        return {"generator": params}
+
+
+def _mixture_marginal(probs: np.ndarray, sizes, clique) -> np.ndarray:
+    """The slow reference: for every row the outer product of its columns' probabilities, averaged."""
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    out = np.zeros([sizes[a] for a in clique])
+    for row in probs:
+        parts = [row[offsets[a]:offsets[a] + sizes[a]] for a in clique]
+        t = parts[0]
+        for p in parts[1:]:
+            t = np.multiply.outer(t, p)
+        out += t
+    return out / len(probs)
+
+
+def test_compiled_marginals_equal_a_loop_over_rows():
+    rng = np.random.default_rng(0)
+    sizes = (3, 2, 5, 9, 2)
+    d, width = len(sizes), sum(sizes)
+    blocks = jnp.asarray(gem.block_ids(sizes))
+    logits = jnp.asarray(rng.normal(size=(40, width)), jnp.float32)
+    # probabilities() with an identity network: logits in, one softmax per column out
+    class Identity:
+        def apply(self, variables, z):
+            return z
+    probs = np.asarray(gem.probabilities(Identity(), None, logits, blocks, d), np.float64)
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    for j in range(d):
+        np.testing.assert_allclose(probs[:, offsets[j]:offsets[j + 1]].sum(axis=1), 1.0, rtol=1e-5)
+    cliques = [(0, 2, 3), (1, 4), (3,), (2, 3, 4), (0, 1), (1, 2, 3)]
+    log = [(c, rng.normal(size=math.prod(sizes[a] for a in c)), 1.0 + i) for i, c in enumerate(cliques)]
+    meas = gem.measured([np.zeros(s) for s in sizes], 2.0, log, sizes)
+    ext = jnp.concatenate([jnp.asarray(probs, jnp.float32), jnp.zeros((40, 1))], axis=1)
+    got = {}
+    for g in meas.groups:
+        values = np.asarray(gem.group_marginals(ext, g))
+        for m in range(values.shape[0]):
+            if float(g.weight[m]) == 0.0:
+                continue
+            cols = tuple(int(np.asarray(u[m])[0]) for u in g.units)  # each position's first unit
+            got[cols] = (values[m], np.asarray(g.target[m]), float(g.weight[m]))
+    assert sum(float(w > 0) for g in meas.groups for w in np.asarray(g.weight)) == len(cliques)
+    for (c, y, std) in log:
+        want = _mixture_marginal(probs, sizes, c)
+        order = sorted(range(len(c)), key=lambda i: (gem.bucket(sizes[c[i]]), c[i]))
+        key = tuple(int(offsets[c[i]]) for i in order)
+        value, target, weight = got[key]
+        shape = [gem.bucket(sizes[c[i]]) for i in order]
+        value, target = value.reshape(shape), target.reshape(shape)
+        inner = tuple(slice(0, sizes[c[i]]) for i in order)
+        np.testing.assert_allclose(value[inner], np.transpose(want, order), rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(target[inner], np.transpose(y.reshape([sizes[a] for a in c]), order), rtol=1e-6)
+        assert value.sum() == pytest.approx(value[inner].sum())  # padding bins carry nothing
+        assert weight == pytest.approx(1.0 / std)
+    np.testing.assert_allclose(np.asarray(meas.one_weight), 0.5)
+
+
+def test_drawn_codes_follow_the_generator_probabilities():
+    sizes = (3, 2, 4)
+    cfg = GEMConfig(hidden=(8,), noise_dim=4).for_columns(3)
+    blocks = jnp.asarray(gem.block_ids(sizes))
+    net = gem.network(cfg, 9)
+    params = gem.init(cfg, 9, jax.random.key(0))
+    n = 20_000
+    codes = np.asarray(gem.draw_codes(params, blocks, jax.random.key(1), net=net, d=3, n=n, noise_dim=4))
+    assert codes.shape == (n, 3) and codes.min() >= 0 and all(codes[:, j].max() < s for j, s in enumerate(sizes))
+    # expected frequencies: the mixture over many noise vectors of the per-column softmax
+    z = jax.random.normal(jax.random.key(2), (200_000, 4))
+    probs = np.asarray(gem.probabilities(net, params, z, blocks, 3)).mean(axis=0)
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    for j, s in enumerate(sizes):
+        counts = np.bincount(codes[:, j], minlength=s)
+        p = np.asarray(probs[offsets[j]:offsets[j + 1]], np.float64)
+        assert stats.chisquare(counts, n * p / p.sum()).pvalue > 1e-4
+
+
+def test_random_workload_is_public_deterministic_and_capped():
+    sizes = (2,) * 1000 + (50,) * 3
+    a = sm.workload(sizes, 3, 64, size=300, seed=4)
+    assert a == sm.workload(sizes, 3, 64, size=300, seed=4) and a != sm.workload(sizes, 3, 64, size=300, seed=5)
+    assert len(a) == 300 == len(set(a)) and a == sorted(a)
+    assert all(c == tuple(sorted(c)) and len(set(c)) == 3 and math.prod(sizes[j] for j in c) <= 64 for c in a)
+    small = sm.workload((3, 4, 2, 5, 2), 3, 30, size=4, seed=0)  # enumerated, then sampled
+    every = sm.workload((3, 4, 2, 5, 2), 3, 30)
+    assert len(small) == 4 and set(small) <= set(every) and len(every) > 4
+    with pytest.raises(ValueError, match="give a workload size"):
+        sm.workload(sizes, 3, 64)
+    with pytest.raises(ValueError, match="found only"):
+        sm.workload((50,) * 200, 3, 10, size=5)
+
+
+def test_units_compose_as_dp_accounting_says():
+    cfg = GEMConfig(max_rounds=7).for_columns(5)
+    phases = gem.privacy_phases(cfg)
+    acc = RdpAccountant()
+    acc.compose(dpa.GaussianDpEvent(cfg.one_way_noise_multiplier))  # sensitivity sqrt(d), std sigma sqrt(d)
+    acc.compose(dpa.GaussianDpEvent(cfg.measure_noise_multiplier), 7)
+    # a selection at epsilon_u is (epsilon_u^2 / 8)-zCDP: RDP (alpha epsilon_u^2 / 8), as a Gaussian
+    # of noise multiplier 2 / epsilon_u
+    eps_u = 2.0 / cfg.selection_noise_multiplier
+    acc.compose(dpa.GaussianDpEvent(2.0 / eps_u), 7)
+    assert privacy.epsilon(phases, 1e-5, "rdp") == pytest.approx(acc.get_epsilon(1e-5), rel=1e-6)
+    rho = sm.zcdp_rho(phases)
+    assert rho == pytest.approx(1.0, rel=1e-9)  # AIM's split of a total rho of 1
+
+
+def _xor_table(n: int, seed: int):
+    """Six binary columns; column 5 = c0 XOR c1 XOR c2 (pairwise independent, a 3-way relation)."""
+    planted = data.planted_binary(n, 6, seed, n_pairs=0, n_triples=1, flip=0.0)
+    return planted
+
+
+def test_learns_a_planted_triple_the_one_way_reference_cannot():
+    planted = _xor_table(3000, 0)
+    frame, schema, (triple,) = planted.frame, planted.schema, planted.triples
+    idx = [schema.names.index(c) for c in triple]
+    x = frame.to_numpy().astype(np.int64)
+    true_xor = np.mean(np.bitwise_xor.reduce(x[:, idx], axis=1) == 0)
+    assert true_xor == 1.0
+    model = synthesizers.create("gem", max_rounds=6, round_steps=150, final_steps=300, batch_size=256,
+                                hidden=(64,), noise_dim=16, score_samples=3000)
+    model.fit(frame, schema, epsilon=math.inf, seed=0)
+    assert any(set(r.clique) == set(idx) for r in model._state["rounds"])
+    syn = model.sample(4000, seed=1).to_numpy().astype(np.int64)
+    got = np.mean(np.bitwise_xor.reduce(syn[:, idx], axis=1) == 0)
+    indep = synthesizers.create("independent").fit(frame, schema, epsilon=math.inf, seed=0)
+    base = np.mean(np.bitwise_xor.reduce(indep.sample(4000, seed=1).to_numpy().astype(np.int64)[:, idx], axis=1) == 0)
+    assert base < 0.6 and got > 0.85
+
+
+def test_config_is_refused_by_name():
+    for bad, word in [(dict(max_rounds=0), "max_rounds"), (dict(hidden=()), "hidden"),
+                      (dict(measure_share=1.0), "measure_share"), (dict(workload_size=0), "workload_size"),
+                      (dict(learning_rate=-1.0), "learning_rate")]:
+        with pytest.raises(ValueError, match=word):
+            GEMConfig(**bad).validate()
+    with pytest.raises(ValueError, match="workload_degree=4"):
+        GEMConfig(workload_degree=4).for_columns(3)
