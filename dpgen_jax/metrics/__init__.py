@@ -44,6 +44,7 @@ from dpgen_jax.metrics._downstream import LabelAccuracyProtocol, label_accuracy,
 from dpgen_jax.metrics._evaluate import evaluate
 from dpgen_jax.metrics._fidelity import (
     MARGINAL_BINS,
+    choose_subsets,
     js_distance_mean,
     marginal_l1_2way,
     marginal_l1_3way,
@@ -88,6 +89,7 @@ __all__ = [
     "label_accuracy",
     "lr_utility",
     "marginal_l1_2way",
+    "choose_subsets",
     "marginal_l1_3way",
     "one_way_marginals",
     "pca_projection",
