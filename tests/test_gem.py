@@ -176,3 +176,12 @@ def test_config_is_refused_by_name():
             GEMConfig(**bad).validate()
     with pytest.raises(ValueError, match="workload_degree=4"):
         GEMConfig(workload_degree=4).for_columns(3)
+
+
+def test_a_thousand_column_plan_calibrates():
+    """A unit's noise multiplier on a wide table passes the default cap of 100; the marginal methods
+    calibrate up to 1e4 (data-free plan of the wide-table benchmark's shape)."""
+    schema = data.binary_schema(1000)
+    plan = synthesizers.create("gem").plan(schema, 1600, epsilon=3.0)
+    assert plan.epsilon() == pytest.approx(3.0, rel=1e-3)
+    assert max(p.noise_multiplier for p in plan.phases) > 100

@@ -242,9 +242,18 @@ class MarginalSynthesizer(Synthesizer):
     USES_NUM_RECORDS = False
     PAPER_ACCOUNTING: ClassVar[str]
 
+    # A budget unit's noise multiplier grows as the square root of the number of units (about
+    # R + 0.9 d): on a table of a thousand columns it passes the default cap of 100 at a usable
+    # epsilon. Below the default cap the calibration is the same (the bracket doubles from 1).
+    MAX_NOISE_MULTIPLIER: ClassVar[float] = 1e4
+
     @classmethod
     def unavailable_reason(cls):
         return mbi_missing(cls.__name__)
+
+    def _calibrate(self, config, schema, phases, epsilon, delta):
+        return privacy.calibrate(phases, target_epsilon=epsilon, delta=delta, accountant=self.ACCOUNTANT,
+                                 max_noise_multiplier=self.MAX_NOISE_MULTIPLIER)
 
     def _paper_accounting(self, config, phases, delta, report):
         rho = zcdp_rho(phases)
