@@ -56,61 +56,61 @@ def _mixture_marginal(probs: np.ndarray, sizes, clique) -> np.ndarray:
 def test_compiled_marginals_equal_a_loop_over_rows():
     rng = np.random.default_rng(0)
     sizes = (3, 2, 5, 9, 2)
-    d, width = len(sizes), sum(sizes)
-    blocks = jnp.asarray(gem.block_ids(sizes))
-    logits = jnp.asarray(rng.normal(size=(40, width)), jnp.float32)
-    # probabilities() with an identity network: logits in, one softmax per column out
-    class Identity:
+    d = len(sizes)
+    mask = jnp.asarray(gem.bin_mask(sizes))
+    logits = jnp.asarray(rng.normal(size=(40, mask.size)), jnp.float32)
+
+    class Identity:  # probabilities() of an identity network: logits in, one softmax per column out
         def apply(self, variables, z):
             return z
-    probs = np.asarray(gem.probabilities(Identity(), None, logits, blocks, d), np.float64)
-    offsets = np.concatenate([[0], np.cumsum(sizes)])
-    for j in range(d):
-        np.testing.assert_allclose(probs[:, offsets[j]:offsets[j + 1]].sum(axis=1), 1.0, rtol=1e-5)
+
+    padded = np.asarray(gem.probabilities(Identity(), None, logits, mask), np.float64)
+    np.testing.assert_allclose(padded.sum(axis=2), 1.0, rtol=1e-5)
+    assert np.all(padded[:, ~np.asarray(mask)] == 0.0)
+    flat = np.concatenate([padded[:, j, :sizes[j]] for j in range(d)], axis=1)
     cliques = [(0, 2, 3), (1, 4), (3,), (2, 3, 4), (0, 1), (1, 2, 3)]
     log = [(c, rng.normal(size=math.prod(sizes[a] for a in c)), 1.0 + i) for i, c in enumerate(cliques)]
-    meas = gem.measured([np.zeros(s) for s in sizes], 2.0, log, sizes)
-    ext = jnp.concatenate([jnp.asarray(probs, jnp.float32), jnp.zeros((40, 1))], axis=1)
+    meas = gem.measured([np.arange(s, dtype=float) for s in sizes], 2.0, log, sizes)
     got = {}
     for g in meas.groups:
-        values = np.asarray(gem.group_marginals(ext, g))
+        values = np.asarray(gem.group_marginals(jnp.asarray(padded, jnp.float32), g))
         for m in range(values.shape[0]):
-            if float(g.weight[m]) == 0.0:
-                continue
-            cols = tuple(int(np.asarray(u[m])[0]) for u in g.units)  # each position's first unit
-            got[cols] = (values[m], np.asarray(g.target[m]), float(g.weight[m]))
-    assert sum(float(w > 0) for g in meas.groups for w in np.asarray(g.weight)) == len(cliques)
+            if float(g.weight[m]) > 0.0:
+                cols = tuple(int(c[m]) for c in g.columns)
+                got[cols] = (values[m].reshape(g.widths), np.asarray(g.target[m]).reshape(g.widths),
+                             float(g.weight[m]))
+    assert len(got) == len(cliques)
     for (c, y, std) in log:
-        want = _mixture_marginal(probs, sizes, c)
-        order = sorted(range(len(c)), key=lambda i: (gem.bucket(sizes[c[i]]), c[i]))
-        key = tuple(int(offsets[c[i]]) for i in order)
-        value, target, weight = got[key]
-        shape = [gem.bucket(sizes[c[i]]) for i in order]
-        value, target = value.reshape(shape), target.reshape(shape)
+        want = _mixture_marginal(flat, sizes, c)
+        order = sorted(range(len(c)), key=lambda i: (gem.bucket(sizes[c[i]], max(sizes)), c[i]))
+        value, target, weight = got[tuple(c[i] for i in order)]
         inner = tuple(slice(0, sizes[c[i]]) for i in order)
         np.testing.assert_allclose(value[inner], np.transpose(want, order), rtol=1e-4, atol=1e-6)
         np.testing.assert_allclose(target[inner], np.transpose(y.reshape([sizes[a] for a in c]), order), rtol=1e-6)
         assert value.sum() == pytest.approx(value[inner].sum())  # padding bins carry nothing
         assert weight == pytest.approx(1.0 / std)
-    np.testing.assert_allclose(np.asarray(meas.one_weight), 0.5)
+    one = np.asarray(meas.one_way)
+    for j, s in enumerate(sizes):
+        np.testing.assert_array_equal(one[j, :s], np.arange(s))
+        np.testing.assert_array_equal(one[j, s:], 0)
+    assert float(meas.one_weight) == 0.5
 
 
 def test_drawn_codes_follow_the_generator_probabilities():
     sizes = (3, 2, 4)
     cfg = GEMConfig(hidden=(8,), noise_dim=4).for_columns(3)
-    blocks = jnp.asarray(gem.block_ids(sizes))
-    net = gem.network(cfg, 9)
-    params = gem.init(cfg, 9, jax.random.key(0))
+    mask = jnp.asarray(gem.bin_mask(sizes))
+    net = gem.network(cfg, mask.size)
+    params = gem.init(cfg, mask.size, jax.random.key(0))
     n = 20_000
-    codes = np.asarray(gem.draw_codes(params, blocks, jax.random.key(1), net=net, d=3, n=n, noise_dim=4))
+    codes = np.asarray(gem.draw_codes(params, mask, jax.random.key(1), net=net, n=n, noise_dim=4))
     assert codes.shape == (n, 3) and codes.min() >= 0 and all(codes[:, j].max() < s for j, s in enumerate(sizes))
     # expected frequencies: the mixture over many noise vectors of the per-column softmax
     z = jax.random.normal(jax.random.key(2), (200_000, 4))
-    probs = np.asarray(gem.probabilities(net, params, z, blocks, 3)).mean(axis=0)
-    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    probs = np.asarray(gem.probabilities(net, params, z, mask)).mean(axis=0)
     for j, s in enumerate(sizes):
         counts = np.bincount(codes[:, j], minlength=s)
-        p = np.asarray(probs[offsets[j]:offsets[j + 1]], np.float64)
+        p = np.asarray(probs[j, :s], np.float64)
         assert stats.chisquare(counts, n * p / p.sum()).pvalue > 1e-4
 
 

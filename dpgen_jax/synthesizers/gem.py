@@ -20,7 +20,9 @@ one Gaussian measurement of a marginal.
    noise vector is a product distribution and the model is their mixture (GEM's). The marginal of
    a measured clique is the batch mean of the product of its columns' probabilities, so the loss
    (L1 between these marginals, scaled to the released total, and the noisy counts, each
-   measurement weighted by 1 / its noise standard deviation) is differentiable. Marginals whose
+   measurement weighted by 1 / its noise standard deviation) is differentiable. The outputs are
+   laid out as d columns of S bins (S: the most bins of any column, padding bins masked), so the
+   softmaxes, the one-way term and sampling are dense operations. Marginals whose
    columns' bin counts round up to the same powers of two are stacked and computed together (a
    Khatri-Rao product and one batched matmul; stacks grow by doubling), so a round compiles a new
    program only when a new padded shape appears or a stack doubles.
@@ -31,7 +33,7 @@ R unit selections (``privacy.ExponentialMechanismPhase``) and R unit measurement
 PLD event); fixed before data is read, calibrated by one common factor. Everything else reads only
 released values (post-processing).
 
-Functional API: :func:`discretizer`, :func:`privacy_phases`, :func:`block_ids`, :func:`probabilities`,
+Functional API: :func:`discretizer`, :func:`privacy_phases`, :func:`bin_mask`, :func:`probabilities`,
 :func:`measured`, :func:`group_marginals`, :func:`fit_steps`, :func:`draw_codes`, :func:`fit_released`.
 Class API: :class:`GEM` (``synthesizers.create("gem")``).
 """
@@ -158,6 +160,8 @@ def privacy_phases(config: GEMConfig, *, steps: Mapping[str, int] | None = None,
 
 
 def network(config: GEMConfig, width: int) -> models.MLP:
+    """The generator: ``hidden`` ReLU layers to ``width`` = d * S logits (S: the most bins of any
+    column), He-normal initialisation."""
     return models.MLP(tuple(config.hidden) + (width,), activation="relu", init_scheme="he")
 
 
@@ -165,114 +169,117 @@ def init(config: GEMConfig, width: int, key: jax.Array) -> PyTree:
     return network(config, width).init(key, jnp.zeros((1, config.noise_dim)))["params"]
 
 
-def block_ids(sizes: Sequence[int]) -> np.ndarray:
-    """The column of every output unit: ``(sum(sizes),)`` int32."""
-    return np.repeat(np.arange(len(sizes), dtype=np.int32), list(sizes))
+def bin_mask(sizes: Sequence[int]) -> np.ndarray:
+    """``(d, S)`` True on each column's bins, S = max(sizes) (the padded layout of the outputs)."""
+    return np.arange(max(sizes))[None, :] < np.asarray(sizes)[:, None]
 
 
-def probabilities(net: models.MLP, params: PyTree, z: jax.Array, blocks: jax.Array,
-                  d: int) -> jax.Array:
-    """``(n, W)``: one softmax per column over its bins (segment operations: no per-column op,
-    so a table of a thousand columns compiles as fast as one of ten)."""
-    logits = net.apply({"params": params}, z)
-    peak = jax.ops.segment_max(logits.T, blocks, num_segments=d).T
-    e = jnp.exp(logits - peak[:, blocks])
-    total = jax.ops.segment_sum(e.T, blocks, num_segments=d).T
-    return e / total[:, blocks]
+def probabilities(net: models.MLP, params: PyTree, z: jax.Array, mask: jax.Array) -> jax.Array:
+    """``(n, d, S)``: one softmax per column over its bins, 0 on the padding bins (one dense
+    softmax over the padded layout: no per-column or segment operation, so a table of a thousand
+    columns compiles and runs as a table of ten)."""
+    d, width = mask.shape
+    logits = net.apply({"params": params}, z).reshape(z.shape[0], d, width)
+    return jax.nn.softmax(jnp.where(mask, logits, -jnp.inf), axis=-1)
 
 
-def bucket(size: int) -> int:
-    """A block's padded width: the next power of two (measurements of columns whose padded widths
-    agree share one batched computation, so a round seldom compiles a new program)."""
-    return 1 << (int(size) - 1).bit_length()
+def bucket(size: int, widest: int) -> int:
+    """A column's padded width in a stacked marginal: the next power of two, at most ``widest``
+    (measurements whose columns' padded widths agree share one batched computation, so a round
+    seldom compiles a new program)."""
+    return min(1 << (int(size) - 1).bit_length(), int(widest))
 
 
 class Group(NamedTuple):
     """The measured marginals of one padded shape, stacked (capacity a power of two).
 
     Attributes:
-        units: per position, ``(M, b_j)`` the output unit of each padded bin (W, a constant 0, for
-            padding and empty slots); positions ordered by padded width.
-        target: ``(M, prod b_j)`` the noisy counts in that order, 0 on padding.
+        columns: per position, ``(M,)`` the column (positions ordered by padded width; empty slots
+            use column 0 with weight 0).
+        target: ``(M, prod b_j)`` the noisy counts in that order, 0 on padding bins.
         weight: ``(M,)`` 1 / the measurement's noise standard deviation (0: an empty slot).
+        widths: the padded widths b_j (static).
     """
 
-    units: tuple
+    columns: tuple
     target: jax.Array
     weight: jax.Array
+    widths: tuple
 
 
 class Measured(NamedTuple):
     """Everything measured so far, as the compiled loss reads it: the one-way histograms as one
-    dense vector over the W output units (``one_way``, ``one_weight``) and the rounds' marginals
-    in :class:`Group` s."""
+    ``(d, S)`` array (``one_way``, 0 on padding bins; ``one_weight`` 1 / their noise std) and the
+    rounds' marginals in :class:`Group` s."""
 
     one_way: jax.Array
     one_weight: jax.Array
     groups: tuple
 
 
+jax.tree_util.register_pytree_node(
+    Group, lambda g: ((g.columns, g.target, g.weight), g.widths),
+    lambda widths, ch: Group(ch[0], ch[1], ch[2], widths))
+
+
 def measured(one_way: Sequence[np.ndarray], one_std: float,
              log: Sequence[tuple[Clique, np.ndarray, float]], sizes: Sequence[int]) -> Measured:
     """The measurements in the compiled layout: ``one_way`` the d noisy histograms (noise std
     ``one_std``), ``log`` the rounds' ``(clique, flattened noisy counts, noise std)``."""
-    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    width = int(offsets[-1])
+    widest = max(sizes)
     by_shape: dict[tuple[int, ...], list] = {}
     for clique, y, std in log:
-        order = sorted(range(len(clique)), key=lambda i: (bucket(sizes[clique[i]]), clique[i]))
+        order = sorted(range(len(clique)), key=lambda i: (bucket(sizes[clique[i]], widest), clique[i]))
         cols = [clique[i] for i in order]
         table = np.transpose(np.asarray(y, np.float64).reshape([sizes[a] for a in clique]), order)
-        shape = tuple(bucket(sizes[a]) for a in cols)
+        shape = tuple(bucket(sizes[a], widest) for a in cols)
         table = np.pad(table, [(0, b - sizes[a]) for a, b in zip(cols, shape)])
-        units = [np.where(np.arange(b) < sizes[a], offsets[a] + np.arange(b), width)
-                 for a, b in zip(cols, shape)]
-        by_shape.setdefault(shape, []).append((units, table.ravel(), 1.0 / std))
+        by_shape.setdefault(shape, []).append((cols, table.ravel(), 1.0 / std))
     groups = []
     for shape in sorted(by_shape):
         items = by_shape[shape]
         cap = 1 << (len(items) - 1).bit_length()
-        empty = ([np.full(b, width) for b in shape], np.zeros(math.prod(shape)), 0.0)
-        items = items + [empty] * (cap - len(items))
+        items = items + [([0] * len(shape), np.zeros(math.prod(shape)), 0.0)] * (cap - len(items))
         groups.append(Group(
-            tuple(jnp.asarray(np.stack([it[0][j] for it in items]), jnp.int32) for j in range(len(shape))),
+            tuple(jnp.asarray([it[0][j] for it in items], jnp.int32) for j in range(len(shape))),
             jnp.asarray(np.stack([it[1] for it in items]), jnp.float32),
-            jnp.asarray([it[2] for it in items], jnp.float32)))
-    return Measured(jnp.asarray(np.concatenate(one_way), jnp.float32),
-                    jnp.full((width,), 1.0 / one_std, jnp.float32), tuple(groups))
+            jnp.asarray([it[2] for it in items], jnp.float32), shape))
+    one = np.zeros((len(sizes), widest))
+    for j, y in enumerate(one_way):
+        one[j, :sizes[j]] = y
+    return Measured(jnp.asarray(one, jnp.float32), jnp.float32(1.0 / one_std), tuple(groups))
 
 
-def group_marginals(ext: jax.Array, group: Group) -> jax.Array:
+def group_marginals(probs: jax.Array, group: Group) -> jax.Array:
     """``(M, prod b_j)``: each stacked marginal of the mixture, the batch mean of the product of
-    its columns' probabilities (``ext``: ``(B, W + 1)`` probabilities and a 0 column), as a
-    Khatri-Rao product of all but the last position contracted with the last by a matmul."""
-    parts = [ext[:, u] for u in group.units]
-    b, m = ext.shape[0], group.weight.shape[0]
+    its columns' probabilities (``probs``: ``(B, d, S)``), as a Khatri-Rao product of all but the
+    last position contracted with the last by a batched matmul."""
+    parts = [probs[:, cols, :b] for cols, b in zip(group.columns, group.widths)]
+    n, m = probs.shape[0], group.weight.shape[0]
     left = parts[0]
     for p in parts[1:-1]:
-        left = (left[..., :, None] * p[:, :, None, :]).reshape(b, m, -1)
+        left = (left[..., :, None] * p[:, :, None, :]).reshape(n, m, -1)
     if len(parts) == 1:
         return jnp.mean(left, axis=0)
-    return (jnp.einsum("bmx,bmk->mxk", left, parts[-1]) / b).reshape(m, -1)
+    return (jnp.einsum("bmx,bmk->mxk", left, parts[-1]) / n).reshape(m, -1)
 
 
 def optimizer(config: GEMConfig) -> optax.GradientTransformation:
     return optax.adam(config.learning_rate)
 
 
-@functools.partial(jax.jit, static_argnames=("net", "d", "opt", "batch_size", "noise_dim"))
-def fit_steps(params, opt_state, meas: Measured, blocks, total, key, steps, *, net, d, opt,
+@functools.partial(jax.jit, static_argnames=("net", "opt", "batch_size", "noise_dim"))
+def fit_steps(params, opt_state, meas: Measured, mask, total, key, steps, *, net, opt,
               batch_size, noise_dim):
     """``steps`` Adam steps (a traced count; one compilation per layout of ``meas``) on the
     weighted L1 between the generator's marginals scaled to ``total`` and the noisy counts;
     step t draws its noise from ``fold_in(key, t)``."""
 
     def loss(p, z):
-        probs = probabilities(net, p, z, blocks, d)
-        out = jnp.sum(meas.one_weight * jnp.abs(total * jnp.mean(probs, axis=0) - meas.one_way))
-        ext = jnp.concatenate([probs, jnp.zeros((probs.shape[0], 1), probs.dtype)], axis=1)
+        probs = probabilities(net, p, z, mask)
+        out = meas.one_weight * jnp.sum(jnp.abs(total * jnp.mean(probs, axis=0) - meas.one_way))
         for g in meas.groups:
-            err = jnp.abs(total * group_marginals(ext, g) - g.target)
+            err = jnp.abs(total * group_marginals(probs, g) - g.target)
             out = out + jnp.sum(g.weight[:, None] * err)
         return out
 
@@ -286,18 +293,14 @@ def fit_steps(params, opt_state, meas: Measured, blocks, total, key, steps, *, n
     return jax.lax.fori_loop(0, steps, body, (params, opt_state))
 
 
-@functools.partial(jax.jit, static_argnames=("net", "d", "n", "noise_dim"))
-def draw_codes(params, blocks, key, *, net, d, n, noise_dim):
+@functools.partial(jax.jit, static_argnames=("net", "n", "noise_dim"))
+def draw_codes(params, mask, key, *, net, n, noise_dim):
     """``(n, d)`` codes: a noise vector per row, each column drawn from its softmax (Gumbel-max
-    per column with segment operations)."""
+    over the padded layout; padding bins have probability 0)."""
     k_z, k_g = jax.random.split(key)
-    probs = probabilities(net, params, jax.random.normal(k_z, (n, noise_dim)), blocks, d)
-    g = jnp.log(jnp.maximum(probs, 1e-30)) + jax.random.gumbel(k_g, probs.shape)
-    peak = jax.ops.segment_max(g.T, blocks, num_segments=d).T
-    start = jnp.concatenate([jnp.zeros(1, jnp.int32), jnp.cumsum(jnp.bincount(blocks, length=d))[:-1]])
-    local = jnp.arange(blocks.shape[0], dtype=jnp.int32) - start[blocks]
-    hit = jnp.where(g >= peak[:, blocks], local[None, :], jnp.iinfo(jnp.int32).max)
-    return jax.ops.segment_min(hit.T, blocks, num_segments=d).T
+    probs = probabilities(net, params, jax.random.normal(k_z, (n, noise_dim)), mask)
+    g = jnp.where(mask, jnp.log(jnp.maximum(probs, 1e-30)) + jax.random.gumbel(k_g, probs.shape), -jnp.inf)
+    return jnp.argmax(g, axis=-1).astype(jnp.int32)
 
 
 class Round(NamedTuple):
@@ -334,15 +337,14 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
     total = max(1.0, float(np.mean([y.sum() for y in one])))  # post-processing of the release
     log: list[tuple[Clique, np.ndarray, float]] = []
 
-    blocks_np = block_ids(sizes)
-    blocks, width = jnp.asarray(blocks_np), len(blocks_np)
-    net, opt = network(config, width), optimizer(config)
-    params = init(config, width, k_init)
+    mask = jnp.asarray(bin_mask(sizes))
+    net, opt = network(config, mask.size), optimizer(config)
+    params = init(config, mask.size, k_init)
     state = opt.init(params)
-    static = dict(net=net, d=d, opt=opt, batch_size=config.batch_size, noise_dim=config.noise_dim)
+    static = dict(net=net, opt=opt, batch_size=config.batch_size, noise_dim=config.noise_dim)
 
     def fit(p, s, k, steps):
-        return fit_steps(p, s, measured(one, std1 or 1.0, log, sizes), blocks,
+        return fit_steps(p, s, measured(one, std1 or 1.0, log, sizes), mask,
                          jnp.float32(total), k, jnp.int32(steps), **static)
 
     params, state = fit(params, state, jax.random.fold_in(k_rounds, 10**6), config.round_steps)
@@ -352,7 +354,7 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
             break
         t0 = time.perf_counter()
         k_sample, k_sel, k_meas, k_fit = jax.random.split(jax.random.fold_in(k_rounds, t), 4)
-        sample = np.asarray(draw_codes(params, blocks, k_sample, net=net, d=d, n=config.score_samples,
+        sample = np.asarray(draw_codes(params, mask, k_sample, net=net, n=config.score_samples,
                                        noise_dim=config.noise_dim))
         est = {r: sm.counts(sample, sizes, r) * (total / config.score_samples) for r in cands}
         r = sm.select(sm.scores(cands, answers, est, sizes, sigma), cands, eps, k_sel)
@@ -433,13 +435,13 @@ class GEM(sm.MarginalSynthesizer):
         k_codes, k_values = jax.random.split(key)
         cfg = self.fitted_config
         disc = discretizer(cfg, self.schema)
-        blocks = jnp.asarray(block_ids(disc.sizes))
-        codes = draw_codes(self.released["generator"], blocks, k_codes, net=network(cfg, len(blocks)),
-                           d=len(disc.sizes), n=n, noise_dim=cfg.noise_dim)
+        mask = jnp.asarray(bin_mask(disc.sizes))
+        codes = draw_codes(self.released["generator"], mask, k_codes, net=network(cfg, mask.size),
+                           n=n, noise_dim=cfg.noise_dim)
         return disc.decode(np.asarray(codes), k_values)
 
     def _release_shapes(self, config, schema):
-        width = int(sum(discretizer(config, schema).sizes))
+        width = int(bin_mask(discretizer(config, schema).sizes).size)
         return {"generator": jax.eval_shape(lambda: init(config, width, jax.random.key(0)))}
 
 
@@ -447,7 +449,7 @@ __all__ = [
     "GEM",
     "GEMConfig",
     "Round",
-    "block_ids",
+    "bin_mask",
     "discretizer",
     "draw_codes",
     "fit_released",
