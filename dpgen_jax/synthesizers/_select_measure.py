@@ -217,6 +217,12 @@ def unit_phases(d: int, rounds: int, one_way: float, selection: float, measure: 
     ]
 
 
+
+def bins_note(disc) -> str:
+    """The report's sentence on the public discretisation (a ``data.Discretizer``)."""
+    return (f"Continuous columns are discretised on public bins from the schema bounds "
+            f"({disc.describe()}); discrete columns over the schema's categories.")
+
 def zcdp_rho(phases: Iterable[privacy.PrivacyPhase]) -> float:
     """The summed zCDP of exponential-mechanism and Gaussian phases (rho = 1 / (2 sigma^2) per
     Gaussian release of sensitivity 1, the phase's rho per selection), times their steps."""

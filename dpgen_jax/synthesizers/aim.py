@@ -462,8 +462,7 @@ class AIM(sm.MarginalSynthesizer):
         spent = sum(r.units for r in rounds)
         listing = ", ".join(f"{'-'.join(names[a] for a in r.clique)} ({r.units})" for r in rounds)
         notes = [
-            f"Continuous columns are discretised on public bins from the schema bounds "
-            f"({disc.describe()}); discrete columns over the schema's categories.",
+            sm.bins_note(disc),
             f"{len(rounds)} rounds spent {spent} of the {config.rounds()} budget units (the "
             "selection and measure phases count units: a round at m units is accounted as m unit "
             "selections and m unit measurements, its noise standard deviation sigma_u / sqrt(m) "

@@ -413,8 +413,7 @@ class GEM(sm.MarginalSynthesizer):
         names = ctx.schema.names
         listing = ", ".join("-".join(names[a] for a in r.clique) for r in rounds)
         notes = [
-            f"Continuous columns are discretised on public bins from the schema bounds "
-            f"({disc.describe()}); discrete columns over the schema's categories.",
+            sm.bins_note(disc),
             f"{len(rounds)} of {config.max_rounds} rounds ran, each one unit selection and one unit "
             "measurement; the workload (the marginals scored) is public: "
             + ("every eligible marginal" if config.workload_size is None else

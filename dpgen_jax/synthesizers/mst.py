@@ -335,8 +335,7 @@ class MST(sm.MarginalSynthesizer):
                                        phases=ctx.phases() if ctx.private else None)
         names = ctx.schema.names
         notes = [
-            f"Continuous columns are discretised on public bins from the schema bounds "
-            f"({disc.describe()}); discrete columns over the schema's categories.",
+            sm.bins_note(disc),
             "Selected tree (from the exponential mechanism): "
             + (", ".join(f"{names[a]}-{names[b]}" for a, b in edges) or "none (one column)") + ".",
             "Post-processing, not accounted because it reads only released values: the domain "
