@@ -50,6 +50,8 @@ EPSILON = 10.0  # calibrates fastest (the PLD interval grows with epsilon); only
 # noise calibration are most of a fit's time here.
 SMALL = {
     "aim": dict(bins=8, max_rounds=2, round_iters=200, estimation_iters=300),
+    "gem": dict(bins=6, max_rounds=2, round_steps=10, final_steps=10, batch_size=32, hidden=(16,),
+                noise_dim=4, score_samples=300),
     "dp-auto-gan": dict(ae_steps=12, critic_steps=10, critic_steps_per_generator_step=5, chunk_size=4,
                         ae_batch_size=16, critic_batch_size=16, generator_batch_size=16,
                         ae_clip_norm=0.05),
