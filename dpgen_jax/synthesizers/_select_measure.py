@@ -32,7 +32,7 @@ import numpy as np
 from scipy import optimize
 
 from dpgen_jax import dpsgd, privacy
-from dpgen_jax.data._discrete import numpy_rng
+from dpgen_jax.data._discrete import Discretizer, numpy_rng
 from dpgen_jax.synthesizers._base import Synthesizer
 
 Clique = tuple[int, ...]
@@ -218,6 +218,11 @@ def unit_phases(d: int, rounds: int, one_way: float, selection: float, measure: 
 
 
 
+def discretizer(config, schema) -> Discretizer:
+    """The public binning of ``schema`` by a configuration's ``bins`` and ``bin_spacing``."""
+    return Discretizer(schema, config.bins, config.bin_spacing)
+
+
 def bins_note(disc) -> str:
     """The report's sentence on the public discretisation (a ``data.Discretizer``)."""
     return (f"Continuous columns are discretised on public bins from the schema bounds "
@@ -247,6 +252,7 @@ class MarginalSynthesizer(Synthesizer):
     ACCOUNTANT = "rdp"
     USES_NUM_RECORDS = False
     PAPER_ACCOUNTING: ClassVar[str]
+    NEEDS_MBI: ClassVar[bool] = True  # False for a method that fits without mbi (GEM)
 
     # A budget unit's noise multiplier grows as the square root of the number of units (about
     # R + 0.9 d): on a table of a thousand columns it passes the default cap of 100 at a usable
@@ -255,7 +261,7 @@ class MarginalSynthesizer(Synthesizer):
 
     @classmethod
     def unavailable_reason(cls):
-        return mbi_missing(cls.__name__)
+        return mbi_missing(cls.__name__) if cls.NEEDS_MBI else None
 
     def _calibrate(self, config, schema, phases, epsilon, delta):
         return privacy.calibrate(phases, target_epsilon=epsilon, delta=delta, accountant=self.ACCOUNTANT,

@@ -52,7 +52,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpgen_jax import _validate as _v
-from dpgen_jax import data as data_lib
 from dpgen_jax.data._discrete import SPACINGS, numpy_rng
 from dpgen_jax.synthesizers import _select_measure as sm
 from dpgen_jax.synthesizers._base import SynthesizerConfig, TrainResult, register
@@ -177,8 +176,7 @@ class AIMConfig(SynthesizerConfig):
                                              if getattr(cfg, k) is None}).validate()
 
 
-def discretizer(config: AIMConfig, schema: data_lib.Schema) -> data_lib.Discretizer:
-    return data_lib.Discretizer(schema, config.bins, config.bin_spacing)
+discretizer = sm.discretizer
 
 
 def privacy_phases(config: AIMConfig, *, steps: Mapping[str, int] | None = None,

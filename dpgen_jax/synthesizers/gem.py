@@ -54,7 +54,6 @@ import optax
 
 from dpgen_jax._typing import PyTree
 from dpgen_jax import _validate as _v
-from dpgen_jax import data as data_lib
 from dpgen_jax import models
 from dpgen_jax.data._discrete import SPACINGS
 from dpgen_jax.synthesizers import _select_measure as sm
@@ -142,8 +141,7 @@ class GEMConfig(SynthesizerConfig):
         return cfg.replace(**{k: v for k, v in defaults.items() if getattr(cfg, k) is None}).validate()
 
 
-def discretizer(config: GEMConfig, schema: data_lib.Schema) -> data_lib.Discretizer:
-    return data_lib.Discretizer(schema, config.bins, config.bin_spacing)
+discretizer = sm.discretizer
 
 
 def privacy_phases(config: GEMConfig, *, steps: Mapping[str, int] | None = None,
@@ -385,10 +383,7 @@ class GEM(sm.MarginalSynthesizer):
     CONFIG = GEMConfig
     DECODE_MODE = "sample"
     PAPER_ACCOUNTING = PAPER_ACCOUNTING
-
-    @classmethod
-    def unavailable_reason(cls):
-        return None
+    NEEDS_MBI = False
 
     def resolve_config(self, schema, preset=None):
         config = super().resolve_config(schema, preset).for_columns(len(schema))

@@ -44,7 +44,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpgen_jax import _validate as _v
-from dpgen_jax import data as data_lib
 from dpgen_jax import privacy
 from dpgen_jax.data._discrete import SPACINGS, numpy_rng
 from dpgen_jax.synthesizers import _select_measure as sm
@@ -118,8 +117,7 @@ class MSTConfig(SynthesizerConfig):
                                                if getattr(self, k) is None}).validate()
 
 
-def discretizer(config: MSTConfig, schema: data_lib.Schema) -> data_lib.Discretizer:
-    return data_lib.Discretizer(schema, config.bins, config.bin_spacing)
+discretizer = sm.discretizer
 
 
 def privacy_phases(config: MSTConfig, *, steps: Mapping[str, int] | None = None,
