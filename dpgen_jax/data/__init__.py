@@ -7,6 +7,8 @@
   :class:`Block` layout, argmax/sample decoding, integer codes; strict errors on bad input.
   :func:`check_frame` is the one frame-vs-schema check the library uses.
 - :func:`uniform_rows`: encoded rows drawn from the public schema alone.
+- :func:`model_schema` / :func:`to_model_frame` / :func:`from_model_frame`: a continuous column
+  declared ``missing=True`` as its value plus a binary missingness indicator (:func:`indicator_name`).
 - :func:`bin_edges` / :func:`bin_index`: public bins of a continuous column from its bounds.
 - :class:`BinnedEncoder`: rows one-hot on the same public bins (continuous columns as bin blocks).
 - :class:`Discretizer`: every column as a small integer code on public bins, and back (values
@@ -57,6 +59,7 @@ from dpgen_jax.data._discrete import LOG_SPAN, SPACINGS, BinnedEncoder, Discreti
 from dpgen_jax.data._files import DRAFT_NOTE_PREFIX, Draft, draft_schema, load_schema, read_csv, read_metadata_yaml, write_csv
 from dpgen_jax.data._encoder import (DECODE_MODES, EXACT_INTEGER_SPAN, Block, IntegerResolutionWarning,
                                      TableEncoder)
+from dpgen_jax.data._missing import from_model_frame, has_missing, model_schema, to_model_frame
 from dpgen_jax.data._mimic import mimic_like, mimic_like_marginals
 from dpgen_jax.data._planted import PlantedTable, planted_binary
 from dpgen_jax.data._schema import (
@@ -64,6 +67,7 @@ from dpgen_jax.data._schema import (
     DataDerivedSchemaWarning,
     Schema,
     binary_schema,
+    indicator_name,
     infer_schema,
 )
 from dpgen_jax.data._uniform import uniform_rows
@@ -118,5 +122,10 @@ __all__ = [
     "read_csv",
     "read_metadata_yaml",
     "uniform_rows",
+    "from_model_frame",
+    "has_missing",
+    "indicator_name",
+    "model_schema",
+    "to_model_frame",
     "write_csv",
 ]

@@ -18,7 +18,8 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from dpgen_jax.data._check import check_frame, check_key, show_values
+from dpgen_jax.data._check import check_key, show_values
+from dpgen_jax.data._missing import from_model_frame, model_schema, to_model_frame
 from dpgen_jax.data._schema import Column, Schema
 
 OutOfBoundsPolicy = Literal["error", "clip"]
@@ -83,9 +84,15 @@ class TableEncoder:
             the schema bounds: ``"error"`` (default) raises; ``"clip"`` clips it to the bound,
             records the per-column counts in :attr:`last_clip_counts` and warns with them.
 
+    A continuous column declared ``missing=True`` is encoded as two blocks: its value (the lower
+    bound where it is missing) and, right after it, the binary block of its missingness indicator
+    (``data.indicator_name``); :meth:`decode` puts the missing values back (``docs/data.md``).
+
     Attributes:
         schema: The schema.
-        blocks: One :class:`Block` per column, in schema order.
+        model_schema: ``data.model_schema(schema)``: the schema with the indicators, whose
+            columns the blocks follow (the schema itself when no column is declared missing).
+        blocks: One :class:`Block` per column of ``model_schema``, in order.
         width: Total number of encoded columns.
         last_clip_counts: After a successful :meth:`encode`/:meth:`codes`, ``{column: number of
             values clipped}`` for every continuous column (all zero under ``"error"``); ``None``
@@ -125,9 +132,10 @@ class TableEncoder:
                     stacklevel=2,
                 )
         self.schema = schema
+        self.model_schema = model_schema(schema)
         self.on_out_of_bounds: OutOfBoundsPolicy = on_out_of_bounds
         blocks, start = [], 0
-        for col in schema.columns:
+        for col in self.model_schema.columns:
             blocks.append(Block(col.name, col.kind, start, start + col.width, col.categories))
             start += col.width
         self.blocks: list[Block] = blocks
@@ -222,8 +230,8 @@ class TableEncoder:
         nan = np.isnan(values)
         if nan.any():
             raise ValueError(
-                f"{where}: {int(nan.sum())} missing value(s) (NaN/None); continuous columns have no "
-                "missing-value category."
+                f"{where}: {int(nan.sum())} missing value(s) (NaN/None) and the schema does not declare "
+                "the column missing (Column.missing=True adds a missingness indicator)."
             )
         inf = np.isinf(values)
         if inf.any():
@@ -250,10 +258,10 @@ class TableEncoder:
 
     def _validated(self, df: pd.DataFrame) -> dict[str, np.ndarray]:
         """Per column: int64 codes (discrete) or float64 in-bounds values (continuous)."""
-        check_frame(df, self.schema)
+        df = to_model_frame(df, self.schema)
         clip_counts: dict[str, int] = {}
         out = {}
-        for col in self.schema.columns:
+        for col in self.model_schema.columns:
             s = df[col.name]
             if col.kind == "continuous":
                 out[col.name] = self._continuous_values(col, s, clip_counts)
@@ -292,7 +300,7 @@ class TableEncoder:
         parts = self._validated(df)
         x = np.zeros((len(df), self.width), dtype=np.float32, order="F")  # contiguous column writes
         rows = np.arange(len(df))
-        for b, col in zip(self.blocks, self.schema.columns, strict=True):
+        for b, col in zip(self.blocks, self.model_schema.columns, strict=True):
             v = parts[b.name]
             if b.kind == "categorical":
                 x[rows, b.start + v] = 1.0
@@ -317,7 +325,7 @@ class TableEncoder:
             ``"clip"`` policy).
         """
         parts = self._validated(df)
-        return pd.DataFrame({n: parts[n] for n in self.schema.names}, index=df.index)
+        return pd.DataFrame({n: parts[n] for n in self.model_schema.names}, index=df.index)
 
     # -- decode -------------------------------------------------------------------------
     def decode(self, array: Any, mode: DecodeMode = "argmax", key: jax.Array | None = None) -> pd.DataFrame:
@@ -377,7 +385,7 @@ class TableEncoder:
             uniforms = rng.random((n_draws, n))  # in [0, 1); row d for the d-th discrete column
         out: dict[str, Any] = {}
         draw = 0
-        for b, col in zip(self.blocks, self.schema.columns, strict=True):
+        for b, col in zip(self.blocks, self.model_schema.columns, strict=True):
             v = xt[b.slice]  # (block width, n)
             if b.kind == "continuous":
                 if col.integer:
@@ -393,7 +401,7 @@ class TableEncoder:
                 draw += 1
                 idx = _sample_block(b, v, u)
             out[b.name] = _values_from_codes(col, idx)
-        return pd.DataFrame(out, index=pd.RangeIndex(n))
+        return from_model_frame(pd.DataFrame(out, index=pd.RangeIndex(n)), self.schema)
 
 
 def _decode_integer(x: np.ndarray, col: Column) -> np.ndarray:

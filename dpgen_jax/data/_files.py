@@ -97,7 +97,8 @@ def read_csv(path: os.PathLike | str, schema: Schema, name: str | None = None) -
       ``int`` categories are parsed as integers, ``bool`` categories from ``True``/``False``
       (any case); an empty cell is a missing value (unless ``""`` is itself a category), which
       encodes as the column's ``missing`` category if it has one;
-    * continuous columns are parsed as numbers (int64 for integer columns).
+    * continuous columns are parsed as numbers (int64 for integer columns); an empty cell is a
+      missing value, allowed in a column declared ``missing=True``.
 
     The values are then checked as the library reads them (``TableEncoder.encode``): unknown
     categories, values out of bounds and missing values without a missing category are errors

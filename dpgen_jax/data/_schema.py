@@ -68,6 +68,12 @@ def _normalise_category(value: Any) -> str | int | bool:
     return kind(value)
 
 
+def indicator_name(column: str) -> str:
+    """The name of the missingness indicator of a continuous column declared ``missing=True``:
+    ``"<column> [missing]"`` (a binary column, ``True`` where the value is missing)."""
+    return f"{column} [missing]"
+
+
 @dataclasses.dataclass(frozen=True)
 class Column:
     """Public metadata of one column.
@@ -90,10 +96,14 @@ class Column:
             exactly through the float32 encoding (see ``TableEncoder``).
         label: Whether this column is the prediction target (at most one per schema). The
             label is encoded like any other column.
-        missing: Discrete columns only: the category that stands for a missing value. NaN,
-            None and ``pd.NA`` in the data encode as this category, and decoding returns the
-            category itself (for Adult ``"?"``). ``None`` (default): a missing value is an
-            error.
+        missing: Discrete columns: the category that stands for a missing value. NaN, None and
+            ``pd.NA`` in the data encode as this category, and decoding returns the category
+            itself (for Adult ``"?"``). Continuous columns: ``True`` declares (as a public fact)
+            that the column may be missing; the encoder then adds a binary missingness indicator
+            right after the column (:func:`~dpgen_jax.data.indicator_name`), every method learns
+            it as a column of its own, and decoding returns NaN (``pd.NA`` for an integer column)
+            where the indicator is set (``docs/data.md``, "Missing values"). ``None`` (default):
+            a missing value is an error.
 
     Raises:
         ValueError: if a field is inconsistent with ``kind`` (e.g. a binary column without
@@ -128,11 +138,16 @@ class Column:
     def _check_continuous(self, where: str) -> None:
         if self.categories is not None:
             raise ValueError(f"{where}: a continuous column takes no categories, got {self.categories!r}.")
-        if self.missing is not None:
-            raise ValueError(
-                f"{where}: missing={self.missing!r}, but continuous columns have no missing-value "
-                "category (declare the column categorical or clean the data)."
-            )
+        if self.missing is False or (isinstance(self.missing, np.bool_) and not self.missing):
+            object.__setattr__(self, "missing", None)
+        elif self.missing is not None:
+            if not (self.missing is True or isinstance(self.missing, np.bool_)):
+                raise ValueError(
+                    f"{where}: missing={self.missing!r}; a continuous column takes missing=True (the "
+                    "column may be missing: the encoder adds an indicator) or None (a missing value is an "
+                    "error), not a category."
+                )
+            object.__setattr__(self, "missing", True)
         bounds = []
         for side, value in (("lower", self.lower), ("upper", self.upper)):
             if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
@@ -281,6 +296,13 @@ class Schema:
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"duplicate column names in schema: {dupes}.")
+        clashes = [indicator_name(c.name) for c in cols
+                   if c.kind == "continuous" and c.missing and indicator_name(c.name) in names]
+        if clashes:
+            raise ValueError(
+                f"column name(s) {show_values(clashes)} are the missingness indicators of continuous "
+                "columns declared missing=True; rename them."
+            )
         labels = [c.name for c in cols if c.label]
         if len(labels) > 1:
             raise ValueError(f"at most one label column is allowed, got {labels}.")
@@ -387,6 +409,13 @@ class Schema:
                 "The schema (column kinds, category lists, numeric bounds) was derived from the "
                 "data itself without any differential-privacy mechanism."
             ]
+        declared = [c.name for c in self.columns if c.kind == "continuous" and c.missing]
+        if declared:
+            out.append(
+                f"That the continuous column(s) {show_values(declared, 10)} may be missing is declared as "
+                "public knowledge; each is modelled as its value plus a missingness indicator, a column "
+                "like any other."
+            )
         out.extend(self.notes)
         if self.source == "data-derived":
             out.append(

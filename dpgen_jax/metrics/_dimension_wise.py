@@ -17,7 +17,7 @@ from threadpoolctl import threadpool_limits
 
 from dpgen_jax.data import Schema, TableEncoder
 from dpgen_jax.metrics._models import fit_recording_convergence, forest_predict, source_flag
-from dpgen_jax.metrics._tables import Table, check_features, check_schema, prepare
+from dpgen_jax.metrics._tables import Table, check_features, check_schema, prepare, missing_as_value
 
 Metric = Literal["auroc", "f1_binary", "f1_micro", "r2"]
 
@@ -64,6 +64,7 @@ def dimension_wise_probability_from_tables(
     return out
 
 
+@missing_as_value
 def dimension_wise_probability(
     real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema
 ) -> dict[str, dict[str, float]]:
@@ -238,6 +239,7 @@ def dimension_wise_prediction_from_tables(
     return {"scores": scores, "excluded": excluded}
 
 
+@missing_as_value
 def dimension_wise_prediction(
     real_train: pd.DataFrame,
     real_test: pd.DataFrame,

@@ -15,7 +15,7 @@ import pandas as pd
 
 from dpgen_jax.data import Schema
 from dpgen_jax.data._check import show_values
-from dpgen_jax.metrics._tables import Table, check_features, check_schema, prepare
+from dpgen_jax.metrics._tables import Table, check_features, check_schema, prepare, missing_as_value
 
 #: The eight features summed into the "All" rows of the DP-auto-GAN paper's Tables 2 and 5-7.
 PAPER_DIVERSITY_FEATURES: tuple[str, ...] = (
@@ -168,6 +168,7 @@ def distribution_from_codes(codes: np.ndarray, n_categories: int) -> np.ndarray:
     return np.bincount(idx, minlength=n_categories).astype(np.float64) / idx.size
 
 
+@missing_as_value
 def categorical_distribution(df: pd.DataFrame, schema: Schema, column: str) -> np.ndarray:
     """Empirical distribution of a discrete column over the schema's categories.
 
@@ -241,6 +242,7 @@ def diversity_from_tables(
     return {"jsd": jsd, "kl_mu": kl, "mu": mus, "total_features": list(totals), "support": support}
 
 
+@missing_as_value
 def diversity(
     real: pd.DataFrame,
     synthetic: pd.DataFrame,

@@ -25,6 +25,7 @@ from dpgen_jax.metrics._tables import (
     check_optional_int,
     check_schema,
     prepare_frames,
+    missing_as_value,
 )
 
 #: Trees of the DP-auto-GAN paper's Table 3 random forest.
@@ -106,6 +107,7 @@ def label_accuracy_from_tables(
     return float(np.mean(forest_predict(rf, x_test.astype(np.float32), n_jobs) == y_test))
 
 
+@missing_as_value
 def label_accuracy(
     train: pd.DataFrame,
     test: pd.DataFrame,
@@ -222,6 +224,7 @@ def _tstr_fit(
     return Score(auc, flag=None if converged else "not_converged")
 
 
+@missing_as_value
 def tstr_auroc(
     train: pd.DataFrame,
     test: pd.DataFrame,
@@ -329,6 +332,7 @@ def lr_utility_from_tables(
     }
 
 
+@missing_as_value
 def lr_utility(
     real_train: pd.DataFrame,
     real_test: pd.DataFrame,

@@ -34,6 +34,7 @@ from dpgen_jax.metrics._tables import (
     check_schema,
     concat_tables,
     prepare,
+    missing_as_value,
 )
 
 #: Format version of the result dict (bump on incompatible changes).
@@ -61,6 +62,7 @@ def _jsonable(obj: Any, path: str, nulls: dict[str, str]) -> Any:
     return obj
 
 
+@missing_as_value
 def evaluate(
     real_train: pd.DataFrame,
     real_test: pd.DataFrame,

@@ -21,7 +21,7 @@ from scipy.stats import wasserstein_distance
 from dpgen_jax.data import BinSpacing, Schema, bin_edges, bin_index
 from dpgen_jax.data._check import show_values
 from dpgen_jax.metrics._divergence import distribution_from_codes, jensen_shannon
-from dpgen_jax.metrics._tables import Table, check_int, prepare_frames
+from dpgen_jax.metrics._tables import Table, check_int, prepare_frames, missing_as_value
 
 #: Default number of public bins of a continuous column in the marginal distances.
 MARGINAL_BINS = 20
@@ -116,6 +116,7 @@ def total_variation_1way_from_tables(
     }
 
 
+@missing_as_value
 def total_variation_1way(
     real: pd.DataFrame,
     synthetic: pd.DataFrame,
@@ -338,6 +339,7 @@ def marginal_l1_3way_from_tables(
                                     max_subsets=max_triples, seed=seed, given=triples)
 
 
+@missing_as_value
 def marginal_l1_2way(
     real: pd.DataFrame,
     synthetic: pd.DataFrame,
@@ -392,6 +394,7 @@ def marginal_l1_2way(
                         seed=seed, given=pairs)
 
 
+@missing_as_value
 def marginal_l1_3way(
     real: pd.DataFrame,
     synthetic: pd.DataFrame,
@@ -459,6 +462,7 @@ def wasserstein_mean_from_tables(reference: Table, synthetic: Table, schema: Sch
     return {"per_column": per, "mean": _mean_or_none(list(per.values()))}
 
 
+@missing_as_value
 def wasserstein_mean(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema) -> dict[str, Any]:
     """1-Wasserstein distance per continuous column on values scaled by the public bounds, and its mean.
 
@@ -492,6 +496,7 @@ def js_distance_mean_from_tables(reference: Table, synthetic: Table, schema: Sch
     return {"per_column": per, "mean": _mean_or_none(list(per.values()))}
 
 
+@missing_as_value
 def js_distance_mean(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema) -> dict[str, Any]:
     """Jensen-Shannon *distance* (base 2) per discrete column, and its mean.
 

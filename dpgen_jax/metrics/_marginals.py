@@ -15,7 +15,7 @@ from sklearn.decomposition import PCA
 from threadpoolctl import threadpool_limits
 
 from dpgen_jax.data import Column, Schema, TableEncoder
-from dpgen_jax.metrics._tables import Table, check_int, check_schema, prepare
+from dpgen_jax.metrics._tables import Table, check_int, check_schema, prepare, missing_as_value
 
 #: Default number of equal-width histogram bins of a continuous column in the marginal plots (the
 #: paper does not fix it).
@@ -67,6 +67,7 @@ def one_way_marginals_from_tables(
     return out
 
 
+@missing_as_value
 def one_way_marginals(
     real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema, *, bins: int = DEFAULT_HISTOGRAM_BINS
 ) -> dict[str, Any]:
@@ -138,6 +139,7 @@ def pca_projection_from_arrays(real_encoded: np.ndarray, synthetic_encoded: np.n
     return PCAProjection(pca.components_, pca.mean_, pca.explained_variance_ratio_, real, syn)
 
 
+@missing_as_value
 def pca_projection(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema) -> PCAProjection:
     """2-way PCA marginal: sklearn ``PCA(2)`` (centred, unscaled) fitted on the real encoding.
 
@@ -222,6 +224,7 @@ def three_way_marginal_from_tables(
     }
 
 
+@missing_as_value
 def three_way_marginal(
     real: pd.DataFrame,
     synthetic: pd.DataFrame,

@@ -20,7 +20,7 @@ from dpgen_jax.metrics._plots import (
 )
 from dpgen_jax.metrics._published import PublishedResults
 from dpgen_jax.metrics._table import METRICS
-from dpgen_jax.metrics._tables import check_same_columns, check_schema, prepare
+from dpgen_jax.metrics._tables import check_same_columns, check_schema, prepare, missing_as_value
 
 
 def _num(v: Any, digits: int = 4) -> str:
@@ -275,6 +275,7 @@ def summary_markdown(
     return "\n".join(lines)
 
 
+@missing_as_value
 def write_report(
     result: dict[str, Any],
     out_dir: str | pathlib.Path,

@@ -9,14 +9,16 @@ re-raised with the name of the frame in front.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 import numbers
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from dpgen_jax.data import Schema, TableEncoder, check_frame
+from dpgen_jax.data import Schema, TableEncoder, check_frame, has_missing, model_schema, to_model_frame
 from dpgen_jax.data._check import show_values
 
 
@@ -25,6 +27,33 @@ def check_schema(schema: Any) -> Schema:
     if not isinstance(schema, Schema):
         raise TypeError(f"schema must be a dpgen_jax.data.Schema, got {type(schema).__name__}.")
     return schema
+
+
+def missing_as_value(fn: Callable) -> Callable:
+    """Lets a public metric read a schema with continuous columns declared ``missing=True``.
+
+    The wrapped function receives ``data.model_schema(schema)`` and every DataFrame argument as
+    its model frame (``data.to_model_frame``, named by the argument in messages; a list of frames
+    frame by frame): each such column
+    is compared as its value and its binary missingness indicator, so "missing" is a value of its
+    own (``docs/metrics.md``). Other calls pass through unchanged.
+    """
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(*args, **kwargs)
+        schema = bound.arguments.get("schema")
+        if isinstance(schema, Schema) and has_missing(schema):
+            for name, value in bound.arguments.items():
+                if isinstance(value, pd.DataFrame):
+                    bound.arguments[name] = to_model_frame(value, schema, name)
+                elif isinstance(value, (list, tuple)) and value and all(isinstance(v, pd.DataFrame) for v in value):
+                    bound.arguments[name] = type(value)(to_model_frame(v, schema, name) for v in value)
+            bound.arguments["schema"] = model_schema(schema)
+        return fn(*bound.args, **bound.kwargs)
+
+    return wrapper
 
 
 def check_same_columns(frames: dict[str, Any]) -> None:

@@ -284,7 +284,7 @@ class Synthesizer(abc.ABC):
         ``params`` of a kept snapshot)."""
         k_gen, k_dec = jax.random.split(key)
         arr = self._sample_encoded(n, k_gen, **options)
-        return self._encoder(self.schema, self.fitted_config).decode(arr, mode=mode, key=k_dec)
+        return self._encoder(self.model_schema, self.fitted_config).decode(arr, mode=mode, key=k_dec)
 
     @abc.abstractmethod
     def _release_shapes(self, config, schema: data_lib.Schema) -> dict[str, PyTree]:
@@ -314,7 +314,7 @@ class Synthesizer(abc.ABC):
         then the preset's values; a field the user set explicitly is kept over the preset's value,
         with a warning (the preset's published epsilon then no longer applies).
         """
-        default = self._default_config(schema)
+        default = self._default_config(data_lib.model_schema(schema))
         config = (self.config if self.config is not None else default).replace(**self.overrides)
         if preset is not None:
             if preset not in self.PRESETS:
@@ -357,6 +357,7 @@ class Synthesizer(abc.ABC):
         _check_target(epsilon, delta, preset)
         if not isinstance(schema, data_lib.Schema):
             raise TypeError(f"Expected schema to be a dpgen_jax.data.Schema, got {type(schema).__name__}.")
+        schema = data_lib.model_schema(schema)  # a column declared missing: its value + indicator
         self._check_schema(schema)
         n = _check_num_records(num_records)
         config = self.resolve_config(schema, preset)
@@ -442,11 +443,13 @@ class Synthesizer(abc.ABC):
                 "data), so the result would not be end-to-end differentially private; declare a "
                 "public schema (docs/data.md) or pass allow_data_derived_schema=True to accept "
                 "that (the privacy report then says so).")
+        user_schema = schema
+        df = data_lib.to_model_frame(df, schema)  # checks the frame; the methods see the model schema
+        schema = data_lib.model_schema(schema)
         self._check_schema(schema)
         public_n = num_records is not None
         if public_n:
             _check_num_records(num_records)
-        data_lib.check_frame(df, schema)
         m = len(df)
         n = int(num_records) if public_n else m
         # Whether n may reach an output (rule 10): the user's N, or the row count of a method that
@@ -474,11 +477,11 @@ class Synthesizer(abc.ABC):
                 ckpt.close()
         planned = ctx.phases()
         executed = privacy.with_steps(planned, result.steps)
-        report = _fit_report.fit_report(self, plan, result, schema, executed, planned, n=n, public_n=public_n,
+        report = _fit_report.fit_report(self, plan, result, user_schema, executed, planned, n=n, public_n=public_n,
                                         n_is_public=n_is_public, preset=preset, max_seconds=max_seconds,
                                         resumed=ckpt is not None and ckpt.resumed is not None,
                                         seeded=run_key.seeded)
-        self.fitted_config, self.schema, self._report = result.config, schema, report
+        self.fitted_config, self.schema, self._report = result.config, user_schema, report
         self._released, self._state = result.released, dict(result.state)
         self.train_seconds = dict(result.seconds)
         self._fitted_phases = executed
@@ -488,6 +491,13 @@ class Synthesizer(abc.ABC):
     def _require_fitted(self) -> None:
         if self._released is None:
             raise RuntimeError(f"This {type(self).__name__} is not fitted; call fit() or load() first.")
+
+    @property
+    def model_schema(self) -> data_lib.Schema:
+        """The schema the method models (``data.model_schema(self.schema)``): each continuous column
+        declared ``missing=True`` followed by its missingness indicator; ``self.schema`` otherwise."""
+        self._require_fitted()
+        return data_lib.model_schema(self.schema)
 
     @property
     def released(self) -> dict[str, PyTree]:
@@ -504,8 +514,9 @@ class Synthesizer(abc.ABC):
             mode: how discrete columns are decoded (``"argmax"`` or ``"sample"``, see
                 ``data.TableEncoder.decode``); None: :meth:`default_decode_mode`.
         """
-        return self._sample_frame(self._check_sample_size(n), dpsgd.make_key(seed).key,
-                                  mode or self.default_decode_mode())
+        frame = self._sample_frame(self._check_sample_size(n), dpsgd.make_key(seed).key,
+                                   mode or self.default_decode_mode())
+        return data_lib.from_model_frame(frame, self.schema)
 
     def _check_sample_size(self, n) -> int:
         self._require_fitted()
@@ -561,7 +572,7 @@ class Synthesizer(abc.ABC):
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"{str(path)!r} has an invalid {target.METHOD} record: {exc}") from exc
         model = target(config)
-        expected = model._release_shapes(config, schema)
+        expected = model._release_shapes(config, data_lib.model_schema(schema))
         for name, want in expected.items():
             got = groups.get(name)
             same = got is not None and jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(want)

@@ -484,7 +484,7 @@ class AIM(sm.MarginalSynthesizer):
     def _sample_frame(self, n, key, mode):
         k_codes, k_values = jax.random.split(key)
         cfg = self.fitted_config
-        disc = discretizer(cfg, self.schema)
+        disc = discretizer(cfg, self.model_schema)
         codes = sample_codes(self.released["model"], cfg.model_cliques, disc.sizes, n, k_codes)
         return disc.decode(codes, k_values)
 

@@ -476,7 +476,7 @@ class DPAutoGAN(Synthesizer):
         return encoder(config, schema)
 
     def _sample_encoded(self, n, key):
-        width = encoder(self.fitted_config, self.schema).width
+        width = encoder(self.fitted_config, self.model_schema).width
         r = self.released
         return sample_encoded(self.fitted_config, width, r["generator"], r["decoder"], n, key)
 

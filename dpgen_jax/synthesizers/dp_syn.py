@@ -510,7 +510,7 @@ class DPSYN(Synthesizer):
 
     def _sample_frame(self, n, key, mode):
         config = self.fitted_config
-        label = label_column(self.schema)
+        label = label_column(self.model_schema)
         k = len(label.categories)
         counts, _ = output_counts(config)
         props = np.maximum(np.asarray(counts, np.float64), 0.0)
@@ -518,7 +518,7 @@ class DPSYN(Synthesizer):
             props = np.ones_like(props)
         sizes = np.floor(n * props / props.sum()).astype(int)
         sizes[np.argmax(props)] += n - sizes.sum()
-        fs = feature_schema(self.schema)
+        fs = feature_schema(self.model_schema)
         enc = encoder_for(config, fs)
         decoder = models.MLP((enc.width,), activation=networks(config, enc.width).decoder_activation)
         activate = _losses.output_activation(tuple(enc.blocks))
@@ -534,7 +534,7 @@ class DPSYN(Synthesizer):
             frame = enc.decode(np.asarray(activate(logits)), mode=mode, key=jax.random.fold_in(kj, 1))
             frame[label.name] = [label.categories[j]] * int(sizes[j])
             frames.append(frame)
-        out = pd.concat(frames, ignore_index=True)[self.schema.names]
+        out = pd.concat(frames, ignore_index=True)[self.model_schema.names]
         perm = np.asarray(jax.random.permutation(jax.random.fold_in(key, k), len(out)))
         return out.iloc[perm].reset_index(drop=True)
 

@@ -233,7 +233,7 @@ class DPVAE(Synthesizer):
                            assumptions=notes)
 
     def _sample_encoded(self, n, key):
-        return sample_encoded(self.fitted_config, self.schema, self.released["decoder"], n, key)
+        return sample_encoded(self.fitted_config, self.model_schema, self.released["decoder"], n, key)
 
     def _release_shapes(self, config, schema):
         width = data_lib.TableEncoder(schema).width

@@ -316,7 +316,7 @@ class DPWGAN(Synthesizer):
                            seconds={"clip_norm": t1 - t0, "gan": t2 - t1}, assumptions=notes)
 
     def _sample_encoded(self, n, key):
-        return sample_encoded(self.fitted_config, self.schema, self.released["generator"], n, key)
+        return sample_encoded(self.fitted_config, self.model_schema, self.released["generator"], n, key)
 
     def _release_shapes(self, config, schema):
         width = data_lib.TableEncoder(schema).width

@@ -428,7 +428,7 @@ class GEM(sm.MarginalSynthesizer):
         del mode  # every column is drawn from its bins' probabilities
         k_codes, k_values = jax.random.split(key)
         cfg = self.fitted_config
-        disc = discretizer(cfg, self.schema)
+        disc = discretizer(cfg, self.model_schema)
         mask = jnp.asarray(bin_mask(disc.sizes))
         codes = draw_codes(self.released["generator"], mask, k_codes, net=network(cfg, mask.size),
                            n=n, noise_dim=cfg.noise_dim)

@@ -184,7 +184,7 @@ class Independent(Synthesizer):
     def _sample_frame(self, n, key, mode):
         k_codes, k_values = jax.random.split(key)
         codes = sample_codes(probabilities(self.released["counts"]), n, k_codes)
-        return discretizer(self.fitted_config, self.schema).decode(codes, k_values)
+        return discretizer(self.fitted_config, self.model_schema).decode(codes, k_values)
 
     def _release_shapes(self, config, schema):
         sizes = discretizer(config, schema).sizes

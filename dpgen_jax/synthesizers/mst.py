@@ -347,7 +347,7 @@ class MST(sm.MarginalSynthesizer):
 
     def _sample_frame(self, n, key, mode):
         k_codes, k_values = jax.random.split(key)
-        disc = discretizer(self.fitted_config, self.schema)
+        disc = discretizer(self.fitted_config, self.model_schema)
         codes = sample_codes(self.released["model"], disc.sizes, n, k_codes)
         return disc.decode(codes, k_values)
 

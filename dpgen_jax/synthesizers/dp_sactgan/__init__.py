@@ -386,7 +386,7 @@ class DPSACTGAN(Synthesizer):
         return notes
 
     def _sample_encoded(self, n, key):
-        layout = build_layout(self.schema, self.fitted_config)
+        layout = build_layout(self.model_schema, self.fitted_config)
         return sample_encoded(self.fitted_config, layout, self.released, n, key)
 
     def _release_shapes(self, config, schema):

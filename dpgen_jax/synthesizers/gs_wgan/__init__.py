@@ -174,13 +174,14 @@ class GSWGAN(Synthesizer):
         if step not in kept:
             raise ValueError(f"Expected step={step!r} to be a kept snapshot step {sorted(kept)} "
                              "(fit with snapshot_every > 0 keeps them).")
-        return self._sample_frame(n, dpsgd.make_key(seed).key, mode or self.default_decode_mode(),
-                                  params=kept[step])
+        frame = self._sample_frame(n, dpsgd.make_key(seed).key, mode or self.default_decode_mode(),
+                                   params=kept[step])
+        return data_lib.from_model_frame(frame, self.schema)
 
     def _sample_encoded(self, n, key, params=None):
         if params is None:
             params = self.released["generator_ema" if self.fitted_config.sample_from == "ema" else "generator"]
-        width = data_lib.TableEncoder(self.schema).width
+        width = data_lib.TableEncoder(self.model_schema).width
         return sample_encoded(self.fitted_config, width, params, n, key)
 
     def _release_shapes(self, config, schema):
