@@ -3,8 +3,9 @@
 Subcommands (``dpgen-jax SUBCOMMAND --help`` for each; ``docs/cli.md`` for the whole story)::
 
     dpgen-jax schema draft [DATA] [--from-yaml META [--table T]] [--label L] -o schema.json
-    dpgen-jax fit --method NAME --data data.csv --schema schema.json (--epsilon E | --preset P)
+    dpgen-jax fit --method NAME|auto --data data.csv --schema schema.json (--epsilon E | --preset P)
                   [--delta D] [--num-records N] [--seed S] [--set FIELD=VALUE ...] --out model.npz
+    dpgen-jax recommend --schema schema.json --num-records N --epsilon E [--delta D]
     dpgen-jax sample model.npz -n N -o synthetic.csv [--seed S] [--mode argmax|sample]
     dpgen-jax evaluate --real train.csv --test test.csv --synthetic synthetic.csv
                        --schema schema.json [--label L] --out DIR
@@ -113,14 +114,47 @@ def cmd_schema_draft(args) -> int:
     return 0
 
 
+def _auto_method(args) -> str:
+    """``fit --method auto``: recommend's first choice for the public shape and budget (no data)."""
+    if args.num_records is None:
+        raise UsageError("--method auto needs --num-records N, a public number of records: the advice "
+                         "never reads the data's row count (see dpgen-jax recommend).")
+    if args.epsilon is None or math.isinf(args.epsilon):
+        raise UsageError("--method auto needs a finite --epsilon (a preset belongs to one method).")
+    if args.overrides:
+        raise UsageError("--method auto takes no --set (configuration fields belong to one method).")
+    from dpgen_jax import data, synthesizers
+
+    method = synthesizers.choose_method(data.load_schema(args.schema), args.num_records, args.epsilon,
+                                        delta=args.delta)
+    print(f"--method auto: {method} (first in dpgen-jax recommend for this schema, N and epsilon)")
+    return method
+
+
+def _warn_if_flagged(args, schema) -> None:
+    """Warns when the method's plan lies where the benchmark grid's plans collapsed; only with a
+    public --num-records (the warning states N) and a finite --epsilon."""
+    if args.num_records is None or args.epsilon is None or math.isinf(args.epsilon):
+        return
+    from dpgen_jax import synthesizers
+
+    text = synthesizers.warn_if_flagged(args.method, schema, args.num_records, args.epsilon, delta=args.delta,
+                                        overrides=synthesizers.config_overrides(args.method, args.overrides))
+    if text is not None:
+        warnings.warn(text, stacklevel=1)
+
+
 def cmd_fit(args) -> int:
     if args.epsilon is not None and not args.epsilon > 0:
         raise UsageError(f"--epsilon {args.epsilon} must be > 0 (or inf for a non-private run).")
     existing_file(args.data, "data file")  # fail fast, before the library loads
+    if args.method == "auto":
+        args.method = _auto_method(args)
     model = _synthesizer(args.method, args.overrides, to_fit=True)
     from dpgen_jax import data, privacy
 
     schema = data.load_schema(args.schema)
+    _warn_if_flagged(args, schema)
     if schema.source == "public" and any(n.startswith(data.DRAFT_NOTE_PREFIX) for n in schema.notes):
         warnings.warn(f"{args.schema} is marked public but still carries the draft's notes; make "
                       "sure every fact is public knowledge and rewrite the notes (they go into the "
@@ -246,6 +280,21 @@ def cmd_privacy(args) -> int:
     return 0
 
 
+def cmd_recommend(args) -> int:
+    from dpgen_jax import data, synthesizers
+
+    if not (math.isfinite(args.epsilon) and args.epsilon > 0):
+        raise UsageError(f"--epsilon {args.epsilon} must be a finite number > 0.")
+    if args.num_records < 1:
+        raise UsageError(f"--num-records {args.num_records} must be a positive number of records.")
+    schema = data.load_schema(args.schema)
+    ranked = synthesizers.recommend(schema, args.num_records, args.epsilon, delta=args.delta)
+    print(f"methods for {args.schema} ({len(schema.columns)} columns), N={args.num_records} (public, given "
+          f"with --num-records), epsilon {args.epsilon:g}, delta {args.delta:g} (no data read):")
+    print(synthesizers.format_recommendations(ranked))
+    return 0
+
+
 def cmd_methods(args) -> int:
     from dpgen_jax import synthesizers
 
@@ -322,7 +371,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Trains a synthesizer on a CSV under (epsilon, delta)-DP with a progress bar, "
                     "prints the privacy report and writes the release file (generator and "
                     "decoder, schema, configuration, privacy report; no private row, no key).")
-    fit.add_argument("--method", required=True, help="a registered method (dpgen-jax methods)")
+    fit.add_argument("--method", required=True, help="a registered method (dpgen-jax methods), or 'auto': "
+                     "dpgen-jax recommend's first choice (needs --num-records)")
     fit.add_argument("--data", required=True, help="the private CSV, columns as in the schema")
     fit.add_argument("--schema", required=True, help="the public schema (JSON)")
     _privacy_target(fit)
@@ -383,6 +433,18 @@ def build_parser() -> argparse.ArgumentParser:
                     "public schema); it selects the method's default configuration")
     pv.add_argument("--json", action="store_true", help="print the report as JSON")
     pv.set_defaults(run=cmd_privacy)
+
+    rc = sub.add_parser("recommend", formatter_class=fmt, help="rank the methods for a table's shape and budget",
+                        description="Ranks every registered method for a table of this public schema, "
+                                    "number of records and budget, with a reason in numbers for each: "
+                                    "the benchmark grid's nearest cells and each method's plan (no data "
+                                    "read). See docs/recommend.md.")
+    rc.add_argument("--schema", required=True, help="the public schema (JSON)")
+    rc.add_argument("--num-records", type=int, required=True,
+                    help="the number of records N; must be public (you state it, nothing reads it from data)")
+    rc.add_argument("--epsilon", type=float, required=True, help="the target epsilon (finite)")
+    rc.add_argument("--delta", type=float, default=1e-5, help="target delta")
+    rc.set_defaults(run=cmd_recommend)
 
     methods = sub.add_parser("methods", formatter_class=fmt, help="the registered methods",
                              description="Lists the registered methods, one line each.")
