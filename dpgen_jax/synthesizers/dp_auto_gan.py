@@ -96,7 +96,11 @@ class DPAutoGANConfig(SynthesizerConfig):
     (the public ``num_records`` or the row count), so that a fit works on any table with at least
     as many rows as each batch (64 and 128 by default on small tables); on Adult's 32,561 rows the
     paper's batches give exactly its 10,000 + 15,000 steps (the default's autoencoder batch of
-    1,017, 629 + 15,000). A step count set explicitly (or by a preset) is used as given.
+    1,017, 629 + 15,000). An epoch schedule takes at most ``max_epoch_steps`` steps per phase
+    (30,000 by default, twice Adult's critic steps): above about 66,000 records the steps stop
+    growing with N while the sampling rate B / N keeps falling, so the fit's time stays bounded and
+    the noise per step falls (``docs/dp-auto-gan.md``). A step count set explicitly (or by a
+    preset) is used as given.
 
     Continuous columns are one-hot over ``bins`` public bins of the schema bounds
     (``continuous_encoding="bins"``, default: ``data.BinnedEncoder``, log-spaced for heavy-tailed
@@ -138,6 +142,7 @@ class DPAutoGANConfig(SynthesizerConfig):
     critic_batch_size: int = 128
     critic_steps: int | None = None               # None: critic_epochs * N / critic_batch_size
     critic_epochs: float = PAPER_CRITIC_EPOCHS
+    max_epoch_steps: int | None = 30_000          # an epoch schedule's cap per phase; None: no cap
     critic_learning_rate: float = 0.005
     critic_clip_norm: float = 0.022
     critic_noise_multiplier: float = 3.5
@@ -182,6 +187,8 @@ class DPAutoGANConfig(SynthesizerConfig):
         for name in ("ae_steps", "critic_steps"):
             if getattr(self, name) is not None:
                 _v.count(getattr(self, name), name, 0)
+        if self.max_epoch_steps is not None:
+            _v.count(self.max_epoch_steps, "max_epoch_steps", 1)
         if isinstance(self.ae_clip_norm, str):
             _v.choice(self.ae_clip_norm, "ae_clip_norm", CLIP_NORM_RULES)
         else:
@@ -375,11 +382,13 @@ def ae_batch_size_for(config: DPAutoGANConfig, num_records: int) -> int:
 
 
 def schedule(config: DPAutoGANConfig, num_records: int) -> dict[str, int]:
-    """Planned steps per phase: the configured counts, or ``round(epochs * N / batch)`` (at least 1)."""
+    """Planned steps per phase: the configured counts, or ``round(epochs * N / batch)`` (at least 1,
+    at most ``max_epoch_steps``)."""
     n = _v.count(num_records, "num_records", 0)
+    cap = config.max_epoch_steps if config.max_epoch_steps is not None else float("inf")
 
     def steps(explicit, epochs, batch):
-        return explicit if explicit is not None else max(1, round(epochs * n / batch))
+        return explicit if explicit is not None else int(min(cap, max(1, round(epochs * n / batch))))
 
     return {"autoencoder": steps(config.ae_steps, config.ae_epochs, ae_batch_size_for(config, n)),
             "critic": steps(config.critic_steps, config.critic_epochs, config.critic_batch_size)}

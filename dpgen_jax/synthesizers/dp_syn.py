@@ -77,6 +77,7 @@ class DPSYNConfig(SynthesizerConfig):
     latent_dim: int = 8
     batch_size: int = 16                           # per group of the assumed size (docs/dp-syn.md)
     epochs: float = 10.0
+    max_steps: int | None = 20_000                 # per group's autoencoder; None: epochs alone
     learning_rate: float = 1e-3
     clip_norm: float = 1.0
     continuous_loss: str = "mse"
@@ -100,6 +101,8 @@ class DPSYNConfig(SynthesizerConfig):
             _v.count(getattr(self, name), name, 1)
         _v.count(self.em_iterations, "em_iterations", 0)
         _v.non_negative_finite(self.epochs, "epochs")
+        if self.max_steps is not None:
+            _v.count(self.max_steps, "max_steps", 1)
         for name in ("learning_rate", "clip_norm", "count_noise_multiplier", "em_noise_multiplier"):
             _v.positive_finite(getattr(self, name), name)
         if not 0.0 < _v.real(self.em_share, "em_share") < 1.0:
@@ -187,7 +190,8 @@ def group_schedule(config: DPSYNConfig, num_records: int) -> tuple[tuple[float, 
     For a group assumed to hold s rows (:func:`assumed_sizes`): Poisson rate ``batch_size / s``
     (in float32, rounded down: the rate the compiled sampler realises, never above the accounted
     one) and ``round(epochs * s / batch_size)`` steps, i.e. ``epochs`` expected passes over the
-    group's rows whatever its true size. The noised sum is divided by ``batch_size`` (the expected
+    group's rows whatever its true size, at most ``max_steps`` (20,000 by default, twice a group of
+    Adult: on larger tables the steps stop growing while the rate keeps falling). The noised sum is divided by ``batch_size`` (the expected
     batch of a group of s rows; a public number).
 
     Raises:
@@ -204,7 +208,8 @@ def group_schedule(config: DPSYNConfig, num_records: int) -> tuple[tuple[float, 
                          f"fewer than batch_size={config.batch_size} or em_components="
                          f"{config.em_components}; use a smaller batch_size or fewer components.")
     rates = tuple(_sample_rate(config.batch_size, s) for s in sizes)
-    steps = tuple(round(config.epochs * s / config.batch_size) for s in sizes)
+    cap = config.max_steps if config.max_steps is not None else float("inf")
+    steps = tuple(int(min(cap, round(config.epochs * s / config.batch_size))) for s in sizes)
     return rates, steps
 
 
