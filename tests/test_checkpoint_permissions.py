@@ -91,6 +91,7 @@ def test_a_directory_made_beforehand_is_tightened_with_a_warning(tmp_path, mode)
     assert _not_private(directory) == []
 
 
+@pytest.mark.slow  # a paused fit and its resume; the directory rules run by default in the other tests
 def test_a_resume_tightens_the_files_and_the_directory(tmp_path):
     directory = tmp_path / "ckpt"
     with pytest.raises(synthesizers.FitPaused):  # pauses after the first autoencoder chunk

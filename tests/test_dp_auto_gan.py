@@ -69,6 +69,7 @@ def test_released_file_holds_only_generator_and_decoder(tmp_path):
     assert model.privacy_report()["released"] == ["decoder", "generator", "schema", "config"]
 
 
+@pytest.mark.slow  # two fits
 def test_second_fit_starts_from_the_user_configuration():
     """A preset's schedule from a first fit is not mistaken for a user setting by a second fit
     (the time budget cuts both fits to one short chunk per phase)."""
@@ -129,6 +130,7 @@ def test_paper_form_is_adult_and_every_adult_preset():
         DPAutoGANConfig(decode="mode").validate()
 
 
+@pytest.mark.slow  # three fits; the release pins cover the default decoding
 def test_decode_field_sets_sampling_default_and_old_files_keep_argmax(tmp_path):
     """``sample()`` decodes as the fitted configuration's ``decode`` says (an explicit ``mode``
     wins), and a file saved before the field existed loads as argmax-decoded."""

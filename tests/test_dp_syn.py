@@ -201,6 +201,7 @@ def test_continuous_columns_on_public_bins():
     assert {leaf.shape[-1] for leaf in jax.tree_util.tree_leaves(model.released["decoder"])} == {width}
 
 
+@pytest.mark.slow  # the non-default encoding; the default (public bins) runs by default
 def test_continuous_columns_scaled_by_their_bounds():
     model = synthesizers.create("dp-syn", **{**TINY, "continuous_encoding": "scaled"}).fit(
         _frame(), LABELLED, epsilon=2.0, seed=0)

@@ -118,6 +118,7 @@ def test_the_plan_reads_no_data_and_the_model_keeps_no_hidden_state(two_fits):
     assert model.fitted_config.groups == ("p", "q")
 
 
+@pytest.mark.slow  # a cut fit; every contract test checks a time budget's report by default
 def test_time_budget_quotes_the_plan_of_the_run():
     model = synthesizers.create("dp-syn", **TINY)
     with pytest.warns(UserWarning, match="cut the schedule"):

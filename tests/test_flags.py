@@ -68,9 +68,11 @@ def _leaves(model):
 @pytest.mark.parametrize("name, base, variants", [
     ("dp-vae", dict(steps=9, batch_size=16, clip_norm=0.5),
      [dict(chunk_size=2, clip_method="ghost"), dict(chunk_size=5000, clip_method="vmap")]),
-    ("gs-wgan", dict(num_shards=3, batch_size=8, noise_dim=4, generator_hidden=(8,), critic_hidden=(8,),
-                     pretrain_iterations=4, generator_steps=5),
-     [dict(chunk_size=2, pretrain_chunk=3, shard_group=1), dict(chunk_size=500, pretrain_chunk=50, shard_group=32)]),
+    pytest.param("gs-wgan", dict(num_shards=3, batch_size=8, noise_dim=4, generator_hidden=(8,), critic_hidden=(8,),
+                                 pretrain_iterations=4, generator_steps=5),
+                 [dict(chunk_size=2, pretrain_chunk=3, shard_group=1),
+                  dict(chunk_size=500, pretrain_chunk=50, shard_group=32)],
+                 marks=pytest.mark.slow),  # about a minute of compilation in CI; dp-vae runs by default
 ])
 def test_flags_change_no_result(name, base, variants):
     frame = _tables.mixed_frame(200, seed=2)

@@ -213,7 +213,8 @@ def test_pretraining_isolates_shards(shards_setup):
                zip(jax.tree_util.tree_leaves(base), jax.tree_util.tree_leaves(other)))
 
 
-@pytest.mark.parametrize("group", [32, 2])  # all shards in one vmap; groups of 2 and 1 (lax.map)
+# all shards in one vmap (default run); groups of 2 and 1 through lax.map under -m slow
+@pytest.mark.parametrize("group", [32, pytest.param(2, marks=pytest.mark.slow)])
 def test_vmapped_pretraining_equals_a_loop_over_shards(shards_setup, group):
     cfg, xs, sh = shards_setup
     key = jax.random.key(2)
@@ -280,6 +281,7 @@ def test_every_critic_training_keeps_the_release_independent_of_undrawn_shards(s
     assert not np.array_equal(*critic_j)  # the undrawn critic did see its (changed) rows
 
 
+@pytest.mark.slow  # two fits; the snapshot hook is post-processing of the generator
 def test_snapshots_are_the_generators_of_an_uninterrupted_run():
     """``snapshot_every`` keeps the sampling generator at every multiple of it and at the end, in
     memory; the snapshot of the last step is the released generator, and keeping them changes no
@@ -308,6 +310,7 @@ def _binary_rates(frame, schema):
     return {c.name: float((frame[c.name] == c.categories[1]).mean()) for c in schema if c.kind == "binary"}
 
 
+@pytest.mark.slow  # 4,500 non-private steps: an experiment (experiments.gswgan_collapse) kept as a test
 @pytest.mark.parametrize("schedule, steps", [("all", 3000), ("selected", 1500)])
 def test_sharded_fit_without_noise_keeps_the_binary_rates_only_when_every_critic_trains(schedule, steps):
     """The defect the cardio issue found: with K > 1 shards and only the drawn critic training, a

@@ -42,6 +42,7 @@ def torch_ref():
     return tr
 
 
+@pytest.mark.slow  # K single-shard calls; test_gs_wgan's vmap-vs-loop test runs by default
 def test_loop_of_single_shard_calls_computes_what_pretrain_computes(table):
     x_sorted, shards = table
     config = gs_wgan.GSWGANConfig()
