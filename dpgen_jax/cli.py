@@ -154,7 +154,6 @@ def cmd_fit(args) -> int:
     from dpgen_jax import data, privacy
 
     schema = data.load_schema(args.schema)
-    _warn_if_flagged(args, schema)
     if schema.source == "public" and any(n.startswith(data.DRAFT_NOTE_PREFIX) for n in schema.notes):
         warnings.warn(f"{args.schema} is marked public but still carries the draft's notes; make "
                       "sure every fact is public knowledge and rewrite the notes (they go into the "
@@ -170,6 +169,7 @@ def cmd_fit(args) -> int:
         warnings.warn(f"{args.schema} is data-derived and --allow-data-derived-schema was given: "
                       "the result is NOT end-to-end differentially private (the report says so).",
                       stacklevel=1)
+    _warn_if_flagged(args, schema)  # after every user error, before training
     model.fit(df, schema, epsilon=args.epsilon, delta=args.delta, preset=args.preset,
               num_records=args.num_records, seed=args.seed, progress=not args.no_progress,
               max_seconds=args.max_seconds,

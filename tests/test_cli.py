@@ -540,3 +540,33 @@ def test_metadata_file_with_several_tables_needs_table(tmp_path):
     with pytest.raises(cli.UsageError, match="describes 2 tables"):
         data.draft_schema(None, yaml_path=tmp_path / "m.yaml")
     assert data.draft_schema(None, yaml_path=tmp_path / "m.yaml", table="s.b").schema.names == ["y"]
+
+
+def test_recommend_ranks_every_method_and_needs_a_public_record_count(tmp_path, capsys):
+    """``recommend`` reads no data: it needs --num-records (argparse refuses without it) and prints
+    one line per registered method, the first being ``synthesizers.choose_method``'s choice."""
+    schema_path = tmp_path / "schema.json"
+    schema_path.write_text(data.adult_schema().to_json())
+    assert cli.main(["recommend", "--schema", str(schema_path), "--epsilon", "3"]) == 2
+    assert "--num-records" in capsys.readouterr().err
+    assert cli.main(["recommend", "--schema", str(schema_path), "--num-records", "1000", "--epsilon", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "N=1000 (public" in out
+    for method in synthesizers.available():
+        assert method in out
+    first = synthesizers.choose_method(data.adult_schema(), 1000, 3.0)
+    assert out.index(first) < min(out.index(m) for m in synthesizers.available() if m != first)
+
+
+@pytest.mark.parametrize("extra, needle", [
+    ([], "--method auto needs --num-records"),
+    (["--num-records", "400", "--set", "bins=8"], "--method auto takes no --set"),
+])
+def test_fit_method_auto_refuses_without_a_public_record_count(tmp_path, capsys, extra, needle):
+    schema_path, data_path = tmp_path / "schema.json", tmp_path / "d.csv"
+    schema_path.write_text(data.adult_schema().to_json())
+    data.write_csv(data.adult_like(50, seed=0), data_path)
+    code = cli.main(["fit", "--method", "auto", "--data", str(data_path), "--schema", str(schema_path),
+                     "--epsilon", "1", "--out", str(tmp_path / "m.npz"), *extra])
+    assert code == 2
+    assert needle in capsys.readouterr().err
