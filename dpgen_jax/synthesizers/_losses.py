@@ -10,6 +10,10 @@ the table encoder's blocks (``data.TableEncoder.blocks``):
 
 Every loss here is per example: the i-th output depends on row i only, so it can be clipped per
 example (ghost or vmap).
+
+The categorical blocks of one width are handled together (one gather, one softmax over the last
+axis), so a compiled loss or activation has one group of operations per distinct block width, not
+one per column: a table of a thousand categorical columns compiles about as fast as one of ten.
 """
 
 from __future__ import annotations
@@ -27,11 +31,26 @@ CONTINUOUS_LOSSES = ("mse", "bce")
 
 
 class BlockLayout:
-    """Static column indices of each kind of block (built once from the encoder's blocks)."""
+    """Static column indices of each kind of block (built once from the encoder's blocks).
+
+    Attributes:
+        width: The encoded width.
+        categorical: ``(start, stop)`` of every categorical block, in the encoder's order.
+        categorical_groups: The categorical blocks grouped by width, narrowest first: per width a
+            ``(number of blocks, width)`` int32 array whose row ``i`` lists the encoded columns of
+            that width's ``i``-th block (in the encoder's order).
+        binary: Encoded column of every binary block.
+        continuous: Encoded column of every continuous block.
+    """
 
     def __init__(self, blocks: Sequence[data_lib.Block]):
         self.width = max(b.stop for b in blocks)
         self.categorical = [(b.start, b.stop) for b in blocks if b.kind == "categorical"]
+        starts: dict[int, list[int]] = {}
+        for start, stop in self.categorical:
+            starts.setdefault(stop - start, []).append(start)
+        self.categorical_groups = tuple(np.asarray(starts[w], np.int32)[:, None] + np.arange(w, dtype=np.int32)
+                                        for w in sorted(starts))
         self.binary = np.array([b.start for b in blocks if b.kind == "binary"], np.int32)
         self.continuous = np.array([b.start for b in blocks if b.kind == "continuous"], np.int32)
 
@@ -49,9 +68,9 @@ def reconstruction_loss(blocks: Sequence[data_lib.Block], continuous: str = "mse
 
     def loss(logits: jax.Array, targets: jax.Array) -> jax.Array:
         total = jnp.zeros(logits.shape[:-1], logits.dtype)
-        for start, stop in layout.categorical:
-            logp = jax.nn.log_softmax(logits[..., start:stop], axis=-1)
-            total = total - jnp.sum(targets[..., start:stop] * logp, axis=-1)
+        for idx in layout.categorical_groups:  # (blocks, width): one log-softmax per block
+            logp = jax.nn.log_softmax(logits[..., idx], axis=-1)
+            total = total - jnp.sum(targets[..., idx] * logp, axis=(-2, -1))
         if layout.binary.size:
             idx = layout.binary
             total = total + jnp.sum(_bce_with_logits(logits[..., idx], targets[..., idx]), axis=-1)
@@ -69,13 +88,16 @@ def reconstruction_loss(blocks: Sequence[data_lib.Block], continuous: str = "mse
 
 def output_activation(blocks: Sequence[data_lib.Block]):
     """``activate(logits) -> (B, width)`` in the encoded layout: softmax per categorical block,
-    sigmoid elsewhere (what ``TableEncoder.decode`` expects)."""
+    sigmoid elsewhere (what ``TableEncoder.decode`` expects). ``activate`` is jitted, so that a call
+    outside compiled code (e.g. when sampling) is one compiled program per shape, not one dispatch
+    per operation."""
     layout = BlockLayout(blocks)
 
+    @jax.jit
     def activate(logits: jax.Array) -> jax.Array:
         out = jax.nn.sigmoid(logits)
-        for start, stop in layout.categorical:
-            out = out.at[..., start:stop].set(jax.nn.softmax(logits[..., start:stop], axis=-1))
+        for idx in layout.categorical_groups:  # (blocks, width): one softmax per block
+            out = out.at[..., idx].set(jax.nn.softmax(logits[..., idx], axis=-1))
         return out
 
     return activate

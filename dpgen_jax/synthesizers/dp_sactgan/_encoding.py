@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import NamedTuple
 
@@ -190,43 +191,58 @@ def assign_modes(u: jax.Array, modes: Modes, how: str, key: jax.Array | None = N
 # ----------------------------------------------------------------------------- encoding
 
 
+def _kind_columns(layout: Layout) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Column indices of the ``TableEncoder`` kinds: ``(categorical, binary, continuous)``."""
+    kinds = np.asarray(layout.src_kinds)
+    return tuple(np.flatnonzero(kinds == k) for k in ("categorical", "binary", "continuous"))
+
+
 def split_columns(layout: Layout, x: jax.Array) -> tuple[jax.Array, jax.Array]:
     """From ``TableEncoder`` rows: ``(codes (n, n_cols) int32, values (n, n_cont) in [-1, 1])``;
-    a continuous column's code is filled in by :func:`encode_rows`."""
+    a continuous column's code is filled in by :func:`encode_rows`.
+
+    The columns of one kind (and categorical columns of one width) are read together, so the work
+    does not grow with the number of columns beyond the size of the data."""
     x = jnp.asarray(x)
-    codes, values = [], []
-    for c in range(layout.n_cols):
-        s, kind = layout.src_starts[c], layout.src_kinds[c]
-        if kind == "categorical":
-            codes.append(jnp.argmax(x[:, s:s + layout.widths[c]], axis=1))
-        elif kind == "binary":
-            codes.append((x[:, s] > 0.5).astype(jnp.int32))
-        else:
-            codes.append(jnp.zeros(x.shape[0], jnp.int32))
-            values.append(2.0 * x[:, s] - 1.0)
-    vals = jnp.stack(values, axis=1) if values else jnp.zeros((x.shape[0], 0), jnp.float32)
-    return jnp.stack(codes, axis=1).astype(jnp.int32), vals
+    n = x.shape[0]
+    starts, widths = np.asarray(layout.src_starts), np.asarray(layout.widths)
+    cat, binary, cont = _kind_columns(layout)
+    order, parts = [], []  # columns in the order of the pieces of ``parts``
+    for w in sorted(set(widths[cat].tolist())):  # categorical: argmax over each block, by width
+        cols = cat[widths[cat] == w]
+        order.append(cols)
+        parts.append(jnp.argmax(x[:, starts[cols][:, None] + np.arange(w)], axis=-1).astype(jnp.int32))
+    order += [binary, cont]
+    parts += [(x[:, starts[binary]] > 0.5).astype(jnp.int32), jnp.zeros((n, len(cont)), jnp.int32)]
+    where = np.empty(layout.n_cols, np.int64)
+    where[np.concatenate(order).astype(np.int64)] = np.arange(layout.n_cols)
+    codes = jnp.concatenate(parts, axis=1)[:, where]
+    return codes, 2.0 * x[:, starts[cont]] - 1.0
 
 
 def encode_rows(layout: Layout, x: jax.Array, modes: Modes, how: str = "argmax",
                 key: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
     """``TableEncoder`` rows -> ``(rows (n, width), codes (n, n_cols))`` in this method's layout:
-    one-hot discrete columns, ``(alpha, beta)`` continuous ones with alpha clipped to +-0.99."""
+    one-hot discrete columns, ``(alpha, beta)`` continuous ones with alpha clipped to +-0.99
+    (one compiled call per layout, ``how`` and shape)."""
+    return _encode_rows(layout, jnp.asarray(x), modes, how, key)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 3))
+def _encode_rows(layout: Layout, x: jax.Array, modes: Modes, how: str, key: jax.Array | None):
     codes, u = split_columns(layout, x)
-    mode = assign_modes(u, modes, how, key) if layout.n_continuous else None
-    parts, j = [], 0
-    for c in range(layout.n_cols):
-        if layout.continuous[c]:
-            m = mode[:, j]
-            mu = modes.means[j][m]
-            sd = modes.stds[j][m]
-            alpha = jnp.clip((u[:, j] - mu) / (4.0 * sd), -0.99, 0.99)
-            parts += [alpha[:, None], jax.nn.one_hot(m, layout.block_size[c])]
-            codes = codes.at[:, c].set(m)
-            j += 1
-        else:
-            parts.append(jax.nn.one_hot(codes[:, c], layout.widths[c]))
-    return jnp.concatenate(parts, axis=1).astype(jnp.float32), codes
+    n = codes.shape[0]
+    starts = np.asarray(layout.starts) + np.asarray(layout.block_lo)  # first slot of each one-hot block
+    rows = jnp.zeros((n, layout.width), jnp.float32)
+    if layout.n_continuous:
+        cont = np.flatnonzero(layout.continuous)
+        mode = assign_modes(u, modes, how, key)
+        j = np.arange(len(cont))[None, :]
+        alpha = jnp.clip((u - modes.means[j, mode]) / (4.0 * modes.stds[j, mode]), -0.99, 0.99)
+        codes = codes.at[:, cont].set(mode)
+        rows = rows.at[:, np.asarray(layout.starts)[cont]].set(alpha)
+    rows = rows.at[jnp.arange(n)[:, None], starts + codes].set(1.0)
+    return rows, codes
 
 
 def decode_rows(layout: Layout, probs: jax.Array, modes: Modes, key: jax.Array) -> jax.Array:
@@ -234,19 +250,29 @@ def decode_rows(layout: Layout, probs: jax.Array, modes: Modes, key: jax.Array) 
 
     ``probs`` is ``(n, n_cols, max_width)``: tanh(alpha) in slot 0 and mode logits in the block of
     a continuous column, class probabilities for a discrete one. The mode is drawn from its
-    softmax; the value is ``alpha * 4 sd + mu`` clipped to [-1, 1], mapped to [0, 1].
+    softmax; the value is ``alpha * 4 sd + mu`` clipped to [-1, 1], mapped to [0, 1]. The ``j``-th
+    continuous column draws with the ``j``-th key of ``jax.random.split(key, n_continuous)``; all of
+    them in one vectorised draw.
     """
-    cols, j = [], 0
-    keys = jax.random.split(key, max(1, layout.n_continuous))
-    for c in range(layout.n_cols):
-        w = layout.widths[c]
+    n, n_cols, max_width = probs.shape
+    cont = np.flatnonzero(layout.continuous)
+    flat = probs.reshape(n, n_cols * max_width)
+    source = []  # per output column: its position in concat(flat, continuous values)
+    j = 0
+    for c in range(n_cols):
         if layout.continuous[c]:
-            m = jax.random.categorical(keys[j], probs[:, c, 1:w], axis=-1)
-            u = probs[:, c, 0] * 4.0 * modes.stds[j][m] + modes.means[j][m]
-            cols.append(((jnp.clip(u, -1.0, 1.0) + 1.0) / 2.0)[:, None])
+            source.append(n_cols * max_width + j)
             j += 1
         elif layout.src_kinds[c] == "binary":
-            cols.append(probs[:, c, 1:2])
+            source.append(c * max_width + 1)
         else:
-            cols.append(probs[:, c, :w])
-    return jnp.concatenate(cols, axis=1)
+            source.extend(c * max_width + np.arange(layout.widths[c]))
+    if len(cont):
+        keys = jax.random.split(key, len(cont))
+        n_modes = layout.block_size[cont[0]]
+        logits = probs[:, cont, 1:1 + n_modes]  # every continuous column has n_modes modes
+        m = jax.vmap(lambda k, lg: jax.random.categorical(k, lg, axis=-1), in_axes=(0, 1), out_axes=1)(keys, logits)
+        j = np.arange(len(cont))[None, :]
+        u = probs[:, cont, 0] * 4.0 * modes.stds[j, m] + modes.means[j, m]
+        flat = jnp.concatenate([flat, (jnp.clip(u, -1.0, 1.0) + 1.0) / 2.0], axis=1)
+    return flat[:, np.asarray(source, np.int64)]
