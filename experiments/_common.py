@@ -108,6 +108,24 @@ def enable_compilation_cache() -> None:
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 
 
+def run_child(cmd: Sequence[str], path: pathlib.Path, timeout: float, **identity) -> dict:
+    """Runs one cell's child process, which writes its cell to ``path`` as JSON, under ``timeout``
+    seconds; a failure is recorded in ``path`` instead (``identity`` plus ``status: "error"`` with the
+    last line of stderr and the seconds, or ``status: "timeout"``). Returns the cell."""
+    import subprocess
+
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout)
+        if proc.returncode != 0:
+            last = (proc.stderr.strip().splitlines() or ["(no message)"])[-1]
+            write_json(path, {**identity, "status": "error", "error": last,
+                              "seconds": round(time.perf_counter() - t0, 1)})
+    except subprocess.TimeoutExpired:
+        write_json(path, {**identity, "status": "timeout", "seconds": timeout})
+    return json.loads(path.read_text())
+
+
 def finite_or_none(x):
     if x is None:
         return None

@@ -23,9 +23,10 @@ import argparse
 import json
 import pathlib
 import resource
-import subprocess
 import sys
 import time
+
+from experiments import _common
 
 EVAL_ROWS = 100_000
 
@@ -75,16 +76,7 @@ def run(args) -> dict:
         cmd = [sys.executable, "-m", "experiments.large_tables", "--child", "--method", method,
                "--rows", str(args.rows), "--epsilon", str(args.epsilon), "--seed", str(args.seed),
                "--cell-out", str(path)] + [x for kv in args.overrides for x in ("--set", kv)]
-        t0 = time.perf_counter()
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
-            if proc.returncode != 0:
-                last = (proc.stderr.strip().splitlines() or ["(no message)"])[-1]
-                path.write_text(json.dumps({"method": method, "status": "error", "error": last,
-                                            "seconds": round(time.perf_counter() - t0, 1)}))
-        except subprocess.TimeoutExpired:
-            path.write_text(json.dumps({"method": method, "status": "timeout", "seconds": args.timeout}))
-        cell = json.loads(path.read_text())
+        cell = _common.run_child(cmd, path, args.timeout, method=method)
         print(json.dumps(cell, indent=1), flush=True)
         cells.append(cell)
     (out / "report.json").write_text(json.dumps({"rows": args.rows, "epsilon": args.epsilon, "seed": args.seed,

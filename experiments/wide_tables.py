@@ -23,9 +23,10 @@ import argparse
 import json
 import pathlib
 import statistics
-import subprocess
 import sys
 import time
+
+from experiments import _common
 
 DATASETS = ("planted-binary", "mimic-like")
 RANDOM_TRIPLES = 1000
@@ -103,18 +104,7 @@ def run(args) -> dict:
                 cmd = [sys.executable, "-m", "experiments.wide_tables", "--child", "--dataset", dataset,
                        "--method", method, "--seed", str(seed), "--epsilon", str(args.epsilon),
                        "--cell-out", str(path)] + (["--quick"] if args.quick else [])
-                t0 = time.perf_counter()
-                try:
-                    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
-                    if proc.returncode != 0:
-                        last = (proc.stderr.strip().splitlines() or ["(no message)"])[-1]
-                        path.write_text(json.dumps({"dataset": dataset, "method": method, "seed": seed,
-                                                    "status": "error", "error": last,
-                                                    "seconds": round(time.perf_counter() - t0, 1)}))
-                except subprocess.TimeoutExpired:
-                    path.write_text(json.dumps({"dataset": dataset, "method": method, "seed": seed,
-                                                "status": "timeout", "seconds": args.timeout}))
-                cell = json.loads(path.read_text())
+                cell = _common.run_child(cmd, path, args.timeout, dataset=dataset, method=method, seed=seed)
                 print(f"[{dataset} {method} seed {seed}] {cell['status']}"
                       + (f" fit {cell['fit_seconds']} s, pooled L1 {cell['l1_pooled']:.3f}"
                          if cell["status"] == "done" else f" ({cell.get('error') or cell.get('seconds')})"),
