@@ -310,11 +310,14 @@ class Synthesizer(abc.ABC):
     def resolve_config(self, schema: data_lib.Schema, preset: str | None = None) -> SynthesizerConfig:
         """The configuration a fit on ``schema`` uses before calibration.
 
+        ``schema`` is the schema the method models (``data.model_schema`` of the user's schema, which
+        :meth:`plan` and :meth:`fit` pass): a column declared missing comes with its indicator.
+
         The method's default for the schema (or the user's ``config``), the user's overrides,
         then the preset's values; a field the user set explicitly is kept over the preset's value,
         with a warning (the preset's published epsilon then no longer applies).
         """
-        default = self._default_config(data_lib.model_schema(schema))
+        default = self._default_config(schema)
         config = (self.config if self.config is not None else default).replace(**self.overrides)
         if preset is not None:
             if preset not in self.PRESETS:
