@@ -74,8 +74,7 @@ def to_model_frame(df: pd.DataFrame, schema: Schema, name: str = "df") -> pd.Dat
         TypeError, ValueError: as :func:`~dpgen_jax.data.check_frame`.
     """
     check_frame(df, schema, name)
-    declared = _declared(schema)
-    if not declared:
+    if not has_missing(schema):
         return df
     out: dict[str, object] = {}
     for c in schema.columns:
@@ -101,8 +100,7 @@ def from_model_frame(df: pd.DataFrame, schema: Schema) -> pd.DataFrame:
     Raises:
         ValueError: if ``df`` does not have the model schema's columns.
     """
-    declared = _declared(schema)
-    if not declared:
+    if not has_missing(schema):
         return df
     check_frame(df, model_schema(schema), "the model's rows")
     out: dict[str, object] = {}
