@@ -36,7 +36,7 @@ class TestGEMContract(SynthesizerContract):
         disc = gem.discretizer(cfg, schema)
         params, total, rounds = gem.fit_released(cfg, disc.codes(frame), disc.sizes, jax.random.key(self.SEED),
                                                  phases=model.fitted_phases())
-        assert [r.clique for r in rounds] == [r.clique for r in model._state["rounds"]]
+        assert [r.cliques for r in rounds] == [r.cliques for r in model._state["rounds"]]
         return {"generator": params}
 
 
@@ -144,6 +144,81 @@ def test_units_compose_as_dp_accounting_says():
     assert rho == pytest.approx(1.0, rel=1e-9)  # AIM's split of a total rho of 1
 
 
+def test_gram_pair_marginals_equal_counts():
+    rng = np.random.default_rng(3)
+    sizes = (2, 5, 3, 2, 7)
+    codes = np.stack([rng.integers(0, k, 700) for k in sizes], axis=1)
+    other = np.stack([rng.integers(0, k, 400) for k in sizes], axis=1)
+    g, h = sm.onehot_gram(codes, sizes, chunk=128), sm.onehot_gram(other, sizes)
+    l1 = sm.pair_l1(g, h, sizes)
+    for i in range(len(sizes)):
+        for j in range(len(sizes)):
+            if i == j:
+                continue
+            block = g[sum(sizes[:i]):sum(sizes[:i + 1]), sum(sizes[:j]):sum(sizes[:j + 1])]
+            np.testing.assert_array_equal(block.ravel(), sm.counts(codes, sizes, (i, j)))
+            want = np.abs(sm.counts(codes, sizes, (i, j)) - sm.counts(other, sizes, (i, j))).sum()
+            assert l1[i, j] == pytest.approx(want)
+
+
+def test_select_many_is_distinct_and_follows_the_scores():
+    q = np.array([0.0, 5.0, 1.0, 4.0, 3.0])
+    assert sm.select_many(q, 3, None, np.random.default_rng(0)) == [1, 3, 4]
+    rng = np.random.default_rng(1)
+    draws = [sm.select_many(q, 2, 1.0, rng) for _ in range(4000)]
+    assert all(len(set(d)) == 2 for d in draws)
+    # the first draw is one exponential mechanism: P(i) proportional to exp(q_i / 2)
+    want = np.exp(q / 2) / np.exp(q / 2).sum()
+    got = np.bincount([d[0] for d in draws], minlength=5) / len(draws)
+    np.testing.assert_allclose(got, want, atol=0.025)
+    with pytest.raises(ValueError, match="count=6"):
+        sm.select_many(q, 6, 1.0, rng)
+
+
+def test_one_way_share_and_rounds_of_several_units_keep_the_total():
+    cfg = GEMConfig(max_rounds=5, measurements_per_round=4, one_way_share=0.3).for_columns(12)
+    phases = {p.name: p for p in gem.privacy_phases(cfg)}
+    assert phases["selection"].steps == phases["measure"].steps == 20
+    assert 1.0 / (2.0 * cfg.one_way_noise_multiplier**2) == pytest.approx(0.3)
+    assert sm.zcdp_rho(phases.values()) == pytest.approx(1.0, rel=1e-9)
+    with pytest.raises(ValueError, match="one_way_share"):
+        GEMConfig(one_way_share=1.0).validate()
+    with pytest.raises(ValueError, match="measurements_per_round"):
+        GEMConfig(measurements_per_round=0).validate()
+
+
+def test_pair_candidates_are_automatic_on_wide_tables_only():
+    assert not GEMConfig().scores_pairs(gem.discretizer(GEMConfig(), data.adult_schema()).sizes)
+    assert GEMConfig().scores_pairs((2,) * 1000)
+    assert GEMConfig().scores_pairs((2,) * 120)  # 280,840 triples listed, more than the 2,000 drawn
+    assert not GEMConfig(pair_candidates=False).scores_pairs((2,) * 1000)
+    assert not GEMConfig().scores_pairs((40,) * 1000)  # 40,000 bins: no Gram matrix
+    with pytest.raises(ValueError, match="pair_candidates=True"):
+        GEMConfig(pair_candidates=True).scores_pairs((40,) * 1000)
+
+
+def test_pair_candidates_find_planted_pairs_outside_the_random_workload():
+    """On 120 binary columns the random workload's closure misses the planted pairs; with every
+    pair a candidate GEM selects them and fits them, where it cannot without."""
+    planted = data.planted_binary(2000, 120, 2, n_pairs=4, n_triples=0, flip=0.05)
+    frame, schema = planted.frame, planted.schema
+    pairs = [tuple(sorted(schema.names.index(c) for c in p)) for p in planted.pairs]
+    small = dict(max_rounds=2, measurements_per_round=4, round_steps=150, final_steps=300, hidden=(64,),
+                 noise_dim=16, batch_size=256, score_samples=2000, workload_size=50)
+    def fit(**kw):
+        return synthesizers.create("gem", **small, **kw).fit(frame, schema, epsilon=20.0, seed=0)
+    with_pairs, without = fit(), fit(pair_candidates=False)
+    chosen = {tuple(sorted(c)) for r in with_pairs._state["rounds"] for c in r.cliques}
+    assert set(pairs) <= chosen
+    assert not set(pairs) & set(sm.candidates(sm.workload(
+        gem.discretizer(with_pairs.fitted_config, schema).sizes, 3, 10_000, size=50, seed=0)))
+    def pair_l1(model):
+        from dpgen_jax import metrics
+        return metrics.marginal_l1_2way(frame, model.sample(2000, seed=1), schema,
+                                        pairs=[list(p) for p in planted.pairs])["mean"]
+    assert pair_l1(with_pairs) < 0.3 < 0.6 < pair_l1(without)
+
+
 def _xor_table(n: int, seed: int):
     """Six binary columns; column 5 = c0 XOR c1 XOR c2 (pairwise independent, a 3-way relation)."""
     planted = data.planted_binary(n, 6, seed, n_pairs=0, n_triples=1, flip=0.0)
@@ -160,7 +235,7 @@ def test_learns_a_planted_triple_the_one_way_reference_cannot():
     model = synthesizers.create("gem", max_rounds=6, round_steps=150, final_steps=300, batch_size=256,
                                 hidden=(64,), noise_dim=16, score_samples=3000)
     model.fit(frame, schema, epsilon=math.inf, seed=0)
-    assert any(set(r.clique) == set(idx) for r in model._state["rounds"])
+    assert any(set(c) == set(idx) for r in model._state["rounds"] for c in r.cliques)
     syn = model.sample(4000, seed=1).to_numpy().astype(np.int64)
     got = np.mean(np.bitwise_xor.reduce(syn[:, idx], axis=1) == 0)
     indep = synthesizers.create("independent").fit(frame, schema, epsilon=math.inf, seed=0)
@@ -182,6 +257,9 @@ def test_a_thousand_column_plan_calibrates():
     """A unit's noise multiplier on a wide table passes the default cap of 100; the marginal methods
     calibrate up to 1e4 (data-free plan of the wide-table benchmark's shape)."""
     schema = data.binary_schema(1000)
-    plan = synthesizers.create("gem").plan(schema, 1600, epsilon=3.0)
+    plan = synthesizers.create("gem", pair_candidates=False).plan(schema, 1600, epsilon=3.0)  # AIM's units
     assert plan.epsilon() == pytest.approx(3.0, rel=1e-3)
     assert max(p.noise_multiplier for p in plan.phases) > 100
+    wide = synthesizers.create("gem").plan(schema, 1600, epsilon=3.0)  # the wide defaults: 64 units
+    assert wide.epsilon() == pytest.approx(3.0, rel=1e-3)
+    assert {p.name: p.steps for p in wide.phases} == {"one_way": 1, "selection": 64, "measure": 64}

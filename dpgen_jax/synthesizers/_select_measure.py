@@ -76,6 +76,30 @@ def counts(codes: np.ndarray, sizes: Sequence[int], clique: Clique) -> np.ndarra
     return np.bincount(flat, minlength=math.prod(shape)).astype(np.float32)
 
 
+def onehot_gram(codes: np.ndarray, sizes: Sequence[int], chunk: int = 8192) -> np.ndarray:
+    """``(B, B)`` float64, B = sum(sizes): for every two bins a and b (of any columns), how many
+    rows have both: the Gram matrix of the rows' one-hot codes. Block (i, j) is the (i, j)
+    marginal's table, so every 2-way marginal comes out of one matrix product (a record adds one
+    to one cell of each block)."""
+    sizes = np.asarray(sizes, np.int64)
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    width = int(sizes.sum())
+    out = np.zeros((width, width))
+    for start in range(0, len(codes), chunk):  # float32 products are exact below 2^24 rows
+        hot = np.zeros((min(chunk, len(codes) - start), width), np.float32)
+        np.put_along_axis(hot, np.asarray(codes[start:start + chunk], np.int64) + offsets, 1.0, axis=1)
+        out += hot.T @ hot
+    return out
+
+
+def pair_l1(gram_a: np.ndarray, gram_b: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
+    """``(d, d)``: the L1 distance between the (i, j) marginals held in two :func:`onehot_gram`
+    matrices (the sums of the blocks of ``|gram_a - gram_b|``)."""
+    offsets = np.concatenate([[0], np.cumsum(np.asarray(sizes, np.int64))[:-1]])
+    diff = np.abs(np.asarray(gram_a) - np.asarray(gram_b))
+    return np.add.reduceat(np.add.reduceat(diff, offsets, axis=0), offsets, axis=1)
+
+
 def measure(codes: np.ndarray, sizes: Sequence[int], cliques: Sequence[Clique],
             noise_std: float | None, key: jax.Array) -> list[np.ndarray]:
     """The flattened marginals of ``cliques`` with N(0, noise_std^2) per cell (None: exact).
@@ -104,6 +128,22 @@ def exponential_mechanism(quality: np.ndarray, epsilon: float | None, rng: np.ra
     return int(np.argmax(epsilon * q / (2.0 * sensitivity) + rng.gumbel(size=q.size)))
 
 
+
+
+def select_many(quality: np.ndarray, count: int, epsilon: float | None, rng: np.random.Generator,
+                sensitivity: float = 1.0) -> list[int]:
+    """``count`` distinct indices, each by :func:`exponential_mechanism` among the candidates not
+    chosen before it (adaptive composition of ``count`` selections, each (epsilon, 0)-DP: which
+    candidates remain depends only on released choices)."""
+    q = np.array(quality, np.float64)
+    if not 1 <= count <= q.size:
+        raise ValueError(f"count={count}; expected between 1 and the {q.size} candidates.")
+    chosen = []
+    for _ in range(count):
+        i = exponential_mechanism(q, epsilon, rng, sensitivity)
+        chosen.append(i)
+        q[i] = -np.inf
+    return chosen
 
 # ----------------------------------------------------------------------------- workload and selection
 
@@ -188,15 +228,18 @@ def select(quality: Mapping[Clique, float], weights: Mapping[Clique, float], eps
 UNIT_PHASES = ("one_way", "selection", "measure")
 
 
-def unit_noise_multipliers(d: int, rounds: int, measure_share: float) -> dict[str, float]:
+def unit_noise_multipliers(d: int, rounds: int, measure_share: float,
+                           one_way_share: float | None = None) -> dict[str, float]:
     """AIM's split of a total zCDP of 1 into units: T = R + alpha d units of rho 1 / T; a
     measurement (sensitivity 1) spends alpha / T, a selection (1 - alpha) / T, the one-way
-    release of the d histograms (sensitivity sqrt(d)) alpha d / T. Returns the zCDP-equivalent
-    noise multipliers ``{"one_way_noise_multiplier", "measure_noise_multiplier",
-    "selection_noise_multiplier"}`` (rho = 1 / (2 sigma^2))."""
+    release of the d histograms (sensitivity sqrt(d)) alpha d / T. With ``one_way_share`` s the
+    one-way release spends s instead and the R units share 1 - s (AIM's split is the case
+    s = alpha d / T). Returns the zCDP-equivalent noise multipliers ``{"one_way_noise_multiplier",
+    "measure_noise_multiplier", "selection_noise_multiplier"}`` (rho = 1 / (2 sigma^2))."""
     a = measure_share
-    unit = 1.0 / (a * d + rounds)
-    return {"one_way_noise_multiplier": 1.0 / math.sqrt(2.0 * a * d * unit),
+    s = a * d / (a * d + rounds) if one_way_share is None else float(one_way_share)
+    unit = (1.0 - s) / rounds
+    return {"one_way_noise_multiplier": 1.0 / math.sqrt(2.0 * s),
             "measure_noise_multiplier": 1.0 / math.sqrt(2.0 * a * unit),
             "selection_noise_multiplier": 1.0 / math.sqrt(2.0 * (1.0 - a) * unit)}
 

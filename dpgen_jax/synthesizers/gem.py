@@ -55,7 +55,7 @@ import optax
 from dpgen_jax._typing import PyTree
 from dpgen_jax import _validate as _v
 from dpgen_jax import models
-from dpgen_jax.data._discrete import SPACINGS
+from dpgen_jax.data._discrete import SPACINGS, numpy_rng
 from dpgen_jax.synthesizers import _select_measure as sm
 from dpgen_jax.synthesizers._base import SynthesizerConfig, TrainResult, register
 
@@ -74,8 +74,21 @@ class GEMConfig(SynthesizerConfig):
             most ``max_cells`` cells (AIM's default: every 3-way marginal up to 10,000 cells).
         workload_size, workload_seed: with more eligible marginals than ``workload_size``, a
             public random subset of that many, drawn from ``workload_seed`` (None: all).
-        max_rounds: R, the rounds (one selection and one measurement each).
+        max_rounds: R, the rounds; each selects and measures ``measurements_per_round`` marginals
+            (one budget unit each), then fits the generator.
+        measurements_per_round: k, the marginals selected (each by its own exponential
+            mechanism, among those not yet chosen in the round) and measured per round.
         measure_share: alpha, the share of a unit spent on the measurement (AIM's 0.9).
+        one_way_share: the share of the total budget spent on the one-way release (None: AIM's
+            alpha d / (alpha d + R k), every unit the same budget as the one-way release's per
+            column); the R k units share the rest.
+            These four left None take ``DEFAULTS`` (AIM's schedule: R 32, k 1, alpha 0.9), or
+            ``WIDE_DEFAULTS`` when pairs are candidates (R 8, k 8, alpha 0.5, one-way 0.88).
+        pair_candidates: every 2-way marginal (up to ``max_cells`` cells) is a candidate, scored
+            at once from the one-hot Gram matrices of the real and generated rows, beside the
+            workload's other marginals; every candidate then has weight 1. None (auto): when the
+            workload is a random subset (a wide table, where the workload's closure holds few of
+            the pairs) and the columns have at most ``PAIR_WIDTH_LIMIT`` bins in all.
         noise_dim, hidden: the generator (noise width, hidden widths, ReLU).
         batch_size: noise vectors per gradient step.
         round_steps: Adam steps after each round's measurement; ``final_steps`` more at the end.
@@ -93,8 +106,11 @@ class GEMConfig(SynthesizerConfig):
     max_cells: int = 10_000
     workload_size: int | None = 2000
     workload_seed: int = 0
-    max_rounds: int = 32
-    measure_share: float = 0.9
+    max_rounds: int | None = None
+    measurements_per_round: int | None = None
+    measure_share: float | None = None
+    one_way_share: float | None = None
+    pair_candidates: bool | None = None
     noise_dim: int = 64
     hidden: tuple[int, ...] = (256, 256)
     batch_size: int = 512
@@ -109,16 +125,22 @@ class GEMConfig(SynthesizerConfig):
 
     def validate(self) -> GEMConfig:
         _v.choice(self.bin_spacing, "bin_spacing", SPACINGS)
-        for name in ("bins", "workload_degree", "max_cells", "max_rounds", "noise_dim", "batch_size",
-                     "score_samples"):
+        for name in ("bins", "workload_degree", "max_cells", "noise_dim", "batch_size", "score_samples"):
             _v.count(getattr(self, name), name, 1)
+        for name in ("max_rounds", "measurements_per_round"):
+            if getattr(self, name) is not None:
+                _v.count(getattr(self, name), name, 1)
         for name in ("round_steps", "final_steps", "workload_seed"):
             _v.count(getattr(self, name), name, 0)
         if self.workload_size is not None:
             _v.count(self.workload_size, "workload_size", 1)
-        share = _v.real(self.measure_share, "measure_share")
-        if not 0.0 < share < 1.0:
+        if self.measure_share is not None and not 0.0 < _v.real(self.measure_share, "measure_share") < 1.0:
             raise ValueError(f"Expected measure_share={self.measure_share!r} in (0, 1).")
+        if self.one_way_share is not None and not 0.0 < _v.real(self.one_way_share, "one_way_share") < 1.0:
+            raise ValueError(f"Expected one_way_share={self.one_way_share!r} in (0, 1) or None.")
+        if self.pair_candidates not in (None, True, False):
+            raise ValueError(f"Expected pair_candidates={self.pair_candidates!r} to be True, False "
+                             "or None (auto).")
         _v.positive_finite(self.learning_rate, "learning_rate")
         if not self.hidden or any(isinstance(w, bool) or int(w) != w or w < 1 for w in self.hidden):
             raise ValueError(f"Expected hidden={self.hidden!r} to be a non-empty tuple of widths >= 1.")
@@ -132,24 +154,68 @@ class GEMConfig(SynthesizerConfig):
                                  f"{self.num_columns} columns of the schema.")
         return self
 
+    def for_sizes(self, sizes: Sequence[int]) -> GEMConfig:
+        """The configuration for columns of these bin counts (public): ``pair_candidates``
+        decided (:meth:`scores_pairs`), every unset schedule field from ``WIDE_DEFAULTS`` when
+        pairs are scored and from ``DEFAULTS`` otherwise, then :meth:`for_columns`."""
+        pairs = self.scores_pairs(sizes)
+        base = WIDE_DEFAULTS if pairs else DEFAULTS
+        fill = {k: v for k, v in base.items() if getattr(self, k) is None}
+        return self.replace(pair_candidates=pairs, **fill).for_columns(len(sizes))
+
     def for_columns(self, d: int) -> GEMConfig:
-        """``num_columns=d`` and every unset noise multiplier from AIM's split of a total rho of 1."""
+        """``num_columns=d``, every unset schedule field from ``DEFAULTS`` (:meth:`for_sizes`
+        chooses between these and the wide-table defaults) and every unset noise multiplier from
+        the split of a total rho of 1 (AIM's, or ``one_way_share``)."""
         if self.num_columns not in (None, d):
             raise ValueError(f"num_columns={self.num_columns} but the schema has {d} columns.")
-        cfg = self.replace(num_columns=d).validate()
-        defaults = sm.unit_noise_multipliers(d, cfg.max_rounds, cfg.measure_share)
+        fill = {k: v for k, v in DEFAULTS.items() if getattr(self, k) is None}
+        cfg = self.replace(num_columns=d, **fill).validate()
+        defaults = sm.unit_noise_multipliers(d, cfg.units(), cfg.measure_share, cfg.one_way_share)
         return cfg.replace(**{k: v for k, v in defaults.items() if getattr(cfg, k) is None}).validate()
+
+    def units(self) -> int:
+        """R k: the budget units (one selection and one measurement each)."""
+        return self.max_rounds * self.measurements_per_round
+
+    def scores_pairs(self, sizes: Sequence[int]) -> bool:
+        """Whether every 2-way marginal is a candidate (``pair_candidates``; None: auto, see the
+        attribute). Public: it reads the schema's bin counts and the configuration only.
+
+        Raises:
+            ValueError: ``pair_candidates=True`` with more than ``PAIR_WIDTH_LIMIT`` bins in all.
+        """
+        width = int(sum(sizes))
+        if self.pair_candidates is True and width > PAIR_WIDTH_LIMIT:
+            raise ValueError(f"pair_candidates=True needs at most {PAIR_WIDTH_LIMIT} bins in all "
+                             f"(a {width} x {width} Gram matrix); these columns have {width}.")
+        if self.pair_candidates is not None:
+            return self.pair_candidates
+        if width > PAIR_WIDTH_LIMIT or self.workload_size is None or len(sizes) < 2:
+            return False
+        d, k = len(sizes), self.workload_degree
+        if math.comb(d, k) > sm.ENUMERATE_LIMIT:
+            return True
+        return len(sm.workload(sizes, k, self.max_cells)) > self.workload_size
 
 
 discretizer = sm.discretizer
+PAIR_WIDTH_LIMIT = 4096  # bins in all for pair_candidates: a (bins x bins) Gram matrix per round
+# The schedule left unset: AIM's (one marginal a round, 32 rounds, 90 % of a unit on its
+# measurement, the one-way release as large as alpha d units) ...
+DEFAULTS = dict(max_rounds=32, measurements_per_round=1, measure_share=0.9, one_way_share=None)
+# ... and, when every pair is a candidate (a wide table), fewer rounds of several marginals, more
+# of each unit on its selection (hundreds of thousands of candidates) and a fixed one-way share
+# (chosen on a generated table, data.planted_binary(2000, 1000, seed=7): docs/gem.md).
+WIDE_DEFAULTS = dict(max_rounds=8, measurements_per_round=8, measure_share=0.5, one_way_share=0.88)
 
 
 def privacy_phases(config: GEMConfig, *, steps: Mapping[str, int] | None = None,
                    private: bool = True) -> list:
     """The one-way Gaussian release, R unit selections and R unit measurements (AIM's units)."""
     if config.num_columns is None or config.one_way_noise_multiplier is None:
-        raise ValueError("Resolve the configuration for a schema first (GEMConfig.for_columns(d)).")
-    return sm.unit_phases(config.num_columns, config.max_rounds, config.one_way_noise_multiplier,
+        raise ValueError("Resolve the configuration for a schema first (GEMConfig.for_sizes(sizes) or for_columns(d)).")
+    return sm.unit_phases(config.num_columns, config.units(), config.one_way_noise_multiplier,
                           config.selection_noise_multiplier, config.measure_noise_multiplier,
                           steps=steps, private=private)
 
@@ -302,8 +368,8 @@ def draw_codes(params, mask, key, *, net, n, noise_dim):
 
 
 class Round(NamedTuple):
-    clique: Clique   # the selected marginal
-    seconds: float   # the round's wall time (selection, measurement, fit)
+    cliques: tuple[Clique, ...]  # the marginals selected and measured, in order
+    seconds: float               # the round's wall time (selections, measurements, fit)
 
 
 def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key: jax.Array, *,
@@ -317,14 +383,23 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
     d = len(sizes)
     if config.num_columns != d:
         raise ValueError(f"num_columns={config.num_columns} but the codes have {d} columns; "
-                         "resolve the configuration with GEMConfig.for_columns(d).")
+                         "resolve the configuration with GEMConfig.for_sizes(sizes).")
     work = sm.workload(sizes, config.workload_degree, config.max_cells, size=config.workload_size,
                        seed=config.workload_seed)
     if not work:
         raise ValueError(f"max_cells={config.max_cells} leaves no {config.workload_degree}-way "
                          "marginal in the workload.")
     cands = sm.candidates(work)
-    answers = {r: sm.counts(codes, sizes, r).astype(np.float64) for r in cands}
+    pairs = None
+    if config.scores_pairs(sizes):  # every pair, scored from Gram matrices; every weight 1
+        cands = {r: 1.0 for r in cands if len(r) != 2}
+        size = np.asarray(sizes, np.int64)
+        pairs = np.argwhere(np.triu(np.outer(size, size) <= config.max_cells, 1))
+        pair_cells = (size[pairs[:, 0]] * size[pairs[:, 1]]).astype(np.float64)
+        real_gram = sm.onehot_gram(codes, sizes)
+    keys = list(cands)
+    answers = {r: sm.counts(codes, sizes, r).astype(np.float64) for r in keys}
+    sensitivity = max(cands.values())
     phases = {p.name: p for p in (privacy_phases(config) if phases is None else phases)}
     sigma = phases["measure"].noise_multiplier if private else None
     eps = phases["selection"].epsilon if private else None
@@ -345,6 +420,7 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
         return fit_steps(p, s, measured(one, std1 or 1.0, log, sizes), mask,
                          jnp.float32(total), k, jnp.int32(steps), **static)
 
+    per_round = min(config.measurements_per_round, len(keys) + (0 if pairs is None else len(pairs)))
     params, state = fit(params, state, jax.random.fold_in(k_rounds, 10**6), config.round_steps)
     rounds: list[Round] = []
     for t in range(config.max_rounds):
@@ -354,13 +430,24 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
         k_sample, k_sel, k_meas, k_fit = jax.random.split(jax.random.fold_in(k_rounds, t), 4)
         sample = np.asarray(draw_codes(params, mask, k_sample, net=net, n=config.score_samples,
                                        noise_dim=config.noise_dim))
-        est = {r: sm.counts(sample, sizes, r) * (total / config.score_samples) for r in cands}
-        r = sm.select(sm.scores(cands, answers, est, sizes, sigma), cands, eps, k_sel)
-        (y,) = sm.measure(codes, sizes, [r], sigma, k_meas)
-        log.append((r, y, sigma or 1.0))
+        scale = total / config.score_samples
+        est = {r: sm.counts(sample, sizes, r) * scale for r in keys}
+        quality = sm.scores(cands, answers, est, sizes, sigma)
+        q = np.array([quality[r] for r in keys], np.float64)
+        if pairs is not None:
+            l1 = sm.pair_l1(real_gram, sm.onehot_gram(sample, sizes) * scale, sizes)
+            bias = 0.0 if sigma is None else sm.BIAS * sigma
+            q = np.concatenate([q, l1[pairs[:, 0], pairs[:, 1]] - bias * pair_cells])
+        chosen = sm.select_many(q, per_round, eps, numpy_rng(k_sel), sensitivity=sensitivity)
+        picked = tuple(keys[i] if i < len(keys) else tuple(int(a) for a in pairs[i - len(keys)])
+                       for i in chosen)
+        for j, r in enumerate(picked):
+            k_j = k_meas if j == 0 else jax.random.fold_in(k_meas, j)  # one per round: as before k
+            (y,) = sm.measure(codes, sizes, [r], sigma, k_j)
+            log.append((r, y, sigma or 1.0))
         params, state = fit(params, state, k_fit, config.round_steps)
         jax.block_until_ready(params)
-        rounds.append(Round(r, time.perf_counter() - t0))
+        rounds.append(Round(picked, time.perf_counter() - t0))
         if progress is not None:
             progress(t + 1, config.max_rounds)
     params, _ = fit(params, state, jax.random.fold_in(k_rounds, 10**6 + 1), config.final_steps)
@@ -386,8 +473,9 @@ class GEM(sm.MarginalSynthesizer):
     NEEDS_MBI = False
 
     def resolve_config(self, schema, preset=None):
-        config = super().resolve_config(schema, preset).for_columns(len(schema))
+        config = super().resolve_config(schema, preset)
         sizes = discretizer(config, schema).sizes
+        config = config.for_sizes(sizes)
         if len(schema) >= config.workload_degree and not sm.workload(
                 sizes, config.workload_degree, config.max_cells, size=config.workload_size,
                 seed=config.workload_seed):
@@ -406,21 +494,27 @@ class GEM(sm.MarginalSynthesizer):
             config, codes, disc.sizes, key, private=ctx.private, should_stop=ctx.should_stop,
             phases=ctx.phases() if ctx.private else None, progress=ctx.progress("measure"))
         names = ctx.schema.names
-        listing = ", ".join("-".join(names[a] for a in r.clique) for r in rounds)
+        listing = ", ".join("-".join(names[a] for a in c) for r in rounds for c in r.cliques)
+        units = sum(len(r.cliques) for r in rounds)
+        pairs = config.scores_pairs(disc.sizes)
         notes = [
             sm.bins_note(disc),
-            f"{len(rounds)} of {config.max_rounds} rounds ran, each one unit selection and one unit "
-            "measurement; the workload (the marginals scored) is public: "
-            + ("every eligible marginal" if config.workload_size is None else
-               f"at most {config.workload_size} eligible marginals drawn from the public seed "
-               f"{config.workload_seed}") + ". Selected marginals: " + listing + ".",
+            f"{len(rounds)} of {config.max_rounds} rounds ran ({units} units, each one selection and "
+            "one Gaussian measurement); the candidates (the marginals scored) are public: "
+            + ("every eligible marginal of the workload" if config.workload_size is None else
+               f"the closure of at most {config.workload_size} eligible "
+               f"{config.workload_degree}-way marginals drawn from the public seed "
+               f"{config.workload_seed}")
+            + (", and every 2-way marginal of at most "
+               f"{config.max_cells} cells, all with weight 1 (sensitivity 1)" if pairs else "")
+            + ". Selected marginals: " + listing + ".",
             "Post-processing, not accounted because it reads only released values: the total "
             "(the mean sum of the noisy one-way histograms), the generator's fit "
             f"({config.round_steps} Adam steps per round, {config.final_steps} at the end), the "
             "scores' generator marginals and sampling.",
         ]
         return TrainResult(config=config, released={"generator": params},
-                           steps={"one_way": 1, "selection": len(rounds), "measure": len(rounds)},
+                           steps={"one_way": 1, "selection": units, "measure": units},
                            seconds={"gem": time.perf_counter() - t0}, assumptions=notes,
                            state={"rounds": rounds, "total": total})
 
