@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import time
 import warnings
 from collections.abc import Mapping
@@ -220,6 +221,27 @@ def calibrate(config: DPSACTGANConfig, layout: Layout, phases: list, epsilon: fl
     return out
 
 
+# The one measurement of the attention's memory on a wide table (docs/scaling.md): at 1,071 columns,
+# batch 64 and 4 heads the fit asked for one 40 GB allocation. Every column is a token, so the
+# attention arrays grow as batch x heads x columns^2; the estimate scales this point.
+ATTENTION_MEASURED = {"columns": 1071, "batch_size": 64, "num_heads": 4, "bytes": 40e9}
+
+
+def attention_bytes(columns: int, batch_size: int, num_heads: int) -> float:
+    """The estimated largest allocation of a fit (bytes), extrapolated from ``ATTENTION_MEASURED``."""
+    m = ATTENTION_MEASURED
+    return (m["bytes"] * (batch_size / m["batch_size"]) * (num_heads / m["num_heads"])
+            * (columns / m["columns"]) ** 2)
+
+
+def physical_memory() -> float | None:
+    """This machine's physical memory in bytes, or None where the system does not say."""
+    try:
+        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
 @register
 class DPSACTGAN(Synthesizer):
     """DP-SACTGAN with a scikit-learn-like interface (``docs/dp-sactgan.md``).
@@ -237,6 +259,22 @@ class DPSACTGAN(Synthesizer):
     DECODE_MODE = "sample"
     CHECKPOINTS = True
     FLAGS = FLAGS
+
+    def resolve_config(self, schema, preset=None):
+        """The base resolution, refused when the attention between columns cannot fit in this
+        machine's memory (an estimate from the measured point, ``ATTENTION_MEASURED``): a clear
+        error before any row is read instead of an allocation failure minutes into the fit."""
+        config = super().resolve_config(schema, preset)
+        need, have = attention_bytes(len(schema), config.batch_size, config.num_heads), physical_memory()
+        if have is not None and need > have:
+            raise ValueError(
+                f"DP-SACTGAN's attention between the {len(schema)} columns needs about {need / 1e9:.0f} GB "
+                f"in one allocation at batch_size={config.batch_size} and num_heads={config.num_heads} "
+                f"(it grows as batch x heads x columns^2; {ATTENTION_MEASURED['bytes'] / 1e9:.0f} GB was "
+                f"measured at {ATTENTION_MEASURED['columns']:,} columns, batch 64, 4 heads); this machine "
+                f"has {have / 1e9:.0f} GB. Use fewer columns, a smaller batch_size or num_heads, or "
+                "another method (synthesizers.recommend).")
+        return config
 
     def _phases(self, config, schema, num_records, private):
         return privacy_phases(config, build_layout(schema, config), num_records, private=private)
