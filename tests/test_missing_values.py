@@ -181,3 +181,19 @@ def test_independent_learns_the_missing_rate():
     for col in ("c", "d"):
         real, syn = df[col].isna().mean(), rows[col].isna().mean()
         assert math.isclose(syn, real, abs_tol=0.02), (col, real, syn)
+
+
+def test_discretizer_codes_the_indicator_and_decodes_missing_back():
+    import jax
+
+    schema = data.Schema([data.Column("a", "continuous", lower=0, upper=10, missing=True),
+                          data.Column("b", "categorical", categories=("x", "y"))])
+    frame = pd.DataFrame({"a": [1.0, np.nan, 5.0, np.nan], "b": ["x", "y", "x", "x"]})
+    disc = data.Discretizer(schema, 4)
+    assert disc.schema.names == ["a", "a [missing]", "b"] and disc.sizes == (4, 2, 2)
+    codes = disc.codes(frame)
+    np.testing.assert_array_equal(codes[:, 1], [0, 1, 0, 1])  # the indicator, not bin 0 alone
+    np.testing.assert_array_equal(codes, disc.codes_from_encoded(data.TableEncoder(schema).encode(frame)))
+    back = disc.decode(codes, jax.random.key(0))
+    assert list(back.columns) == ["a", "b"]
+    np.testing.assert_array_equal(back["a"].isna().to_numpy(), frame["a"].isna().to_numpy())

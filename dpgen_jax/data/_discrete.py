@@ -20,6 +20,7 @@ import pandas as pd
 from dpgen_jax.data._bins import bin_edges, bin_index
 from dpgen_jax.data._check import check_key
 from dpgen_jax.data._encoder import TableEncoder, _decode_integer, _values_from_codes
+from dpgen_jax.data._missing import from_model_frame, has_missing, model_schema
 from dpgen_jax.data._schema import Column, Schema
 
 DiscreteSpacing = Literal["auto", "equal", "log"]
@@ -51,7 +52,11 @@ class Discretizer:
             (see :func:`~dpgen_jax.data.bin_edges`).
 
     Attributes:
-        sizes: Number of codes per column, in schema order (categories, or kept bins).
+        schema: The schema coded: ``data.model_schema(user_schema)``, where each continuous column
+            declared ``missing=True`` is followed by its binary indicator (another column of
+            codes); ``codes`` reads the user's frame, ``decode`` gives it back (NaN restored).
+        user_schema: The schema given.
+        sizes: Number of codes per column of ``schema``, in order (categories, or kept bins).
         edges: ``{continuous column: (bins + 1,) edges}``.
         spacings: ``{continuous column: "equal" | "log"}``.
 
@@ -73,12 +78,15 @@ class Discretizer:
             raise ValueError(f"bins={bins!r}; expected an integer >= 1.")
         if spacing not in SPACINGS:
             raise ValueError(f"spacing={spacing!r}; expected one of {SPACINGS}.")
-        self.schema, self.bins = schema, int(bins)
+        # A continuous column declared missing=True is coded as the methods model it: its value
+        # on bins and its indicator as one more binary column (data.model_schema); decode puts
+        # the missing values back.
+        self.user_schema, self.schema, self.bins = schema, model_schema(schema), int(bins)
         self.edges: dict[str, np.ndarray] = {}
         self.spacings: dict[str, str] = {}
         self._int_ranges: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         sizes = []
-        for col in schema.columns:
+        for col in self.schema.columns:
             if col.kind != "continuous":
                 sizes.append(len(col.categories))
                 continue
@@ -111,7 +119,7 @@ class Discretizer:
 
     def codes(self, df: pd.DataFrame) -> np.ndarray:
         """``(n, d)`` int64 codes of a frame (checked against the schema as ``TableEncoder`` does)."""
-        raw = TableEncoder(self.schema).codes(df)
+        raw = TableEncoder(self.user_schema).codes(df)  # the model schema's columns
         out = np.empty((len(df), len(self.sizes)), dtype=np.int64)
         for j, col in enumerate(self.schema.columns):
             v = raw[col.name].to_numpy()
@@ -126,7 +134,7 @@ class Discretizer:
         the neighbouring bin; integer columns whose range holds fewer than 2**24 values are exact.
         """
         x = np.asarray(x)
-        enc = TableEncoder(self.schema)
+        enc = TableEncoder(self.user_schema)
         if x.ndim != 2 or x.shape[1] != enc.width:
             raise ValueError(f"x has shape {x.shape}; expected (n, {enc.width}) encoded rows.")
         out = np.empty((x.shape[0], len(self.sizes)), dtype=np.int64)
@@ -180,7 +188,8 @@ class Discretizer:
             else:
                 e = self.edges[col.name]
                 out[col.name] = np.clip(e[v] + u * (e[v + 1] - e[v]), col.lower, col.upper)
-        return pd.DataFrame(out, index=pd.RangeIndex(c.shape[0]))
+        frame = pd.DataFrame(out, index=pd.RangeIndex(c.shape[0]))
+        return from_model_frame(frame, self.user_schema) if has_missing(self.user_schema) else frame
 
     def describe(self) -> str:
         """The public binning in words, for reports: per continuous column its spacing and codes."""
