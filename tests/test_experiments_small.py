@@ -16,11 +16,11 @@ def test_small_tables_search_writes_every_fit_and_the_medians(tmp_path):
     assert [r["variant"] for r in runs] == [{}, {"bins": 8}]
     for r in runs:
         assert r["epsilon"] == pytest.approx(3.0, rel=1e-3)
-        assert 0.0 <= r["rf_accuracy"] <= 1.0
+        assert 0.0 <= r["rf_accuracy"] <= 1.0 and 0.0 < r["l1_3way"] <= 2.0
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["majority_rate"] == pytest.approx(0.764, abs=0.01) and len(report["runs"]) == 2
     summary = (tmp_path / "summary.md").read_text()
-    assert "Majority rate" in summary and '`{"bins": 8}`' in summary
+    assert "Majority rate" in summary and '`{"bins": 8}`' in summary and "3-way L1" in summary
 
 
 def test_small_tables_refuses_a_variant_that_is_not_a_json_object(tmp_path):
