@@ -195,6 +195,13 @@ def test_pair_candidates_are_automatic_on_wide_tables_only():
     assert not GEMConfig().scores_pairs((40,) * 1000)  # 40,000 bins: no Gram matrix
     with pytest.raises(ValueError, match="pair_candidates=True"):
         GEMConfig(pair_candidates=True).scores_pairs((40,) * 1000)
+    wide, narrow = GEMConfig().for_sizes((2,) * 1000), GEMConfig().for_sizes((2, 3, 4))
+    assert (wide.pair_candidates, wide.units(), wide.output_init_scale) == (True, 64, 0.1)
+    assert (narrow.pair_candidates, narrow.units(), narrow.output_init_scale) == (False, 32, 1.0)
+    assert GEMConfig(max_rounds=3).for_sizes((2,) * 1000).units() == 24  # a set field is kept
+    full, small = (gem.init(c, 10, jax.random.key(0)) for c in (narrow, narrow.replace(output_init_scale=0.1)))
+    np.testing.assert_allclose(small["layer_2"]["kernel"], 0.1 * full["layer_2"]["kernel"], rtol=1e-6)
+    np.testing.assert_array_equal(small["layer_1"]["kernel"], full["layer_1"]["kernel"])
 
 
 def test_pair_candidates_find_planted_pairs_outside_the_random_workload():
@@ -216,7 +223,7 @@ def test_pair_candidates_find_planted_pairs_outside_the_random_workload():
         from dpgen_jax import metrics
         return metrics.marginal_l1_2way(frame, model.sample(2000, seed=1), schema,
                                         pairs=[list(p) for p in planted.pairs])["mean"]
-    assert pair_l1(with_pairs) < 0.3 < 0.6 < pair_l1(without)
+    assert pair_l1(with_pairs) < 0.45 < 0.6 < pair_l1(without)
 
 
 def _xor_table(n: int, seed: int):

@@ -83,13 +83,18 @@ class GEMConfig(SynthesizerConfig):
             alpha d / (alpha d + R k), every unit the same budget as the one-way release's per
             column); the R k units share the rest.
             These four left None take ``DEFAULTS`` (AIM's schedule: R 32, k 1, alpha 0.9), or
-            ``WIDE_DEFAULTS`` when pairs are candidates (R 8, k 8, alpha 0.5, one-way 0.88).
+            ``WIDE_DEFAULTS`` when pairs are candidates (R 8, k 8, alpha 0.5, one-way 0.88), as
+            does ``output_init_scale``.
         pair_candidates: every 2-way marginal (up to ``max_cells`` cells) is a candidate, scored
             at once from the one-hot Gram matrices of the real and generated rows, beside the
             workload's other marginals; every candidate then has weight 1. None (auto): when the
             workload is a random subset (a wide table, where the workload's closure holds few of
             the pairs) and the columns have at most ``PAIR_WIDTH_LIMIT`` bins in all.
         noise_dim, hidden: the generator (noise width, hidden widths, ReLU).
+        output_init_scale: the last layer's He-normal kernel is multiplied by this at
+            initialisation: below 1 the initial mixture is closer to one product distribution,
+            so columns nothing measured start (and tend to stay) closer to independent. None:
+            1 (``DEFAULTS``), 0.1 with pair candidates (``WIDE_DEFAULTS``).
         batch_size: noise vectors per gradient step.
         round_steps: Adam steps after each round's measurement; ``final_steps`` more at the end.
         learning_rate: Adam's.
@@ -113,6 +118,7 @@ class GEMConfig(SynthesizerConfig):
     pair_candidates: bool | None = None
     noise_dim: int = 64
     hidden: tuple[int, ...] = (256, 256)
+    output_init_scale: float | None = None
     batch_size: int = 512
     round_steps: int = 200
     final_steps: int = 1000
@@ -142,6 +148,8 @@ class GEMConfig(SynthesizerConfig):
             raise ValueError(f"Expected pair_candidates={self.pair_candidates!r} to be True, False "
                              "or None (auto).")
         _v.positive_finite(self.learning_rate, "learning_rate")
+        if self.output_init_scale is not None:
+            _v.positive_finite(self.output_init_scale, "output_init_scale")
         if not self.hidden or any(isinstance(w, bool) or int(w) != w or w < 1 for w in self.hidden):
             raise ValueError(f"Expected hidden={self.hidden!r} to be a non-empty tuple of widths >= 1.")
         for name in ("one_way_noise_multiplier", "selection_noise_multiplier", "measure_noise_multiplier"):
@@ -203,11 +211,13 @@ discretizer = sm.discretizer
 PAIR_WIDTH_LIMIT = 4096  # bins in all for pair_candidates: a (bins x bins) Gram matrix per round
 # The schedule left unset: AIM's (one marginal a round, 32 rounds, 90 % of a unit on its
 # measurement, the one-way release as large as alpha d units) ...
-DEFAULTS = dict(max_rounds=32, measurements_per_round=1, measure_share=0.9, one_way_share=None)
+DEFAULTS = dict(max_rounds=32, measurements_per_round=1, measure_share=0.9, one_way_share=None,
+                output_init_scale=1.0)
 # ... and, when every pair is a candidate (a wide table), fewer rounds of several marginals, more
 # of each unit on its selection (hundreds of thousands of candidates) and a fixed one-way share
 # (chosen on a generated table, data.planted_binary(2000, 1000, seed=7): docs/gem.md).
-WIDE_DEFAULTS = dict(max_rounds=8, measurements_per_round=8, measure_share=0.5, one_way_share=0.88)
+WIDE_DEFAULTS = dict(max_rounds=8, measurements_per_round=8, measure_share=0.5, one_way_share=0.88,
+                     output_init_scale=0.1)
 
 
 def privacy_phases(config: GEMConfig, *, steps: Mapping[str, int] | None = None,
@@ -230,7 +240,13 @@ def network(config: GEMConfig, width: int) -> models.MLP:
 
 
 def init(config: GEMConfig, width: int, key: jax.Array) -> PyTree:
-    return network(config, width).init(key, jnp.zeros((1, config.noise_dim)))["params"]
+    """He-normal parameters, the last layer's kernel times ``output_init_scale`` (how much the
+    initial mixture's columns depend on the noise, and so on each other)."""
+    params = network(config, width).init(key, jnp.zeros((1, config.noise_dim)))["params"]
+    if config.output_init_scale not in (None, 1.0):
+        last = f"layer_{len(config.hidden)}"
+        params = {**params, last: {**params[last], "kernel": params[last]["kernel"] * config.output_init_scale}}
+    return params
 
 
 def bin_mask(sizes: Sequence[int]) -> np.ndarray:
