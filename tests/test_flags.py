@@ -106,4 +106,6 @@ def test_release_files_with_speed_settings_in_their_configuration_still_load(nam
                                                        if k not in FORMER_CONFIG_FIELDS}
     want = pd.DataFrame(json.loads((DATA / "release_v2_samples.json").read_text())[name])
     got = model.sample(5, seed=3)
-    pd.testing.assert_frame_equal(got.reset_index(drop=True), want, check_dtype=False)
+    # float32 network outputs: XLA's CPU kernels may differ in the last bits between machines and
+    # thread counts (seen: 1.2e-7 on a value of 7.8e-3, past assert_frame_equal's rtol of 1e-5)
+    pd.testing.assert_frame_equal(got.reset_index(drop=True), want, check_dtype=False, rtol=1e-4, atol=1e-6)
