@@ -7,6 +7,17 @@ import pytest
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("MPLBACKEND", "Agg")
+# Test-only compile options for every program the tests compile, also in the subprocesses they
+# start (which inherit the environment): XLA's CPU back end without its LLVM optimisations, as
+# FAST_COMPILE in tests/test_dpsgd_step.py. Compilation is most of the suite's time and takes about
+# a third less; the programs compute the same values (the pinned outputs and release files still
+# match to their tolerances), a few run slower (test_dpsgd_noise's 2^29 draws compile with full
+# optimisation). Either flag already in XLA_FLAGS is left as it is (XLA_FLAGS=
+# --xla_backend_optimization_level=3 runs the suite with XLA's defaults).
+FAST_COMPILE_FLAGS = {"--xla_backend_optimization_level": "0", "--xla_llvm_disable_expensive_passes": "true"}
+os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", "")] + [
+    f"{flag}={value}" for flag, value in FAST_COMPILE_FLAGS.items()
+    if flag not in os.environ.get("XLA_FLAGS", "")]).strip()
 
 from dpgen_jax import data  # noqa: E402  (after the environment above)
 from tests._compile import compilation_cache  # noqa: E402
@@ -14,6 +25,41 @@ from tests._compile import compilation_cache  # noqa: E402
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHARED_ADULT = ROOT.parent / "shared" / "data" / "adult"
 SHARED_CARDIO = ROOT.parent / "shared" / "data" / "cardio" / "cardio_train.csv"
+
+
+# Test files that fit the same methods, run by one pytest-xdist worker (pytest_xdist_make_scheduler):
+# a worker keeps its compiled programs (JAX's in-memory caches) and its accounting memo
+# (pld_epsilon_memo) from one file to the next, so the second file's fits of a method reuse much
+# of the first's work. Each tuple is one unit of work instead of one unit per file.
+SAME_WORKER = (
+    ("test_dp_auto_gan.py", "test_dp_auto_gan_privacy.py", "test_dp_auto_gan_reference.py",
+     "test_checkpoint.py", "test_checkpoint_permissions.py", "test_synthesizers_base.py"),
+    ("test_dp_sactgan.py", "test_dp_sactgan_critic.py", "test_dp_sactgan_memory.py",
+     "test_experiments_dpsactgan.py"),
+    ("test_gs_wgan.py", "test_gswgan_speed.py"),
+    ("test_dp_syn.py", "test_dp_syn_plan.py"),
+    ("test_dp_vae.py", "test_dp_wgan.py", "test_experiments_baselines.py", "test_flags.py",
+     "test_missing_values.py"),
+    ("test_mst.py", "test_aim.py", "test_benchmark.py"),
+)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` (pyproject.toml) with the files of each :data:`SAME_WORKER` tuple in one
+    unit: every other file is still its own unit, every file still runs on one worker."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    unit = {name: "+".join(names) for names in SAME_WORKER for name in names}
+
+    class SameWorkerScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return unit.get(path.rsplit("/", 1)[-1], path)
+
+    return SameWorkerScheduling(config, log)
 
 
 @pytest.fixture(scope="session")
@@ -80,4 +126,37 @@ def xla_cache_home(tmp_path_factory):
     effect as it does on the command line, and restore both afterwards."""
     with pytest.MonkeyPatch.context() as mp, compilation_cache(None):
         mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg_cache")))
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def pld_epsilon_memo():
+    """One PLD evaluation per composed event for the whole run (``privacy.epsilon``, ``calibrate``).
+
+    Fits of one schedule calibrate the same noise again and again (a fixture's fit, the data-free
+    plan of the same configuration, the cut and the public-N fits); each calibration is a bisection
+    of PLD convolutions, which cost as much of the suite's time as XLA's compilation. The memo is
+    keyed, as calibrate's own memo is, by the composed event's ``repr`` (every parameter) with the
+    neighbouring relation, the fixed discretisation interval and delta, and keeps the interval the
+    evaluation used. Results are unaffected: the evaluation is a deterministic function of its key.
+    The original method is restored afterwards.
+    """
+    import dp_accounting as dpa
+
+    from dpgen_jax.privacy import _accounting
+
+    cls = _accounting._ScaledPLDAccountant
+    original = cls.get_epsilon
+    memo: dict[tuple, tuple[float, float | None]] = {}
+
+    def get_epsilon(self, target_delta: float) -> float:
+        key = (repr(dpa.ComposedDpEvent(list(self._events))), repr(self.neighboring_relation),
+               self._fixed_interval, float(target_delta))
+        if key not in memo:
+            memo[key] = (original(self, target_delta), self.last_interval)
+        eps, self.last_interval = memo[key]
+        return eps
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(cls, "get_epsilon", get_epsilon)
         yield
