@@ -195,12 +195,14 @@ def test_fit_refuses_a_data_derived_schema_unless_the_user_opts_out(trip, env):
     refused = run(env, d, *FIT, "--data", "train.csv", "--schema", "draft.json", "--out", "derived.npz")
     assert_user_error(refused, "draft.json is data-derived", "--allow-data-derived-schema")
     assert not (d / "derived.npz").exists()
-    # The edited schema with its source put back to data-derived: same shapes, so the compiled
-    # programs of the round trip are reused.
+    # The edited schema with its source put back to data-derived. The opt-out is the CLI's and
+    # the schema's, not the method's (the warning and the report's sentence come from the
+    # schema): the cheapest method fits it, in a second rather than a GAN's compilation.
     derived = dict(json.loads((d / "schema.json").read_text()), source="data-derived")
     (d / "derived.json").write_text(json.dumps(derived))
-    ok = run(env, d, *FIT, "--data", "train.csv", "--schema", "derived.json", "--seed", "0",
-             "--allow-data-derived-schema", "--out", "derived.npz")
+    ok = run(env, d, "fit", "--method", "independent", "--epsilon", "1", "--no-progress", "--data",
+             "train.csv", "--schema", "derived.json", "--seed", "0", "--allow-data-derived-schema",
+             "--out", "derived.npz")
     assert ok.returncode == 0, ok.stderr
     assert "NOT end-to-end differentially private" in ok.stderr  # the warning
     report = synthesizers.load(d / "derived.npz").privacy_report()

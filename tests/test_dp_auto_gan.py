@@ -25,7 +25,7 @@ TINY = dict(ae_steps=12, critic_steps=10, critic_steps_per_generator_step=5, chu
 
 class TestDPAutoGANContract(SynthesizerContract):
     METHOD = "dp-auto-gan"
-    OVERRIDES = TINY
+    OVERRIDES = {**TINY, "continuous_encoding": "bins", "bins": 10}  # the default encoding, 10 bins
     EPSILON = 4.0
 
     def zero_steps(self):
@@ -41,6 +41,23 @@ class TestDPAutoGANContract(SynthesizerContract):
         ae = dag.train_autoencoder(cfg, params.autoencoder, x, k_ae, ae_phase)
         gan = dag.train_gan(cfg, params, ae.params["decoder"], x, k_gan, critic_phase)
         return {"generator": gan.generator.params, "decoder": ae.params["decoder"]}
+
+    def test_continuous_columns_on_public_bins(self, fitted, table, tmp_path):
+        """The contract's fit encodes its continuous columns on 10 public bins (an Adult-shaped
+        fit with the default encoding runs in test_cli.py's round trip)."""
+        _, schema = table
+        binned = data.BinnedEncoder(schema, 10)
+        widths = {leaf.shape[-1] for leaf in jax.tree_util.tree_leaves(fitted.released["decoder"])}
+        assert binned.width in widths and data.TableEncoder(schema).width not in widths
+        assert dag.encoder(fitted.fitted_config, schema).width == binned.width
+        rows = fitted.sample(500, seed=1)
+        data.TableEncoder(schema).encode(rows)  # every value valid for the schema
+        codes = data.Discretizer(schema, 10).codes(rows)
+        assert codes.shape == (500, len(schema.columns))
+        fitted.save(tmp_path / "m.npz")
+        again = synthesizers.load(tmp_path / "m.npz")
+        assert again.fitted_config.continuous_encoding == "bins"
+        assert again.sample(50, seed=2).equals(fitted.sample(50, seed=2))
 
 
 def test_pinned_encoded_sample(tmp_path):
@@ -181,22 +198,3 @@ def test_bad_configuration_is_refused(overrides, match):
         DPAutoGAN(DPAutoGANConfig.adult(**overrides))
     with pytest.raises(ValueError, match=match):
         synthesizers.create("dp-auto-gan", **overrides)
-
-
-def test_continuous_columns_on_public_bins(tmp_path):
-    schema = data.adult_schema()
-    frame = data.adult_like(300, seed=4)
-    overrides = {**TINY, "continuous_encoding": "bins", "bins": 10}
-    model = synthesizers.create("dp-auto-gan", **overrides).fit(frame, schema, epsilon=4.0, seed=0)
-    binned = data.BinnedEncoder(schema, 10)
-    widths = {leaf.shape[-1] for leaf in jax.tree_util.tree_leaves(model.released["decoder"])}
-    assert binned.width in widths and data.TableEncoder(schema).width not in widths
-    assert dag.encoder(model.fitted_config, schema).width == binned.width
-    rows = model.sample(500, seed=1)
-    data.TableEncoder(schema).encode(rows)  # every value valid for the schema
-    codes = data.Discretizer(schema, 10).codes(rows)
-    assert codes.shape == (500, len(schema.columns))
-    model.save(tmp_path / "m.npz")
-    again = synthesizers.load(tmp_path / "m.npz")
-    assert again.fitted_config.continuous_encoding == "bins"
-    assert again.sample(50, seed=2).equals(model.sample(50, seed=2))

@@ -152,10 +152,23 @@ def _random_private_side(cfg, lay, train_data, lp, seed, scale):
     key = jax.random.key(100 + seed)
     k_d, k_a, k_b = jax.random.split(key, 3)
     rescale = lambda t: jax.tree_util.tree_map(lambda a: a * scale, t)  # noqa: E731
-    d = rescale(ds.init_critic(cfg, lay, k_d))
-    a = rescale(ds.init_aux(cfg, lay, k_a))
-    batch = ds.draw_batch(cfg, lay, train_data, seed % 3, lp, k_b)
+    d = rescale(_init_critic(cfg, lay, k_d))
+    a = rescale(_init_aux(cfg, lay, k_a))
+    batch = _draw_batch(cfg, lay, train_data, seed % 3, lp, k_b)
     return d, a, batch
+
+
+# The library's functions compiled whole (static: the configuration, the layout and the hook):
+# run eagerly, the transformer's gradients dispatch several hundred small programs, each compiled
+# on first use, which cost most of these tests' time. The computations are the same.
+_init_critic = jax.jit(ds.init_critic, static_argnums=(0, 1))
+_init_aux = jax.jit(ds.init_aux, static_argnums=(0, 1))
+_draw_batch = jax.jit(ds.draw_batch, static_argnums=(0, 1))
+_hooked_grad = jax.jit(jax.grad(ds.hooked_loss, argnums=2), static_argnums=(0, 1, 7))
+_private_grad = jax.jit(jax.grad(ds.private_terms, argnums=2), static_argnums=(0, 1))
+_generator_grads = jax.jit(ds.generator_grads, static_argnums=(0, 1, 7))
+_gen_rows = jax.jit(lambda cfg, lay, g, z, key: ds.activate(lay, ds.networks(cfg, lay).generator.apply(
+    {"params": g}, z), key, cfg.tau), static_argnums=(0, 1))
 
 
 def test_hook_clips_each_row_and_adds_noise_once_for_all_three_terms(hook_setup):
@@ -168,10 +181,9 @@ def test_hook_clips_each_row_and_adds_noise_once_for_all_three_terms(hook_setup)
     noise = np.asarray(dpsgd.gaussian_noise(key, (b, lay.width)), np.float64) * 2 * c * sigma / b
     for seed, scale in enumerate((0.1, 1.0, 10.0, 100.0)):
         d, a, batch = _random_private_side(cfg, lay, train_data, lp, seed, scale)
-        gen_rows = ds.activate(lay, ds.networks(cfg, lay).generator.apply({"params": g}, batch.z),
-                               jax.random.key(8), cfg.tau)
-        got = jax.grad(ds.hooked_loss, argnums=2)(cfg, lay, gen_rows, batch, d, a, key, _hook(cfg))
-        raw = jax.grad(ds.private_terms, argnums=2)(cfg, lay, gen_rows, batch.cond, batch.real, d, a)
+        gen_rows = _gen_rows(cfg, lay, g, batch.z, jax.random.key(8))
+        got = _hooked_grad(cfg, lay, gen_rows, batch, d, a, key, _hook(cfg))
+        raw = _private_grad(cfg, lay, gen_rows, batch.cond, batch.real, d, a)
         want = dpsgd.sanitize_rows(raw, key, clip_norm=c, noise_multiplier=sigma, scale=1 / b)
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-4, atol=1e-5)
         clipped = np.asarray(got, np.float64) - noise  # noise off: the clipped rows alone
@@ -182,9 +194,8 @@ def test_hook_clips_each_row_and_adds_noise_once_for_all_three_terms(hook_setup)
         np.testing.assert_allclose(np.linalg.norm(clipped, axis=1)[big], c / b, rtol=1e-3)
     # the aux classifier and the information loss do contribute (they are not silently dropped)
     d, a, batch = _random_private_side(cfg, lay, train_data, lp, 0, 1.0)
-    no_aux = jax.grad(ds.private_terms, argnums=2)(cfg.replace(aux_classifier=False), lay, gen_rows,
-                                                  batch.cond, batch.real, d, None)
-    with_aux = jax.grad(ds.private_terms, argnums=2)(cfg, lay, gen_rows, batch.cond, batch.real, d, a)
+    no_aux = _private_grad(cfg.replace(aux_classifier=False), lay, gen_rows, batch.cond, batch.real, d, None)
+    with_aux = _private_grad(cfg, lay, gen_rows, batch.cond, batch.real, d, a)
     assert not np.allclose(np.asarray(no_aux), np.asarray(with_aux))
 
 
@@ -193,8 +204,7 @@ def test_noise_std_of_the_hook_is_2_C_sigma_over_B(hook_setup):
     cfg = cfg.replace(noise_multiplier=50.0)
     d, a, batch = _random_private_side(cfg, lay, train_data, lp, 1, 1.0)
     rows = jnp.zeros((cfg.batch_size, lay.width))
-    hooked = jax.jit(jax.grad(ds.hooked_loss, argnums=2), static_argnums=(0, 1, 7))
-    draws = np.concatenate([np.asarray(hooked(cfg, lay, rows, batch, d, a, jax.random.key(s), _hook(cfg))).ravel()
+    draws = np.concatenate([np.asarray(_hooked_grad(cfg, lay, rows, batch, d, a, jax.random.key(s), _hook(cfg))).ravel()
                             for s in range(40)])
     assert np.std(draws) == pytest.approx(2 * cfg.clip_norm * 50.0 / cfg.batch_size, rel=0.03)
 
@@ -208,13 +218,13 @@ def test_generator_update_depends_on_private_data_only_through_the_hook(hook_set
     k_g, k_noise = jax.random.split(key)
     gen = ds.networks(cfg, lay).generator
     d1, a1, batch = _random_private_side(cfg, lay, train_data, lp, 0, 1.0)
-    got = ds.generator_grads(cfg, lay, g, batch, d1, a1, key, _hook(cfg))
+    got = _generator_grads(cfg, lay, g, batch, d1, a1, key, _hook(cfg))
 
     def act(p):
         return ds.activate(lay, gen.apply({"params": p}, batch.z), k_g, cfg.tau)
 
     rows, vjp = jax.vjp(act, g)
-    sanitised = jax.grad(ds.hooked_loss, argnums=2)(cfg, lay, rows, batch, d1, a1, k_noise, _hook(cfg))
+    sanitised = _hooked_grad(cfg, lay, rows, batch, d1, a1, k_noise, _hook(cfg))
     cond = jax.grad(lambda p: ds.cond_loss(lay, gen.apply({"params": p}, batch.z), batch.col, batch.cat))(g)
     # rebuilt from the sanitised cotangent alone, with no critic, classifier or real row in scope
     (want,) = vjp(sanitised)
@@ -223,8 +233,7 @@ def test_generator_update_depends_on_private_data_only_through_the_hook(hook_set
         np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-4, atol=1e-6)
     # a different private side gives a different sanitised cotangent (the oracle is not vacuous)
     d2, a2, batch2 = _random_private_side(cfg, lay, train_data, lp, 1, 3.0)
-    other = jax.grad(ds.hooked_loss, argnums=2)(cfg, lay, rows, batch._replace(real=batch2.real), d2, a2,
-                                                k_noise, _hook(cfg))
+    other = _hooked_grad(cfg, lay, rows, batch._replace(real=batch2.real), d2, a2, k_noise, _hook(cfg))
     assert not np.allclose(np.asarray(other), np.asarray(sanitised))
 
 

@@ -33,10 +33,12 @@ def _batch(n=12, seed=0):
     lay = ds.build_layout(LABELLED, CFG)
     modes = ds.public_modes(LABELLED, CFG)
     rows, codes = ds.encode_rows(lay, x, modes, "argmax", jax.random.key(1))
-    critic_params, g_params = _critic.init_params(CFG, lay, jax.random.key(2))
+    # compiled whole: run eagerly, the networks' initialisation and forward pass dispatch hundreds
+    # of small programs, each compiled on first use (the values are the same)
+    critic_params, g_params = jax.jit(_critic.init_params, static_argnums=(0, 1))(CFG, lay, jax.random.key(2))
     idx = jnp.arange(n)
-    batch = _critic.critic_batch_fn(CFG, lay)({"rows": rows, "codes": codes.astype(jnp.int32)}, idx,
-                                              jax.random.key(3), (g_params, None))
+    batch = jax.jit(_critic.critic_batch_fn(CFG, lay))({"rows": rows, "codes": codes.astype(jnp.int32)}, idx,
+                                                       jax.random.key(3), (g_params, None))
     return lay, critic_params, batch
 
 
@@ -44,7 +46,8 @@ def test_each_example_term_reads_its_own_row_only():
     lay, params, batch = _batch()
     loss = jax.jit(_critic.critic_terms(CFG, lay))  # one compile per batch shape, not eager ops
     together = np.asarray(loss(params, batch))
-    alone = [float(loss(params, jax.tree_util.tree_map(lambda a, i=i: a[i:i + 1], batch))[0])
+    rows = jax.tree_util.tree_map(np.asarray, batch)  # sliced in NumPy: no program per slice
+    alone = [float(loss(params, jax.tree_util.tree_map(lambda a, i=i: a[i:i + 1], rows))[0])
              for i in range(together.shape[0])]
     np.testing.assert_allclose(together, alone, rtol=2e-5, atol=2e-6)
     # changing row 0's real values changes row 0's term only
@@ -58,13 +61,14 @@ def test_critic_and_classifier_are_clipped_jointly_as_a_loop_of_single_examples(
     loss = _critic.critic_terms(CFG, lay)
     clip = 0.05
     got, aux = jax.jit(dpsgd.clipped_grad_sum(loss, clip, method="vmap"))(params, batch, None)
-    total = jax.tree_util.tree_map(jnp.zeros_like, params)
+    total = jax.tree_util.tree_map(lambda a: np.zeros(a.shape, np.float64), params)
     single = jax.jit(jax.grad(lambda p, one: loss(p, one)[0]))  # one example's gradient, compiled once
+    rows = jax.tree_util.tree_map(np.asarray, batch)  # the loop in NumPy: no program per slice or sum
     for i in range(batch["real"].shape[0]):
-        one = jax.tree_util.tree_map(lambda a, i=i: a[i:i + 1], batch)
-        g = single(params, one)
-        norm = math.sqrt(sum(float(jnp.sum(v * v)) for v in jax.tree_util.tree_leaves(g)))
-        aux_norm = math.sqrt(sum(float(jnp.sum(v * v)) for v in jax.tree_util.tree_leaves(g["aux"])))
+        one = jax.tree_util.tree_map(lambda a, i=i: a[i:i + 1], rows)
+        g = jax.tree_util.tree_map(lambda v: np.asarray(v, np.float64), single(params, one))
+        norm = math.sqrt(sum(float(np.sum(v * v)) for v in jax.tree_util.tree_leaves(g)))
+        aux_norm = math.sqrt(sum(float(np.sum(v * v)) for v in jax.tree_util.tree_leaves(g["aux"])))
         assert aux_norm > 0 and norm > aux_norm  # both networks in the one clipped vector
         assert float(aux["norms"][i]) == pytest.approx(norm, rel=1e-4)
         total = jax.tree_util.tree_map(lambda t, v, s=min(1.0, clip / norm): t + s * v, total, g)

@@ -60,7 +60,9 @@ class TestDPSYNContract(SynthesizerContract):
 
 @pytest.fixture(scope="module")
 def parallel_fit():
-    return synthesizers.create("dp-syn", **TINY).fit(_frame(), LABELLED, epsilon=2.0, seed=0)
+    """The default composition (parallel groups, released counts) and encoding (public bins, 8 of
+    them here; test_continuous_columns_on_public_bins)."""
+    return synthesizers.create("dp-syn", **TINY, bins=8).fit(_frame(), LABELLED, epsilon=2.0, seed=0)
 
 
 def test_groups_compose_in_parallel_and_each_meets_the_target(parallel_fit):
@@ -190,9 +192,9 @@ def test_too_many_components_for_a_group_are_refused():
             _frame(), LABELLED, epsilon=1.0, seed=0)
 
 
-def test_continuous_columns_on_public_bins():
-    model = synthesizers.create("dp-syn", **{**TINY, "bins": 8}).fit(
-        _frame(), LABELLED, epsilon=2.0, seed=0)
+def test_continuous_columns_on_public_bins(parallel_fit):
+    model = parallel_fit  # TINY with bins=8
+    assert model.fitted_config.continuous_encoding == "bins" and model.fitted_config.bins == 8
     rows = model.sample(200, seed=1)
     data.TableEncoder(LABELLED).encode(rows)  # valid under the schema
     codes = data.Discretizer(ds.feature_schema(LABELLED), bins=8).codes(rows[["a", "c", "d"]])
