@@ -34,10 +34,11 @@ class TestGEMContract(SynthesizerContract):
     def functional_released(self, model, frame, schema):
         cfg = model.fitted_config
         disc = gem.discretizer(cfg, schema)
-        params, total, rounds = gem.fit_released(cfg, disc.codes(frame), disc.sizes, jax.random.key(self.SEED),
+        params, total, rounds, one_way = gem.fit_released(cfg, disc.codes(frame), disc.sizes, jax.random.key(self.SEED),
                                                  phases=model.fitted_phases())
         assert [r.cliques for r in rounds] == [r.cliques for r in model._state["rounds"]]
-        return {"generator": params}
+        labels = np.zeros(len(disc.sizes), np.int32)  # one component: AIM's schedule decouples nothing
+        return {"generator": params, "sampler": {"labels": labels, "one_way": one_way}}
 
 
 def _mixture_marginal(probs: np.ndarray, sizes, clique) -> np.ndarray:
@@ -196,15 +197,17 @@ def test_pair_candidates_are_automatic_on_wide_tables_only():
     with pytest.raises(ValueError, match="pair_candidates=True"):
         GEMConfig(pair_candidates=True).scores_pairs((40,) * 1000)
     wide, narrow = GEMConfig().for_sizes((2,) * 1000), GEMConfig().for_sizes((2, 3, 4))
-    assert (wide.pair_candidates, wide.units(), wide.output_init_scale) == (True, 64, 0.1)
-    assert (narrow.pair_candidates, narrow.units(), narrow.output_init_scale) == (False, 32, 1.0)
+    assert (wide.pair_candidates, wide.units(), wide.output_init_scale, wide.one_way_init,
+            wide.independent_components) == (True, 64, 0.1, True, True)
+    assert (narrow.pair_candidates, narrow.units(), narrow.output_init_scale, narrow.one_way_init,
+            narrow.independent_components) == (False, 32, 1.0, False, False)
     assert GEMConfig(max_rounds=3).for_sizes((2,) * 1000).units() == 24  # a set field is kept
     full, small = (gem.init(c, 10, jax.random.key(0)) for c in (narrow, narrow.replace(output_init_scale=0.1)))
     np.testing.assert_allclose(small["layer_2"]["kernel"], 0.1 * full["layer_2"]["kernel"], rtol=1e-6)
     np.testing.assert_array_equal(small["layer_1"]["kernel"], full["layer_1"]["kernel"])
 
 
-def test_pair_candidates_find_planted_pairs_outside_the_random_workload():
+def test_pair_candidates_find_planted_pairs_outside_the_random_workload(tmp_path):
     """On 120 binary columns the random workload's closure misses the planted pairs; with every
     pair a candidate GEM selects them and fits them, where it cannot without."""
     planted = data.planted_binary(2000, 120, 2, n_pairs=4, n_triples=0, flip=0.05)
@@ -224,6 +227,59 @@ def test_pair_candidates_find_planted_pairs_outside_the_random_workload():
         return metrics.marginal_l1_2way(frame, model.sample(2000, seed=1), schema,
                                         pairs=[list(p) for p in planted.pairs])["mean"]
     assert pair_l1(with_pairs) < 0.45 < 0.6 < pair_l1(without)
+    # the wide defaults sample the measured marginals' components independently; the labels are
+    # released (post-processing of the selections) and survive a save and load
+    labels = np.asarray(with_pairs.released["sampler"]["labels"])
+    np.testing.assert_array_equal(labels, gem.components(
+        [c for r in with_pairs._state["rounds"] for c in r.cliques], 120))
+    assert 1 < labels.max() + 1 < 120
+    with_pairs.save(tmp_path / "gem.npz")
+    again = synthesizers.load(tmp_path / "gem.npz")
+    assert again.sample(300, seed=4).equals(with_pairs.sample(300, seed=4))
+
+
+def test_one_way_init_starts_the_mixture_at_the_released_one_way_probabilities():
+    sizes = (2, 3, 5)
+    one_way = gem.one_way_probabilities([np.array([99.0, 1.0]), np.array([5.0, -2.0, 15.0]),
+                                         np.array([1.0, 2.0, 3.0, 4.0, 0.0])], sizes)
+    mask = jnp.asarray(gem.bin_mask(sizes))
+    cfg = GEMConfig(hidden=(16,), noise_dim=4, output_init_scale=1e-6).for_sizes(sizes)
+    params = gem.init(cfg, mask.size, jax.random.key(0), one_way)
+    probs = np.asarray(gem.probabilities(gem.network(cfg, mask.size), params,
+                                         jax.random.normal(jax.random.key(1), (64, 4)), mask))
+    want = np.where(one_way > 0, one_way, gem.ONE_WAY_FLOOR) * np.asarray(mask)
+    want = want / want.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(probs, np.broadcast_to(want, probs.shape), rtol=1e-4, atol=1e-7)
+    assert probs[0, 0, 1] == pytest.approx(0.01, rel=1e-4)  # a rare code, far from uniform
+    without = gem.init(cfg, mask.size, jax.random.key(0))  # the same kernels, He's zero bias
+    np.testing.assert_array_equal(without["layer_1"]["kernel"], params["layer_1"]["kernel"])
+    assert not np.any(np.asarray(without["layer_1"]["bias"]))
+    with pytest.raises(ValueError, match="width"):
+        gem.init(cfg, mask.size + 1, jax.random.key(0), one_way)
+
+
+def test_components_are_drawn_independently_and_keep_their_joint():
+    assert gem.components([(0, 1), (3, 4, 2)], 7).tolist() == [0, 0, 1, 1, 1, 2, 3]
+    assert gem.components([], 3).tolist() == [0, 1, 2]
+    rng = np.random.default_rng(0)
+    x = np.repeat(rng.integers(0, 2, (4000, 1)), 4, axis=1)  # four copies of one fair bit
+    labels = gem.components([(0, 1), (2, 3)], 4)
+    y = gem.decouple(x, labels, np.random.default_rng(1))
+    assert np.all(y[:, 0] == y[:, 1]) and np.all(y[:, 2] == y[:, 3])  # within: the joint kept
+    for j in range(4):  # every column's values are the same multiset
+        np.testing.assert_array_equal(np.sort(y[:, j]), np.sort(x[:, j]))
+    np.testing.assert_array_equal(y[:, :2], x[:, :2])  # the first component is not redrawn
+    # across: independent (agreement of two fair bits: binomial(4000, 1/2), 5 sd = 0.04)
+    assert abs(np.mean(y[:, 0] == y[:, 2]) - 0.5) < 0.04
+    assert gem.decouple(x, np.zeros(4, np.int32), np.random.default_rng(1)) is x  # one component
+    # a column of its own is drawn from the released one-way histogram when one is given
+    one_way = gem.one_way_probabilities([np.array([30.0, -5.0]), np.array([1.0, 1.0]),
+                                         np.array([10.0, 30.0]), np.array([5.0, 5.0])], (2, 2, 2, 2))
+    np.testing.assert_allclose(one_way[:, 1], [0.0, 0.5, 0.75, 0.5])
+    z = gem.decouple(x, gem.components([(0, 1)], 4), np.random.default_rng(2), one_way)
+    np.testing.assert_array_equal(z[:, :2], x[:, :2])
+    assert abs(np.mean(z[:, 2]) - 0.75) < 0.04 and abs(np.mean(z[:, 3]) - 0.5) < 0.04
+    assert abs(np.mean(z[:, 2] == z[:, 3]) - (0.75 * 0.5 + 0.25 * 0.5)) < 0.04
 
 
 def _xor_table(n: int, seed: int):

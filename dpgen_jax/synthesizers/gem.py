@@ -26,6 +26,10 @@ one Gaussian measurement of a marginal.
    columns' bin counts round up to the same powers of two are stacked and computed together (a
    Khatri-Rao product and one batched matmul; stacks grow by doubling), so a round compiles a new
    program only when a new padded shape appears or a stack doubles.
+4. **Components** (``independent_components``, the wide-table default): the generator's draws are
+   decoupled between the connected components of the measured marginals' graph (each component's
+   columns permuted across the rows together), so columns no measurement joins are independent,
+   as in a graphical model fitted to the same measurements.
 
 Accounting: the same units as AIM without annealing (every round one unit): the one-way release,
 R unit selections (``privacy.ExponentialMechanismPhase``) and R unit measurements
@@ -57,6 +61,7 @@ from dpgen_jax import _validate as _v
 from dpgen_jax import models
 from dpgen_jax.data._discrete import SPACINGS, numpy_rng
 from dpgen_jax.synthesizers import _select_measure as sm
+from dpgen_jax.synthesizers import independent
 from dpgen_jax.synthesizers._base import SynthesizerConfig, TrainResult, register
 
 Clique = sm.Clique
@@ -95,6 +100,21 @@ class GEMConfig(SynthesizerConfig):
             initialisation: below 1 the initial mixture is closer to one product distribution,
             so columns nothing measured start (and tend to stay) closer to independent. None:
             1 (``DEFAULTS``), 0.1 with pair candidates (``WIDE_DEFAULTS``).
+        one_way_init: the last layer's bias starts at the log of the released one-way
+            probabilities (``one_way_probabilities``, floored at ``1e-5``), so the initial mixture
+            is close to the independent model of the one-way release instead of uniform (an
+            Adam step moves a logit by about the learning rate, so from a uniform start a code of
+            rate 1 % takes thousands of steps to reach; ``docs/gem.md``). None: False
+            (``DEFAULTS``), True with pair candidates (``WIDE_DEFAULTS``).
+        independent_components: sample the components of the measured marginals' graph
+            (columns joined by a measured marginal) independently of each other: after the
+            generator draws the rows, each component's columns are permuted across the rows
+            together (every column's marginal and every measured marginal's distribution kept,
+            the rest of the generator's dependence between components removed), as a graphical
+            model fitted to the same measurements would (MST, AIM). A column no marginal
+            measured is a component of its own. The rounds' scores read the same sampler. None:
+            False (``DEFAULTS``: on Adult one component soon holds every column), True with pair
+            candidates (``WIDE_DEFAULTS``: a thousand columns, a hundred measured).
         batch_size: noise vectors per gradient step.
         round_steps: Adam steps after each round's measurement; ``final_steps`` more at the end.
         learning_rate: Adam's.
@@ -119,6 +139,8 @@ class GEMConfig(SynthesizerConfig):
     noise_dim: int = 64
     hidden: tuple[int, ...] = (256, 256)
     output_init_scale: float | None = None
+    one_way_init: bool | None = None
+    independent_components: bool | None = None
     batch_size: int = 512
     round_steps: int = 200
     final_steps: int = 1000
@@ -144,9 +166,10 @@ class GEMConfig(SynthesizerConfig):
             raise ValueError(f"Expected measure_share={self.measure_share!r} in (0, 1).")
         if self.one_way_share is not None and not 0.0 < _v.real(self.one_way_share, "one_way_share") < 1.0:
             raise ValueError(f"Expected one_way_share={self.one_way_share!r} in (0, 1) or None.")
-        if self.pair_candidates not in (None, True, False):
-            raise ValueError(f"Expected pair_candidates={self.pair_candidates!r} to be True, False "
-                             "or None (auto).")
+        for name in ("pair_candidates", "one_way_init", "independent_components"):
+            if getattr(self, name) not in (None, True, False):
+                raise ValueError(f"Expected {name}={getattr(self, name)!r} to be True, False or "
+                                 "None (auto).")
         _v.positive_finite(self.learning_rate, "learning_rate")
         if self.output_init_scale is not None:
             _v.positive_finite(self.output_init_scale, "output_init_scale")
@@ -212,12 +235,12 @@ PAIR_WIDTH_LIMIT = 4096  # bins in all for pair_candidates: a (bins x bins) Gram
 # The schedule left unset: AIM's (one marginal a round, 32 rounds, 90 % of a unit on its
 # measurement, the one-way release as large as alpha d units) ...
 DEFAULTS = dict(max_rounds=32, measurements_per_round=1, measure_share=0.9, one_way_share=None,
-                output_init_scale=1.0)
+                output_init_scale=1.0, one_way_init=False, independent_components=False)
 # ... and, when every pair is a candidate (a wide table), fewer rounds of several marginals, more
 # of each unit on its selection (hundreds of thousands of candidates) and a fixed one-way share
 # (chosen on a generated table, data.planted_binary(2000, 1000, seed=7): docs/gem.md).
 WIDE_DEFAULTS = dict(max_rounds=8, measurements_per_round=8, measure_share=0.5, one_way_share=0.88,
-                     output_init_scale=0.1)
+                     output_init_scale=0.1, one_way_init=True, independent_components=True)
 
 
 def privacy_phases(config: GEMConfig, *, steps: Mapping[str, int] | None = None,
@@ -239,14 +262,24 @@ def network(config: GEMConfig, width: int) -> models.MLP:
     return models.MLP(tuple(config.hidden) + (width,), activation="relu", init_scheme="he")
 
 
-def init(config: GEMConfig, width: int, key: jax.Array) -> PyTree:
+ONE_WAY_FLOOR = 1e-5  # the smallest probability one_way_init sets (log 1e-5 = -11.5)
+
+
+def init(config: GEMConfig, width: int, key: jax.Array, one_way: np.ndarray | None = None) -> PyTree:
     """He-normal parameters, the last layer's kernel times ``output_init_scale`` (how much the
-    initial mixture's columns depend on the noise, and so on each other)."""
+    initial mixture's columns depend on the noise, and so on each other); with ``one_way``
+    (``(d, S)`` probabilities, ``d S == width``) its bias the log of them (``one_way_init``)."""
     params = network(config, width).init(key, jnp.zeros((1, config.noise_dim)))["params"]
+    last = f"layer_{len(config.hidden)}"
+    layer = dict(params[last])
     if config.output_init_scale not in (None, 1.0):
-        last = f"layer_{len(config.hidden)}"
-        params = {**params, last: {**params[last], "kernel": params[last]["kernel"] * config.output_init_scale}}
-    return params
+        layer["kernel"] = layer["kernel"] * config.output_init_scale
+    if one_way is not None:
+        bias = np.log(np.maximum(np.asarray(one_way, np.float64), ONE_WAY_FLOOR)).reshape(-1)
+        if bias.size != width:
+            raise ValueError(f"one_way has {bias.size} entries for an output of width {width}.")
+        layer["bias"] = jnp.asarray(bias, layer["bias"].dtype)
+    return {**params, last: layer}
 
 
 def bin_mask(sizes: Sequence[int]) -> np.ndarray:
@@ -383,6 +416,50 @@ def draw_codes(params, mask, key, *, net, n, noise_dim):
     return jnp.argmax(g, axis=-1).astype(jnp.int32)
 
 
+def components(cliques: Sequence[Clique], d: int) -> np.ndarray:
+    """``(d,)`` the connected component of each column in the graph whose edges join the columns
+    of each clique (labels 0, 1, ... in order of each component's first column)."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    edges = np.asarray([(c[0], a) for c in cliques for a in c[1:]], np.int64).reshape(-1, 2)
+    graph = coo_matrix((np.ones(len(edges)), (edges[:, 0], edges[:, 1])), shape=(d, d))
+    return connected_components(graph, directed=False)[1].astype(np.int32)
+
+
+def one_way_probabilities(one_way: Sequence[np.ndarray], sizes: Sequence[int]) -> np.ndarray:
+    """``(d, S)`` the noisy one-way histograms as probabilities (``independent.probabilities``:
+    clipped at 0, normalised; 0 on the padding bins). Post-processing of the one-way release."""
+    probs = independent.probabilities({str(j): y for j, y in enumerate(one_way)})
+    out = np.zeros((len(sizes), max(sizes)), np.float32)
+    for j, p in enumerate(probs):
+        out[j, :sizes[j]] = p
+    return out
+
+
+def decouple(codes: np.ndarray, labels: np.ndarray, rng: np.random.Generator,
+             one_way: np.ndarray | None = None) -> np.ndarray:
+    """The sampler's rows: ``codes`` (n, d) drawn by the generator, with the components
+    (``labels``, as :func:`components`) made independent of each other. A component of several
+    columns keeps the generator's joint: its rows are permuted together (one permutation per
+    component; the first is left in place). A column of its own is drawn from ``one_way`` (the
+    released histogram, ``(d, S)`` probabilities) when given, else permuted. Nothing to do (one
+    component of several columns): ``codes`` itself, no draw from ``rng``."""
+    labels = np.asarray(labels)
+    sizes = np.bincount(labels) if labels.size else np.zeros(0, np.int64)
+    if sizes.size <= 1 and (one_way is None or labels.size != 1):
+        return codes
+    out = np.array(codes, copy=True)
+    n = out.shape[0]
+    for c, size in enumerate(sizes):
+        cols = np.flatnonzero(labels == c)
+        if size == 1 and one_way is not None:
+            out[:, cols[0]] = independent.draw_codes(one_way[cols[0]], n, rng)
+        elif c > 0:
+            out[:, cols] = out[rng.permutation(n)[:, None], cols]
+    return out
+
+
 class Round(NamedTuple):
     cliques: tuple[Clique, ...]  # the marginals selected and measured, in order
     seconds: float               # the round's wall time (selections, measurements, fit)
@@ -424,11 +501,12 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
     std1 = phases["one_way"].noise_std if private else None
     one = sm.measure(codes, sizes, [(j,) for j in range(d)], std1, k_one)
     total = max(1.0, float(np.mean([y.sum() for y in one])))  # post-processing of the release
+    one_probs = one_way_probabilities(one, sizes)
     log: list[tuple[Clique, np.ndarray, float]] = []
 
     mask = jnp.asarray(bin_mask(sizes))
     net, opt = network(config, mask.size), optimizer(config)
-    params = init(config, mask.size, k_init)
+    params = init(config, mask.size, k_init, one_probs if config.one_way_init else None)
     state = opt.init(params)
     static = dict(net=net, opt=opt, batch_size=config.batch_size, noise_dim=config.noise_dim)
 
@@ -446,6 +524,9 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
         k_sample, k_sel, k_meas, k_fit = jax.random.split(jax.random.fold_in(k_rounds, t), 4)
         sample = np.asarray(draw_codes(params, mask, k_sample, net=net, n=config.score_samples,
                                        noise_dim=config.noise_dim))
+        if config.independent_components:  # the sampler's rows (post-processing of the log)
+            sample = decouple(sample, components([c for c, _, _ in log], d),
+                              numpy_rng(jax.random.fold_in(k_sample, 1)), one_probs)
         scale = total / config.score_samples
         est = {r: sm.counts(sample, sizes, r) * scale for r in keys}
         quality = sm.scores(cands, answers, est, sizes, sigma)
@@ -467,7 +548,7 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
         if progress is not None:
             progress(t + 1, config.max_rounds)
     params, _ = fit(params, state, jax.random.fold_in(k_rounds, 10**6 + 1), config.final_steps)
-    return params, total, rounds
+    return params, total, rounds, one_probs
 
 
 @register
@@ -506,7 +587,7 @@ class GEM(sm.MarginalSynthesizer):
         t0 = time.perf_counter()
         disc = discretizer(config, ctx.schema)
         codes = disc.codes_from_encoded(x)
-        params, total, rounds = fit_released(
+        params, total, rounds, one_probs = fit_released(
             config, codes, disc.sizes, key, private=ctx.private, should_stop=ctx.should_stop,
             phases=ctx.phases() if ctx.private else None, progress=ctx.progress("measure"))
         names = ctx.schema.names
@@ -525,11 +606,22 @@ class GEM(sm.MarginalSynthesizer):
                f"{config.max_cells} cells, all with weight 1 (sensitivity 1)" if pairs else "")
             + ". Selected marginals: " + listing + ".",
             "Post-processing, not accounted because it reads only released values: the total "
-            "(the mean sum of the noisy one-way histograms), the generator's fit "
+            "(the mean sum of the noisy one-way histograms), "
+            + ("the generator's initial output bias (the log of the one-way probabilities), "
+               if config.one_way_init else "")
+            + "the generator's fit "
             f"({config.round_steps} Adam steps per round, {config.final_steps} at the end), the "
             "scores' generator marginals and sampling.",
         ]
-        return TrainResult(config=config, released={"generator": params},
+        labels = (components([c for r in rounds for c in r.cliques], len(disc.sizes))
+                  if config.independent_components else np.zeros(len(disc.sizes), np.int32))
+        if config.independent_components:
+            notes.append(f"Sampling: the {int(labels.max()) + 1} connected components of the measured "
+                         "marginals' graph are drawn independently of each other (post-processing "
+                         "of the released selections).")
+        released = {"generator": params,
+                    "sampler": {"labels": jnp.asarray(labels), "one_way": jnp.asarray(one_probs)}}
+        return TrainResult(config=config, released=released,
                            steps={"one_way": 1, "selection": units, "measure": units},
                            seconds={"gem": time.perf_counter() - t0}, assumptions=notes,
                            state={"rounds": rounds, "total": total})
@@ -540,13 +632,19 @@ class GEM(sm.MarginalSynthesizer):
         cfg = self.fitted_config
         disc = discretizer(cfg, self.model_schema)
         mask = jnp.asarray(bin_mask(disc.sizes))
-        codes = draw_codes(self.released["generator"], mask, k_codes, net=network(cfg, mask.size),
-                           n=n, noise_dim=cfg.noise_dim)
-        return disc.decode(np.asarray(codes), k_values)
+        codes = np.asarray(draw_codes(self.released["generator"], mask, k_codes,
+                                      net=network(cfg, mask.size), n=n, noise_dim=cfg.noise_dim))
+        sampler = self.released["sampler"]
+        codes = decouple(codes, np.asarray(sampler["labels"]), numpy_rng(jax.random.fold_in(key, 1)),
+                         np.asarray(sampler["one_way"]))
+        return disc.decode(codes, k_values)
 
     def _release_shapes(self, config, schema):
         width = int(bin_mask(discretizer(config, schema).sizes).size)
-        return {"generator": jax.eval_shape(lambda: init(config, width, jax.random.key(0)))}
+        d, widest = bin_mask(discretizer(config, schema).sizes).shape
+        return {"generator": jax.eval_shape(lambda: init(config, width, jax.random.key(0))),
+                "sampler": {"labels": jax.ShapeDtypeStruct((d,), jnp.int32),
+                            "one_way": jax.ShapeDtypeStruct((d, widest), jnp.float32)}}
 
 
 __all__ = [
@@ -554,6 +652,9 @@ __all__ = [
     "GEMConfig",
     "Round",
     "bin_mask",
+    "components",
+    "decouple",
+    "one_way_probabilities",
     "discretizer",
     "draw_codes",
     "fit_released",

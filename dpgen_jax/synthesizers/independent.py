@@ -128,13 +128,19 @@ def probabilities(counts: Mapping[str, Any]) -> list[np.ndarray]:
     return out
 
 
+def draw_codes(p: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``(n,)`` codes drawn i.i.d. from the probabilities ``p`` (inverse CDF of ``n`` uniforms;
+    a code of probability 0 is never drawn)."""
+    cdf = np.cumsum(np.asarray(p, np.float64))
+    return np.minimum(np.searchsorted(cdf, rng.random(n) * cdf[-1], side="right"), cdf.size - 1)
+
+
 def sample_codes(probs: Sequence[np.ndarray], n: int, key: jax.Array) -> np.ndarray:
     """``(n, d)`` codes, column j drawn i.i.d. from ``probs[j]`` independently of the others."""
     rng = numpy_rng(key)
     out = np.empty((n, len(probs)), dtype=np.int64)
     for j, p in enumerate(probs):
-        cdf = np.cumsum(p)
-        out[:, j] = np.minimum(np.searchsorted(cdf, rng.random(n) * cdf[-1], side="right"), p.size - 1)
+        out[:, j] = draw_codes(p, n, rng)
     return out
 
 
