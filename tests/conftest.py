@@ -12,8 +12,8 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 # FAST_COMPILE in tests/test_dpsgd_step.py. Compilation is most of the suite's time and takes about
 # a third less; the programs compute the same values (the pinned outputs and release files still
 # match to their tolerances), a few run slower (test_dpsgd_noise's 2^29 draws compile with full
-# optimisation). Either flag already in XLA_FLAGS is left as it is (XLA_FLAGS=
-# --xla_backend_optimization_level=3 runs the suite with XLA's defaults).
+# optimisation). Either flag already in XLA_FLAGS is left as it is (XLA_FLAGS="--xla_backend_
+# optimization_level=3 --xla_llvm_disable_expensive_passes=false" runs the suite with XLA's defaults).
 FAST_COMPILE_FLAGS = {"--xla_backend_optimization_level": "0", "--xla_llvm_disable_expensive_passes": "true"}
 os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", "")] + [
     f"{flag}={value}" for flag, value in FAST_COMPILE_FLAGS.items()
