@@ -202,6 +202,8 @@ def test_pair_candidates_are_automatic_on_wide_tables_only():
     assert (narrow.pair_candidates, narrow.units(), narrow.output_init_scale, narrow.one_way_init,
             narrow.independent_components) == (False, 32, 1.0, False, False)
     assert GEMConfig(max_rounds=3).for_sizes((2,) * 1000).units() == 24  # a set field is kept
+    assert (wide.round_steps, narrow.round_steps, GEMConfig(round_steps=7).for_sizes((2, 3, 4)).round_steps) == (
+        200, 400, 7)
     full, small = (gem.init(c, 10, jax.random.key(0)) for c in (narrow, narrow.replace(output_init_scale=0.1)))
     np.testing.assert_allclose(small["layer_2"]["kernel"], 0.1 * full["layer_2"]["kernel"], rtol=1e-6)
     np.testing.assert_array_equal(small["layer_1"]["kernel"], full["layer_1"]["kernel"])

@@ -116,7 +116,9 @@ class GEMConfig(SynthesizerConfig):
             False (``DEFAULTS``: on Adult one component soon holds every column), True with pair
             candidates (``WIDE_DEFAULTS``: a thousand columns, a hundred measured).
         batch_size: noise vectors per gradient step.
-        round_steps: Adam steps after each round's measurement; ``final_steps`` more at the end.
+        round_steps: Adam steps before the first round and after each round's measurements;
+            ``final_steps`` more at the end. None: 400 (``DEFAULTS``; chosen on
+            ``data.adult_like``, ``docs/gem.md``), 200 with pair candidates (``WIDE_DEFAULTS``).
         learning_rate: Adam's.
         score_samples: rows drawn from the generator to estimate the candidates' marginals.
         one_way_noise_multiplier, selection_noise_multiplier, measure_noise_multiplier: as AIM's
@@ -142,7 +144,7 @@ class GEMConfig(SynthesizerConfig):
     one_way_init: bool | None = None
     independent_components: bool | None = None
     batch_size: int = 512
-    round_steps: int = 200
+    round_steps: int | None = None
     final_steps: int = 1000
     learning_rate: float = 1e-3
     score_samples: int = 10_000
@@ -158,7 +160,9 @@ class GEMConfig(SynthesizerConfig):
         for name in ("max_rounds", "measurements_per_round"):
             if getattr(self, name) is not None:
                 _v.count(getattr(self, name), name, 1)
-        for name in ("round_steps", "final_steps", "workload_seed"):
+        if self.round_steps is not None:
+            _v.count(self.round_steps, "round_steps", 0)
+        for name in ("final_steps", "workload_seed"):
             _v.count(getattr(self, name), name, 0)
         if self.workload_size is not None:
             _v.count(self.workload_size, "workload_size", 1)
@@ -233,14 +237,16 @@ class GEMConfig(SynthesizerConfig):
 discretizer = sm.discretizer
 PAIR_WIDTH_LIMIT = 4096  # bins in all for pair_candidates: a (bins x bins) Gram matrix per round
 # The schedule left unset: AIM's (one marginal a round, 32 rounds, 90 % of a unit on its
-# measurement, the one-way release as large as alpha d units) ...
+# measurement, the one-way release as large as alpha d units), 400 Adam steps a round ...
 DEFAULTS = dict(max_rounds=32, measurements_per_round=1, measure_share=0.9, one_way_share=None,
-                output_init_scale=1.0, one_way_init=False, independent_components=False)
+                output_init_scale=1.0, one_way_init=False, independent_components=False,
+                round_steps=400)
 # ... and, when every pair is a candidate (a wide table), fewer rounds of several marginals, more
 # of each unit on its selection (hundreds of thousands of candidates) and a fixed one-way share
 # (chosen on a generated table, data.planted_binary(2000, 1000, seed=7): docs/gem.md).
 WIDE_DEFAULTS = dict(max_rounds=8, measurements_per_round=8, measure_share=0.5, one_way_share=0.88,
-                     output_init_scale=0.1, one_way_init=True, independent_components=True)
+                     output_init_scale=0.1, one_way_init=True, independent_components=True,
+                     round_steps=200)
 
 
 def privacy_phases(config: GEMConfig, *, steps: Mapping[str, int] | None = None,
