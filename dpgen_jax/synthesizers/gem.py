@@ -453,7 +453,8 @@ def decouple(codes: np.ndarray, labels: np.ndarray, rng: np.random.Generator,
     component of several columns): ``codes`` itself, no draw from ``rng``."""
     labels = np.asarray(labels)
     sizes = np.bincount(labels) if labels.size else np.zeros(0, np.int64)
-    if sizes.size <= 1 and (one_way is None or labels.size != 1):
+    redraw_lone = one_way is not None and bool(np.any(sizes == 1))
+    if sizes.size <= 1 and not redraw_lone:  # one component (or none): nothing to decouple
         return codes
     out = np.array(codes, copy=True)
     n = out.shape[0]
@@ -640,15 +641,15 @@ class GEM(sm.MarginalSynthesizer):
         mask = jnp.asarray(bin_mask(disc.sizes))
         codes = np.asarray(draw_codes(self.released["generator"], mask, k_codes,
                                       net=network(cfg, mask.size), n=n, noise_dim=cfg.noise_dim))
-        sampler = self.released["sampler"]
-        codes = decouple(codes, np.asarray(sampler["labels"]), numpy_rng(jax.random.fold_in(key, 1)),
-                         np.asarray(sampler["one_way"]))
+        if cfg.independent_components:
+            sampler = self.released["sampler"]
+            codes = decouple(codes, np.asarray(sampler["labels"]),
+                             numpy_rng(jax.random.fold_in(key, 1)), np.asarray(sampler["one_way"]))
         return disc.decode(codes, k_values)
 
     def _release_shapes(self, config, schema):
-        width = int(bin_mask(discretizer(config, schema).sizes).size)
         d, widest = bin_mask(discretizer(config, schema).sizes).shape
-        return {"generator": jax.eval_shape(lambda: init(config, width, jax.random.key(0))),
+        return {"generator": jax.eval_shape(lambda: init(config, d * widest, jax.random.key(0))),
                 "sampler": {"labels": jax.ShapeDtypeStruct((d,), jnp.int32),
                             "one_way": jax.ShapeDtypeStruct((d, widest), jnp.float32)}}
 
