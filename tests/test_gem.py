@@ -204,6 +204,7 @@ def test_pair_candidates_are_automatic_on_wide_tables_only():
     assert GEMConfig(max_rounds=3).for_sizes((2,) * 1000).units() == 24  # a set field is kept
     assert (wide.round_steps, narrow.round_steps, GEMConfig(round_steps=7).for_sizes((2, 3, 4)).round_steps) == (
         200, 400, 7)
+    assert (wide.calibrate_iterations, narrow.calibrate_iterations) == (4, 0)
     full, small = (gem.init(c, 10, jax.random.key(0)) for c in (narrow, narrow.replace(output_init_scale=0.1)))
     np.testing.assert_allclose(small["layer_2"]["kernel"], 0.1 * full["layer_2"]["kernel"], rtol=1e-6)
     np.testing.assert_array_equal(small["layer_1"]["kernel"], full["layer_1"]["kernel"])
@@ -308,8 +309,40 @@ def test_learns_a_planted_triple_the_one_way_reference_cannot():
     assert base < 0.6 and got > 0.85
 
 
+def test_calibration_moves_the_chosen_columns_rates_to_the_target_and_keeps_the_kernels():
+    """A generator far from its one-way target (a random start at He's scale): a few bias shifts
+    take the mean probabilities of the chosen columns to the target (the fixed noise batch's
+    mean exactly in the limit, a fresh batch's within sampling error), leave the other columns'
+    probabilities and every kernel as they were."""
+    sizes = (2, 3, 5)
+    target = gem.one_way_probabilities([np.array([90.0, 10.0]), np.array([5.0, 1.0, 14.0]),
+                                        np.array([1.0, 2.0, 3.0, 4.0, 10.0])], sizes)
+    mask = jnp.asarray(gem.bin_mask(sizes))
+    cfg = GEMConfig(hidden=(16,), noise_dim=4).for_sizes(sizes)
+    net = gem.network(cfg, mask.size)
+    params = gem.init(cfg, mask.size, jax.random.key(0))
+    columns = jnp.asarray([True, True, False])
+
+    def mean_probs(p, key, n=20_000):
+        return np.asarray(gem.probabilities(net, p, jax.random.normal(key, (n, 4)), mask).mean(axis=0))
+
+    before = mean_probs(params, jax.random.key(3))
+    assert np.abs(before[:2] - target[:2]).max() > 0.05  # far from the target to begin with
+    out = gem.calibrate(params, mask, jnp.asarray(target), columns, jax.random.key(1), net=net,
+                        noise_dim=4, n=20_000, iterations=8)
+    after = mean_probs(out, jax.random.key(3))
+    np.testing.assert_allclose(after[:2], target[:2], atol=0.01)
+    np.testing.assert_allclose(after[2], before[2], rtol=1e-5, atol=1e-7)  # a column not chosen
+    for name in params:
+        np.testing.assert_array_equal(out[name]["kernel"], params[name]["kernel"])
+    assert not np.array_equal(out["layer_1"]["bias"], params["layer_1"]["bias"])
+    same = gem.calibrate(params, mask, jnp.asarray(target), columns, jax.random.key(1), net=net,
+                         noise_dim=4, n=100, iterations=0)
+    np.testing.assert_array_equal(same["layer_1"]["bias"], params["layer_1"]["bias"])
+
+
 def test_config_is_refused_by_name():
-    for bad, word in [(dict(max_rounds=0), "max_rounds"), (dict(hidden=()), "hidden"),
+    for bad, word in [(dict(calibrate_iterations=-1), "calibrate_iterations"), (dict(max_rounds=0), "max_rounds"), (dict(hidden=()), "hidden"),
                       (dict(measure_share=1.0), "measure_share"), (dict(workload_size=0), "workload_size"),
                       (dict(learning_rate=-1.0), "learning_rate")]:
         with pytest.raises(ValueError, match=word):

@@ -115,6 +115,13 @@ class GEMConfig(SynthesizerConfig):
             measured is a component of its own. The rounds' scores read the same sampler. None:
             False (``DEFAULTS``: on Adult one component soon holds every column), True with pair
             candidates (``WIDE_DEFAULTS``: a thousand columns, a hundred measured).
+        calibrate_iterations: after the last fit, the generator's output bias is shifted this many
+            times by the log ratio of the released one-way probabilities to the generator's own
+            (mean softmax over ``score_samples`` noise vectors), for every column of a component
+            of several columns (every column without ``independent_components``): each column's
+            rates move to the one-way release's while the rows' dependence (the kernels) is kept,
+            a raking of the generator to its one-way measurement (post-processing). 0: none.
+            None: 0 (``DEFAULTS``), 4 with pair candidates (``WIDE_DEFAULTS``).
         batch_size: noise vectors per gradient step.
         round_steps: Adam steps before the first round and after each round's measurements;
             ``final_steps`` more at the end. None: 400 (``DEFAULTS``; chosen on
@@ -143,6 +150,7 @@ class GEMConfig(SynthesizerConfig):
     output_init_scale: float | None = None
     one_way_init: bool | None = None
     independent_components: bool | None = None
+    calibrate_iterations: int | None = None
     batch_size: int = 512
     round_steps: int | None = None
     final_steps: int = 1000
@@ -160,8 +168,9 @@ class GEMConfig(SynthesizerConfig):
         for name in ("max_rounds", "measurements_per_round"):
             if getattr(self, name) is not None:
                 _v.count(getattr(self, name), name, 1)
-        if self.round_steps is not None:
-            _v.count(self.round_steps, "round_steps", 0)
+        for name in ("round_steps", "calibrate_iterations"):
+            if getattr(self, name) is not None:
+                _v.count(getattr(self, name), name, 0)
         for name in ("final_steps", "workload_seed"):
             _v.count(getattr(self, name), name, 0)
         if self.workload_size is not None:
@@ -240,13 +249,13 @@ PAIR_WIDTH_LIMIT = 4096  # bins in all for pair_candidates: a (bins x bins) Gram
 # measurement, the one-way release as large as alpha d units), 400 Adam steps a round ...
 DEFAULTS = dict(max_rounds=32, measurements_per_round=1, measure_share=0.9, one_way_share=None,
                 output_init_scale=1.0, one_way_init=False, independent_components=False,
-                round_steps=400)
+                round_steps=400, calibrate_iterations=0)
 # ... and, when every pair is a candidate (a wide table), fewer rounds of several marginals, more
 # of each unit on its selection (hundreds of thousands of candidates) and a fixed one-way share
 # (chosen on a generated table, data.planted_binary(2000, 1000, seed=7): docs/gem.md).
 WIDE_DEFAULTS = dict(max_rounds=8, measurements_per_round=8, measure_share=0.5, one_way_share=0.88,
                      output_init_scale=0.1, one_way_init=True, independent_components=True,
-                     round_steps=200)
+                     round_steps=200, calibrate_iterations=4)
 
 
 def privacy_phases(config: GEMConfig, *, steps: Mapping[str, int] | None = None,
@@ -422,6 +431,27 @@ def draw_codes(params, mask, key, *, net, n, noise_dim):
     return jnp.argmax(g, axis=-1).astype(jnp.int32)
 
 
+@functools.partial(jax.jit, static_argnames=("net", "noise_dim", "n", "iterations"))
+def calibrate(params, mask, target, columns, key, *, net, noise_dim, n, iterations):
+    """``params`` with the last layer's bias shifted ``iterations`` times by
+    ``log(target) - log(mean probabilities)`` on the bins of ``columns`` (``(d,)`` booleans), the
+    mean over ``n`` fixed noise vectors; ``target`` ``(d, S)`` probabilities, floored at
+    ``ONE_WAY_FLOOR``. The kernels are kept: each column's rates move to ``target``'s, the
+    rows' dependence through the noise stays (a raking of the generator's one-way rates)."""
+    last = max(params, key=lambda name: int(name.rsplit("_", 1)[1]))
+    z = jax.random.normal(key, (n, noise_dim))
+    goal = jnp.log(jnp.maximum(target, ONE_WAY_FLOOR))
+    move = mask & columns[:, None]
+
+    def body(_, bias):
+        p = {**params, last: {**params[last], "bias": bias}}
+        now = jnp.log(jnp.maximum(jnp.mean(probabilities(net, p, z, mask), axis=0), 1e-30))
+        return bias + jnp.where(move, goal - now, 0.0).reshape(-1)
+
+    bias = jax.lax.fori_loop(0, iterations, body, params[last]["bias"])
+    return {**params, last: {**params[last], "bias": bias}}
+
+
 def components(cliques: Sequence[Clique], d: int) -> np.ndarray:
     """``(d,)`` the connected component of each column in the graph whose edges join the columns
     of each clique (labels 0, 1, ... in order of each component's first column)."""
@@ -555,6 +585,15 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
         if progress is not None:
             progress(t + 1, config.max_rounds)
     params, _ = fit(params, state, jax.random.fold_in(k_rounds, 10**6 + 1), config.final_steps)
+    if config.calibrate_iterations:
+        columns = np.ones(d, bool)
+        if config.independent_components:  # a lone column is drawn from its histogram anyway
+            labels = components([c for r in rounds for c in r.cliques], d)
+            columns = np.bincount(labels)[labels] > 1
+        params = calibrate(params, mask, jnp.asarray(one_probs), jnp.asarray(columns),
+                           jax.random.fold_in(k_rounds, 10**6 + 2), net=net,
+                           noise_dim=config.noise_dim, n=config.score_samples,
+                           iterations=config.calibrate_iterations)
     return params, total, rounds, one_probs
 
 
@@ -617,8 +656,10 @@ class GEM(sm.MarginalSynthesizer):
             + ("the generator's initial output bias (the log of the one-way probabilities), "
                if config.one_way_init else "")
             + "the generator's fit "
-            f"({config.round_steps} Adam steps per round, {config.final_steps} at the end), the "
-            "scores' generator marginals and sampling.",
+            f"({config.round_steps} Adam steps per round, {config.final_steps} at the end), "
+            + (f"its output bias moved {config.calibrate_iterations} times toward the one-way "
+               "probabilities, " if config.calibrate_iterations else "")
+            + "the scores' generator marginals and sampling.",
         ]
         labels = (components([c for r in rounds for c in r.cliques], len(disc.sizes))
                   if config.independent_components else np.zeros(len(disc.sizes), np.int32))
@@ -659,6 +700,7 @@ __all__ = [
     "GEMConfig",
     "Round",
     "bin_mask",
+    "calibrate",
     "components",
     "decouple",
     "one_way_probabilities",
