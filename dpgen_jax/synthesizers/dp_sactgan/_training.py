@@ -332,7 +332,7 @@ def _pretrain_runner(config, layout, shard_group: int, mesh: jax.sharding.Mesh |
 
             def body(i, carry):
                 key_tk = jax.random.fold_in(jax.random.fold_in(key, steps + i), i_shard)
-                return shard_iteration(config, layout, *carry, data, i_data, log_probs, key_tk, False)
+                return shard_iteration(config, layout, *carry, data, i_data, log_probs, key_tk, None)
 
             return lax.fori_loop(0, n, body, (g, d, a))
 
