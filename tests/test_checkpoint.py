@@ -262,8 +262,8 @@ def test_paused_and_resumed_gs_wgan_skips_its_finished_pretraining(tmp_path):
 def test_paused_and_resumed_dp_sactgan_replays_modes_and_skips_pretraining(tmp_path):
     # DP-EM modes and noisy condition counts are replayed with the same key; the finished
     # pretraining is restored, not run again; the generator phase continues from its chunk.
-    tiny = dict(batch_size=8, generator_steps=6, noise_dim=8, d_model=8, num_heads=2, num_layers=1,
-                n_modes=3, em_iterations=2, chunk_size=3, aux_hidden=(8,), num_discriminators=2,
+    tiny = dict(mechanism="hook", batch_size=8, generator_steps=6, noise_dim=8, d_model=8, num_heads=2,
+                num_layers=1, n_modes=3, em_iterations=2, chunk_size=3, aux_hidden=(8,), num_discriminators=2,
                 pretrain_iterations=6)
     schema = _tables.MIXED_SCHEMA
     reference = synthesizers.create("dp-sactgan", **tiny).fit(_frame(), schema, epsilon=EPS, seed=0)

@@ -30,7 +30,7 @@ from dpgen_jax.synthesizers import dp_sactgan as ds
 from tests._contract import SynthesizerContract
 
 
-TINY = dict(batch_size=8, generator_steps=6, noise_dim=8, d_model=8, num_heads=2, num_layers=1,
+TINY = dict(mechanism="hook", batch_size=8, generator_steps=6, noise_dim=8, d_model=8, num_heads=2, num_layers=1,
             n_modes=3, em_iterations=2, aux_hidden=(8,))
 CFG = ds.DPSACTGANConfig(**TINY)
 FLAGS = dict(chunk_size=3)  # speed settings (synthesizers.Flags): several compiled chunks
@@ -267,7 +267,7 @@ def _adult_like_schema(n_cat=9, n_cont=4):
 
 def test_composed_epsilon_equals_dp_accounting_on_the_listed_events():
     schema = data.adult_schema()
-    cfg = ds.DPSACTGANConfig(noise_multiplier=17.0, hist_noise_multiplier=80.0, em_noise_multiplier=120.0)
+    cfg = ds.DPSACTGANConfig(mechanism="hook", noise_multiplier=17.0, hist_noise_multiplier=80.0, em_noise_multiplier=120.0)
     lay = ds.build_layout(schema, cfg)
     n = 39_073
     proven = ds.privacy_phases(cfg, lay, n)
@@ -296,7 +296,8 @@ def test_composed_epsilon_equals_dp_accounting_on_the_listed_events():
 
 
 def test_single_discriminator_is_the_unsubsampled_composition():
-    cfg = ds.DPSACTGANConfig(num_discriminators=1, batch_size=500, epochs=150.0, noise_multiplier=9784.5,
+    cfg = ds.DPSACTGANConfig(mechanism="hook", num_discriminators=1, batch_size=500, epochs=150.0,
+                             noise_multiplier=9784.5,
                              cond="uniform", modes="public")
     lay = ds.build_layout(data.adult_schema(), cfg)
     (gen,) = ds.privacy_phases(cfg, lay, 39_073)
@@ -312,7 +313,7 @@ def test_single_discriminator_is_the_unsubsampled_composition():
 
 def test_sharded_default_schedule_gives_the_published_epsilon_under_the_assumed_accounting():
     """SC(PS(0.01, SC(G(15.85), 64)), 2000) -> epsilon 1.000 (RDP)."""
-    cfg = ds.DPSACTGANConfig(noise_multiplier=15.85, cond="uniform", modes="public")
+    cfg = ds.DPSACTGANConfig(mechanism="hook", noise_multiplier=15.85, cond="uniform", modes="public")
     lay = ds.build_layout(data.adult_schema(), cfg)
     (gen,) = ds.privacy_phases(cfg, lay, 39_073)
     assert gen.num_shards == 100 and gen.rows_per_step == 64 and gen.steps == 2000
@@ -324,7 +325,7 @@ def test_sharded_default_schedule_gives_the_published_epsilon_under_the_assumed_
 def test_calibration_holds_preprocessing_fixed_and_matches_the_published_noise():
     """9 histograms and 4 DP-EM fits at z = 100 held fixed, then K=100, B=64, T=2000 -> z = 17.54."""
     schema = _adult_like_schema()
-    cfg = ds.DPSACTGANConfig(preprocessing_share=None)
+    cfg = ds.DPSACTGANConfig(mechanism="hook", preprocessing_share=None)
     lay = ds.build_layout(schema, cfg)
     assumed = [dataclasses.replace(p, accounting="assumed") if p.name == "generator" else p
                for p in ds.privacy_phases(cfg, lay, 39_073)]
@@ -337,19 +338,21 @@ def test_calibration_holds_preprocessing_fixed_and_matches_the_published_noise()
 
 
 def test_paper_mode_calibration_warns_of_absurd_noise():
-    cfg = ds.DPSACTGANConfig(num_discriminators=1, batch_size=500, epochs=150.0, cond="uniform", modes="public")
+    cfg = ds.DPSACTGANConfig(mechanism="hook", num_discriminators=1, batch_size=500, epochs=150.0,
+                             cond="uniform", modes="public")
     lay = ds.build_layout(data.adult_schema(), cfg)
     with pytest.warns(UserWarning, match="essentially noise"):
         phases = ds.calibrate(cfg, lay, ds.privacy_phases(cfg, lay, 39_073), 1.0, 1e-5, accountant="rdp")
     assert phases[0].noise_multiplier == pytest.approx(9784.5, rel=2e-3)  # sigma_paper 19,569
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # the sharded default does not warn
-        plan = synthesizers.create("dp-sactgan").plan(data.adult_schema(), 39_073, epsilon=1.0)
+        warnings.simplefilter("error")  # the sharded hook does not warn
+        plan = synthesizers.create("dp-sactgan", mechanism="hook").plan(data.adult_schema(), 39_073, epsilon=1.0)
     assert plan.phases[-1].num_shards == 100 and plan.epsilon() <= 1.0
 
 
-def test_preprocessing_share_spends_its_share():
-    plan = synthesizers.create("dp-sactgan").plan(data.adult_schema(), 39_073, epsilon=1.0)
+@pytest.mark.parametrize("mechanism", ["hook", "critic"])
+def test_preprocessing_share_spends_its_share(mechanism):
+    plan = synthesizers.create("dp-sactgan", mechanism=mechanism).plan(data.adult_schema(), 39_073, epsilon=1.0)
     pre = [p for p in plan.phases if p.name in ("histograms", "dp-em")]
     assert privacy.epsilon(pre, 1e-5, "pld") == pytest.approx(0.1, rel=1e-3)
     assert plan.epsilon() == pytest.approx(1.0, rel=1e-3)
@@ -489,8 +492,9 @@ def test_bad_configuration_is_refused(field, value):
 
 
 @pytest.mark.parametrize("overrides, n, match", [
-    (dict(num_discriminators=10), 300, "too few rows per shard: num_discriminators=10 gives N/K=30.0"),
-    (dict(), 40, "too few rows: N=40 records is fewer than batch_size=64"),
+    (dict(mechanism="hook", num_discriminators=10), 300, "too few rows per shard: num_discriminators=10 gives N/K=30.0"),
+    (dict(mechanism="hook"), 40, "too few rows: N=40 records is fewer than batch_size=64"),
+    (dict(), 40, "DPSGDPhase 'critic': expected batch_size <= num_records=40"),
 ])
 def test_too_few_rows_are_refused_before_training(overrides, n, match):
     import re
@@ -500,7 +504,7 @@ def test_too_few_rows_are_refused_before_training(overrides, n, match):
 
 
 def test_small_tables_shrink_the_number_of_shards():
-    plan = synthesizers.create("dp-sactgan").plan(data.adult_schema(), 1000, epsilon=1.0)
+    plan = synthesizers.create("dp-sactgan", mechanism="hook").plan(data.adult_schema(), 1000, epsilon=1.0)
     assert plan.phases[-1].num_shards == 1000 // 64
 
 

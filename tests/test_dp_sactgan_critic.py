@@ -156,3 +156,12 @@ def test_a_non_private_critic_fit_learns_the_label_rate():
     rows = model.sample(4000, seed=1)
     real = float((frame["salary"] == ">50K").mean())
     assert abs(float((rows["salary"] == ">50K").mean()) - real) < 0.1
+
+
+def test_the_default_is_the_critic_and_the_paper_preset_the_hook():
+    """docs/dp-sactgan.md: the critic mechanism learns where the hook does not (chosen on
+    data.adult_like); the paper's preset keeps the paper's mechanism."""
+    model, schema = synthesizers.create("dp-sactgan"), data.adult_schema()
+    assert model.resolve_config(schema).mechanism == "critic"
+    paper = model.resolve_config(schema, "paper")
+    assert (paper.mechanism, paper.num_discriminators, paper.batch_size) == ("hook", 1, 500)

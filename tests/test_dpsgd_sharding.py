@@ -209,7 +209,7 @@ def _worker(part: str) -> dict:  # runs in the subprocess, with DEVICES host dev
     r = np.random.default_rng(0)
     frame = pd.DataFrame({"a": r.choice(["x", "y", "z"], 120), "c": r.uniform(0, 10, 120),
                           "y": r.choice(["no", "yes"], 120).astype(object)})
-    scfg = ds.DPSACTGANConfig(batch_size=8, noise_dim=4, d_model=8, num_heads=2, num_layers=1,
+    scfg = ds.DPSACTGANConfig(mechanism="hook", batch_size=8, noise_dim=4, d_model=8, num_heads=2, num_layers=1,
                               n_modes=3, aux_hidden=(8,), pretrain_iterations=4, num_discriminators=3,
                               modes="public")
     lay = ds.build_layout(schema, scfg)
@@ -274,8 +274,8 @@ def _fit_worker(out: dict) -> dict:
         "gs-wgan": (dict(records_per_shard=50.0, batch_size=8, noise_dim=4, generator_hidden=(16, 16),
                          critic_hidden=(8,), pretrain_iterations=6, generator_steps=12,
                          pretrain_chunk=3, chunk_size=4), _tables.MIXED_SCHEMA),
-        "dp-sactgan": (dict(batch_size=8, generator_steps=6, noise_dim=8, d_model=8, num_heads=2,
-                            num_layers=1, n_modes=3, em_iterations=2, chunk_size=3, aux_hidden=(8,),
+        "dp-sactgan": (dict(mechanism="hook", batch_size=8, generator_steps=6, noise_dim=8, d_model=8,
+                            num_heads=2, num_layers=1, n_modes=3, em_iterations=2, chunk_size=3, aux_hidden=(8,),
                             num_discriminators=3, pretrain_iterations=4), labelled),
     }
     frame = _tables.mixed_frame(300, 0)

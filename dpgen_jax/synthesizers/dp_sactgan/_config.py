@@ -23,7 +23,7 @@ ABSURD_SNR = 1e-3
 
 PAPER_PRESETS: dict[str, dict[str, Any]] = {
     # the paper's single discriminator on CTAB-GAN+'s schedule: B = 500, 150 epochs
-    "paper": {"num_discriminators": 1, "batch_size": 500, "epochs": 150.0},
+    "paper": {"mechanism": "hook", "num_discriminators": 1, "batch_size": 500, "epochs": 150.0},
 }
 
 
@@ -36,7 +36,8 @@ class DPSACTGANConfig(SynthesizerConfig):
     paper's single discriminator. ``epochs`` (if set) gives ``epochs * (N // batch_size)``
     generator steps (CTAB-GAN+'s schedule) instead of ``generator_steps``.
 
-    ``mechanism``: ``"hook"`` (the paper's) releases one sanitised gradient of the generator's
+    ``mechanism``: ``"critic"`` (the default, chosen on generated tables: ``docs/dp-sactgan.md``)
+    or ``"hook"`` (the paper's). ``"hook"`` releases one sanitised gradient of the generator's
     output per step, with K critics on secret shards; ``"critic"`` trains one critic and the
     auxiliary classifier with DP-SGD (real rows Poisson-sampled at ``batch_size / N``, each real
     row's critic and classifier terms clipped jointly to ``clip_norm``, Gaussian noise of std
@@ -50,7 +51,7 @@ class DPSACTGANConfig(SynthesizerConfig):
     """
 
 
-    mechanism: str = "hook"
+    mechanism: str = "critic"
 
     num_discriminators: int | None = None
     max_discriminators: int = 100
