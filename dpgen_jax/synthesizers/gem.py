@@ -277,6 +277,12 @@ def network(config: GEMConfig, width: int) -> models.MLP:
     return models.MLP(tuple(config.hidden) + (width,), activation="relu", init_scheme="he")
 
 
+def last_layer(params: PyTree) -> str:
+    """The name of the generator's output layer in ``params`` (``models.MLP`` names its layers
+    ``layer_0`` ... ``layer_L``)."""
+    return max(params, key=lambda name: int(name.rsplit("_", 1)[1]))
+
+
 ONE_WAY_FLOOR = 1e-5  # the smallest probability one_way_init sets (log 1e-5 = -11.5)
 
 
@@ -285,7 +291,7 @@ def init(config: GEMConfig, width: int, key: jax.Array, one_way: np.ndarray | No
     initial mixture's columns depend on the noise, and so on each other); with ``one_way``
     (``(d, S)`` probabilities, ``d S == width``) its bias the log of them (``one_way_init``)."""
     params = network(config, width).init(key, jnp.zeros((1, config.noise_dim)))["params"]
-    last = f"layer_{len(config.hidden)}"
+    last = last_layer(params)
     layer = dict(params[last])
     if config.output_init_scale not in (None, 1.0):
         layer["kernel"] = layer["kernel"] * config.output_init_scale
@@ -438,7 +444,7 @@ def calibrate(params, mask, target, columns, key, *, net, noise_dim, n, iteratio
     mean over ``n`` fixed noise vectors; ``target`` ``(d, S)`` probabilities, floored at
     ``ONE_WAY_FLOOR``. The kernels are kept: each column's rates move to ``target``'s, the
     rows' dependence through the noise stays (a raking of the generator's one-way rates)."""
-    last = max(params, key=lambda name: int(name.rsplit("_", 1)[1]))
+    last = last_layer(params)
     z = jax.random.normal(key, (n, noise_dim))
     goal = jnp.log(jnp.maximum(target, ONE_WAY_FLOOR))
     move = mask & columns[:, None]
