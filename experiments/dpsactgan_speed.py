@@ -16,8 +16,8 @@ d_model 64, 4 heads, 2 layers, K = 100 critics):
 * **whole training step**: ``dp_sactgan.train_step`` (a secret shard, its critic update, the
   generator update, its classifier update) private against non-private;
 * **critic step of ``mechanism="critic"``**: one DP-SGD step of the critic and classifier
-  (Poisson-sampled real rows at q = B / N, per-example gradients by ``vmap`` with the pair's
-  gradient penalty, joint clip, noise) against the same step without clipping or noise (same
+  (Poisson-sampled real rows at q = B / N, the critic's per-example gradients by ``vmap`` with
+  the pair's gradient penalty, the classifier's ghost norms, one joint clip, noise) against the same step without clipping or noise (same
   sampler, the plain gradient of the summed terms); goal (issue 27) a ratio <= 1.5.
 
 Each contender runs ``--steps`` steps inside one compiled ``lax.fori_loop`` (step t uses
@@ -129,7 +129,8 @@ def contenders(cfg, lay, td, log_probs, state, rows, codes):
     def critic_loop(private):
         phase = _training.dpsgd_phase("critic", batch_size=cfg.batch_size, num_records=n, noise_multiplier=1.0,
                                       steps=0, clip_norm=cfg.clip_norm, private=private)
-        step = dpsgd.make_dp_step(_critic.critic_terms(cfg, lay), opt, phase, scan_rows=n, method="vmap",
+        step = dpsgd.make_dp_step(_critic.critic_terms(cfg, lay), opt, phase, scan_rows=n,
+                                  method=_critic.clip_method(cfg, lay),
                                   batch_fn=_critic.critic_batch_fn(cfg, lay))
 
         def run(st, key, n_steps):

@@ -56,11 +56,16 @@ def test_each_example_term_reads_its_own_row_only():
     assert changed[0] and not changed[1:].any()
 
 
-def test_critic_and_classifier_are_clipped_jointly_as_a_loop_of_single_examples():
+@pytest.mark.parametrize("how", ["vmap", "the mechanism's"])
+def test_critic_and_classifier_are_clipped_jointly_as_a_loop_of_single_examples(how):
     lay, params, batch = _batch()
     loss = _critic.critic_terms(CFG, lay)
     clip = 0.05
-    got, aux = jax.jit(dpsgd.clipped_grad_sum(loss, clip, method="vmap"))(params, batch, None)
+    method = "vmap" if how == "vmap" else _critic.clip_method(CFG, lay)
+    if how != "vmap":
+        assert method == {"critic": "vmap", "aux": "ghost"}
+    fn = dpsgd.clipped_grad_sum(loss, clip, method=method, fallback="error")
+    got, aux = jax.jit(fn)(params, batch, None)
     total = jax.tree_util.tree_map(lambda a: np.zeros(a.shape, np.float64), params)
     single = jax.jit(jax.grad(lambda p, one: loss(p, one)[0]))  # one example's gradient, compiled once
     rows = jax.tree_util.tree_map(np.asarray, batch)  # the loop in NumPy: no program per slice or sum

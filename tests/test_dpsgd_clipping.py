@@ -185,6 +185,30 @@ def case_tokens():
     return lambda p, b: (net.apply(p, b["x"]) - b["y"]) ** 2, params, batch
 
 
+def case_penalty_and_classifier():
+    # DP-SACTGAN's critic mechanism in small: a critic's pair term with its gradient penalty (a
+    # double backward) and a classifier's term on the real row, parameters in two groups.
+    crit, clf, r = models.Critic(hidden=(6, 4)), DenseNormNet(), _rng(10)
+    batch = {"real": _normal(r, B, 5), "fake": _normal(r, B, 5, scale=2.0),
+             "t": r.uniform(size=(B, 1)).astype(np.float32), "y": _normal(r, B, 2)}
+    params = {"critic": _random_params(crit, batch["real"][:1], 10),
+              "aux": _random_params(clf, batch["real"][:1], 11)}
+
+    def loss(p, b):
+        score = lambda v: crit.apply(p["critic"], v)  # noqa: E731
+        mid = b["t"] * b["real"] + (1.0 - b["t"]) * b["fake"]
+        g = jax.grad(lambda v: jnp.sum(score(v)))(mid)
+        penalty = (jnp.sqrt(jnp.sum(g * g, axis=1) + 1e-12) - 1.0) ** 2
+        return (score(b["fake"]) - score(b["real"]) + 10.0 * penalty
+                + jnp.sum((clf.apply(p["aux"], b["real"]) - b["y"]) ** 2, -1))
+
+    return loss, params, batch
+
+
+#: The critic mechanism's split: per-example gradients for the critic (a gradient penalty has no
+#: ghost rule), ghost norms for the classifier, one clip over both.
+GROUPED = {"critic": "vmap", "aux": "ghost"}
+
 CASES: dict[str, Callable[[], tuple]] = {
     "dense_layernorm": case_dense_layernorm,
     "generator": case_generator,
@@ -193,6 +217,8 @@ CASES: dict[str, Callable[[], tuple]] = {
     "generator_frozen_nets": case_generator_through_frozen_nets,
     "tokens": case_tokens,
 }
+# Cases whose parameters are in groups (a mapping of group to method, or one method for all).
+GROUP_CASES: dict[str, Callable[[], tuple]] = {"penalty_and_classifier": case_penalty_and_classifier}
 
 
 @dataclasses.dataclass
@@ -210,7 +236,7 @@ _PREPARED: dict[str, Prepared] = {}
 
 def _prepared(name: str) -> Prepared:
     if name not in _PREPARED:
-        loss, params, batch = CASES[name]()
+        loss, params, batch = {**CASES, **GROUP_CASES}[name]()
         grads, norms = _per_example_loop(loss, params, batch)
         assert np.all(norms > 0)
         _PREPARED[name] = Prepared(loss, params, batch, grads, norms, {})
@@ -224,12 +250,13 @@ def _clipped(prep: Prepared, method: str, clip_norm: float, mask) -> tuple[np.nd
     no recompilation): grad(s L_i) = s g_i and min(1, 1/||s g_i||) s g_i = s min(1, C/||g_i||) g_i,
     so the sum times C is the clipped sum at C. Norms in ``aux`` are divided by s likewise.
     """
-    if method not in prep.fns:
+    tag = method if isinstance(method, str) else repr(sorted(method.items()))
+    if tag not in prep.fns:
         scaled = lambda p, b: b["scale"] * prep.loss(p, b["data"])  # noqa: E731
         fn = dpsgd.clipped_grad_sum(scaled, 1.0, method=method, fallback="error")
-        prep.fns[method] = jax.jit(fn, compiler_options=FAST_COMPILE)
+        prep.fns[tag] = jax.jit(fn, compiler_options=FAST_COMPILE)
     batch = {"data": prep.batch, "scale": np.full(B, 1.0 / clip_norm, np.float32)}
-    got, aux = prep.fns[method](prep.params, batch, jnp.asarray(mask))
+    got, aux = prep.fns[tag](prep.params, batch, jnp.asarray(mask))
     aux = dict(aux, norms=np.asarray(aux["norms"]) * clip_norm)
     return _flat64(got) * clip_norm, aux
 
@@ -254,7 +281,9 @@ ALL = np.ones(B, bool)
 @pytest.mark.parametrize(
     "name, method",
     [(n, "ghost") for n in CASES]
-    + [(n, "vmap") for n in ("dense_layernorm", "critic_twice")],
+    + [(n, "vmap") for n in ("dense_layernorm", "critic_twice")]
+    + [("penalty_and_classifier", GROUPED), ("penalty_and_classifier", {"critic": "vmap", "aux": "vmap"}),
+       ("penalty_and_classifier", "vmap")],
 )
 def test_clipped_sum_equals_per_example_loop(name, method):
     prep = _prepared(name)
@@ -478,11 +507,26 @@ def test_supported_networks_trace_without_fallback(name):
     [({"clip_norm": 0.0}, "clip_norm"), ({"clip_norm": -1.0}, "clip_norm"),
      ({"clip_norm": float("inf")}, "clip_norm"), ({"clip_norm": float("nan")}, "clip_norm"),
      ({"clip_norm": 1.0, "method": "opacus"}, "method"),
-     ({"clip_norm": 1.0, "fallback": "ignore"}, "fallback")],
+     ({"clip_norm": 1.0, "fallback": "ignore"}, "fallback"),
+     ({"clip_norm": 1.0, "method": {"critic": "vmap", "aux": "opacus"}}, r"method\['aux'\]"),
+     ({"clip_norm": 1.0, "method": {}}, "method")],
 )
 def test_bad_arguments_raise(kwargs, argument):
     with pytest.raises(ValueError, match=argument):
         dpsgd.clipped_grad_sum(lambda p, b: b, **kwargs)
+
+
+def test_groups_must_be_the_parameters_top_level_keys():
+    # A group the parameters lack, or a parameter group the mapping leaves out, is refused by name
+    # (never silently clipped by some default method).
+    loss, params, batch = case_penalty_and_classifier()
+    for method in ({"critic": "vmap"}, {"critic": "vmap", "aux": "ghost", "gen": "ghost"}):
+        fn = dpsgd.clipped_grad_sum(loss, 1.0, method=method)
+        with pytest.raises(ValueError, match=r"exactly the keys .*got \['aux', 'critic'\]"):
+            jax.eval_shape(fn, params, batch, None)
+    fn = dpsgd.clipped_grad_sum(lambda p, b: b["real"][:, 0], 1.0, method={"critic": "vmap"})
+    with pytest.raises(ValueError, match="mapping"):
+        jax.eval_shape(fn, np.zeros(3, np.float32), batch, None)
 
 
 # --------------------------------------------------------------------------------------------
@@ -493,7 +537,7 @@ def test_bad_arguments_raise(kwargs, argument):
 @pytest.mark.parametrize(
     "name, method",
     [("dense_layernorm", "ghost"), ("generator", "ghost"), ("critic_twice", "ghost"),
-     ("dense_layernorm", "vmap"), ("critic_twice", "vmap")],
+     ("dense_layernorm", "vmap"), ("critic_twice", "vmap"), ("penalty_and_classifier", GROUPED)],
 )
 def test_one_row_moves_the_sum_by_at_most_c(name, method):
     prep = _prepared(name)

@@ -3,7 +3,8 @@
 - :func:`poisson_chunk` / :func:`default_capacity`: Poisson sampling inside jit (exact to float64
   rounding of the geometric gaps; static or traced dataset size and rate).
 - :func:`clipped_grad_sum`: per-example clipped gradient sums, ``method="ghost"`` (ghost norms and
-  book-keeping for Dense and LayerNorm) or ``"vmap"``.
+  book-keeping for Dense and LayerNorm), ``"vmap"``, or one of them per parameter group under one
+  clip (:func:`check_method`).
 - :func:`make_dp_step`: one DP-SGD step over any optax optimizer; :func:`run_phase` fuses many
   steps per compiled call.
 - :func:`add_gaussian_noise` / :func:`gaussian_noise`: float32 noise with tails beyond 9 sigma from
@@ -21,6 +22,7 @@ from dpgen_jax.dpsgd._clipping import (
     FALLBACKS,
     METHODS,
     UnsupportedLayerError,
+    check_method,
     clip_factors,
     clipped_grad_sum,
     grad_sum,
@@ -74,6 +76,7 @@ __all__ = [
     "RunKey",
     "TrainState",
     "UnsupportedLayerError",
+    "check_method",
     "add_gaussian_noise",
     "clip_factors",
     "clip_rows",

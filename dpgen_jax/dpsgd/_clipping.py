@@ -43,6 +43,13 @@ its layer (a kernel that is also used elsewhere in the loss, e.g. tied weights o
 would have its other use missed; the clipped norm bound C still holds, but the gradient is wrong),
 and the loss does not permute rows between layers. Use ``method="vmap"`` for such losses.
 
+``method={group: "ghost" | "vmap", ...}`` splits ``params`` by its top-level keys: each group's
+block of every example's gradient is computed by its own method (the gradient of the whole loss
+with respect to that group), the blocks' squared norms (and the ghost groups' float bounds) are
+added, and every example gets one clip factor over all of its gradient, as with one method. A loss
+whose terms cannot all go through ghost norms (DP-SACTGAN's critic: a gradient penalty, a double
+backward) can then still take ghost norms for the parameters that can (its classifier).
+
 ``method="vmap"`` materialises per-example gradients with ``jax.vmap(jax.grad(...))``; it is the
 general fallback and the reference the ghost path is tested against. Its squared norms are summed
 in float32 along each array's last axis and in float64 across the rest, with the float32 error
@@ -55,7 +62,8 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import Callable
+from collections.abc import Mapping
+from typing import Callable, NamedTuple
 
 import flax.linen as nn
 import jax
@@ -179,7 +187,18 @@ def _unsupported_leaves(taps: list[_Tap], n_leaves: int) -> set[int]:
     return set(range(n_leaves)) - covered
 
 
-def _ghost_clipped_sum(loss_fn, params, batch, mask, clip_norm, fallback):
+class _Stage(NamedTuple):
+    """One group's share of a clipped sum, before the clip factors are known."""
+
+    losses: jax.Array                  # (B,) per-example losses
+    upper: jax.Array                   # float64 (B,) upper bound of the group's squared norms
+    exact: jax.Array                   # float64 (B,) the squared norms as computed
+    slack: jax.Array | None            # float64 (B,) additive slack of the norm, or None
+    finish: Callable[[jax.Array], PyTree]  # clip factors (B,) -> the group's clipped sum
+    vmapped: bool                      # per-example gradients were materialised
+
+
+def _ghost_stage(loss_fn, params, batch, mask, fallback) -> _Stage:
     leaves, treedef = jax.tree_util.tree_flatten(params)
     n = len(leaves)
 
@@ -217,7 +236,7 @@ def _ghost_clipped_sum(loss_fn, params, batch, mask, clip_norm, fallback):
         if fallback == "error":
             raise UnsupportedLayerError(msg + " Use method='vmap' or fallback='vmap'.")
         warnings.warn(msg + " Falling back to method='vmap'.", stacklevel=4)
-        return _vmap_clipped_sum(loss_fn, params, batch, mask, clip_norm)
+        return _vmap_stage(loss_fn, params, batch, mask)
 
     perts0 = [jnp.zeros(s.shape, s.dtype) for s in shapes]
 
@@ -284,32 +303,45 @@ def _ghost_clipped_sum(loss_fn, params, batch, mask, clip_norm, fallback):
         exact = sum((x.astype(jnp.float64) for x, _ in pieces), jnp.zeros((bsz,), jnp.float64))
         for gram in grams:
             upper, exact = upper + gram, exact + gram
+        total_slack = sum(slack[1:], slack[0]) if slack else None
+
+    def finish(c):
+        out = [jnp.zeros_like(x) for x in leaves]
+        for kind, leaf_idx, first, second in book:
+            if kind == "dense":
+                k_idx, b_idx = leaf_idx
+                a, (g, gb) = first, second
+                if g.shape[1] == 1:  # one token per example: plain matmuls
+                    kernel = a[:, 0].T @ (g[:, 0] * c[:, None])
+                else:
+                    kernel = jnp.einsum("btd,btp->dp", a, g * c[:, None, None])
+                out[k_idx] = out[k_idx] + kernel.reshape(leaves[k_idx].shape)
+                if b_idx is not None:
+                    out[b_idx] = out[b_idx] + (c @ gb).reshape(leaves[b_idx].shape)
+            else:
+                s_idx, b_idx = leaf_idx
+                if s_idx is not None:
+                    out[s_idx] = out[s_idx] + (c @ first).reshape(leaves[s_idx].shape)
+                if b_idx is not None:
+                    out[b_idx] = out[b_idx] + (c @ second).reshape(leaves[b_idx].shape)
+        return jax.tree_util.tree_unflatten(treedef, out)
+
+    return _Stage(losses, upper, exact, total_slack, finish, vmapped=False)
+
+
+def _clip(stages: list[_Stage], clip_norm: float, mask) -> tuple[jax.Array, jax.Array]:
+    """``(c, sq)``: one clip factor per example from the groups' joint norm bound
+    ``sqrt(sum upper) (1 + 8u) + sum slack`` (rounded upward to float32), and the squared norms."""
+    with jax.enable_x64(True):
+        upper = sum(st.upper for st in stages[1:]) + stages[0].upper
+        exact = sum(st.exact for st in stages[1:]) + stages[0].exact
         bound = jnp.sqrt(jnp.maximum(upper, 0.0)) * (1.0 + 8 * _U32)
-        for extra in slack:
-            bound = bound + extra
+        for st in stages:
+            if st.slack is not None:
+                bound = bound + st.slack
         bound = bound.astype(jnp.float32) * np.float32(1.0 + 2 * _U32)  # float32 rounding, upward
         sq = exact.astype(jnp.float32)
-
-    c = _clip_from_bound(bound, clip_norm, mask)
-    out = [jnp.zeros_like(x) for x in leaves]
-    for kind, leaf_idx, first, second in book:
-        if kind == "dense":
-            k_idx, b_idx = leaf_idx
-            a, (g, gb) = first, second
-            if g.shape[1] == 1:  # one token per example: plain matmuls
-                kernel = a[:, 0].T @ (g[:, 0] * c[:, None])
-            else:
-                kernel = jnp.einsum("btd,btp->dp", a, g * c[:, None, None])
-            out[k_idx] = out[k_idx] + kernel.reshape(leaves[k_idx].shape)
-            if b_idx is not None:
-                out[b_idx] = out[b_idx] + (c @ gb).reshape(leaves[b_idx].shape)
-        else:
-            s_idx, b_idx = leaf_idx
-            if s_idx is not None:
-                out[s_idx] = out[s_idx] + (c @ first).reshape(leaves[s_idx].shape)
-            if b_idx is not None:
-                out[b_idx] = out[b_idx] + (c @ second).reshape(leaves[b_idx].shape)
-    return jax.tree_util.tree_unflatten(treedef, out), _aux(losses, sq, c, mask)
+    return _clip_from_bound(bound, clip_norm, mask), sq
 
 
 def _aux(losses, sq, c, mask):
@@ -355,28 +387,65 @@ def _per_example_sq64(leaves) -> tuple[jax.Array, int]:
     return total, inner
 
 
-def _vmap_clipped_sum(loss_fn, params, batch, mask, clip_norm):
+def _vmap_stage(loss_fn, params, batch, mask) -> _Stage:
     losses, grads = per_example_grads(loss_fn, params, batch)
     leaves = jax.tree_util.tree_leaves(grads)
     sq64, inner = _per_example_sq64(leaves)
     with jax.enable_x64(True):
         upper = sq64 * (1.0 + 1.01 * (inner + 1) * _U32)
-        bound = (jnp.sqrt(upper) * (1.0 + 8 * _U32)).astype(jnp.float32) * np.float32(1.0 + 2 * _U32)
-        sq = sq64.astype(jnp.float32)
-    c = _clip_from_bound(bound, clip_norm, None)
-    keep = jnp.ones_like(c, bool) if mask is None else mask
-    c_kept = jnp.where(keep, c, 0.0)
+    keep = jnp.ones_like(losses, bool) if mask is None else mask
 
-    def masked_sum(g):
-        # Padded rows are zeroed with a select (exactly 0, even if they hold NaN), never by a
-        # multiplication with a zero clip factor.
-        shape = (-1,) + (1,) * (g.ndim - 1)
-        if g[0].size >= _DOT_MIN_SIZE:
-            return jnp.tensordot(c_kept.astype(g.dtype), jnp.where(keep.reshape(shape), g, 0.0), axes=1)
-        return jnp.sum(jnp.where(keep.reshape(shape), g * c.reshape(shape).astype(g.dtype), 0.0), axis=0)
+    def finish(c):
+        c_kept = jnp.where(keep, c, 0.0)
 
-    summed = jax.tree_util.tree_map(masked_sum, grads)
-    return summed, _aux(losses, sq, c_kept, mask)
+        def masked_sum(g):
+            # Padded rows are zeroed with a select (exactly 0, even if they hold NaN), never by a
+            # multiplication with a zero clip factor.
+            shape = (-1,) + (1,) * (g.ndim - 1)
+            if g[0].size >= _DOT_MIN_SIZE:
+                return jnp.tensordot(c_kept.astype(g.dtype), jnp.where(keep.reshape(shape), g, 0.0), axes=1)
+            return jnp.sum(jnp.where(keep.reshape(shape), g * c.reshape(shape).astype(g.dtype), 0.0), axis=0)
+
+        return jax.tree_util.tree_map(masked_sum, grads)
+
+    return _Stage(losses, upper, sq64, None, finish, vmapped=True)
+
+
+def _one_group(stage: _Stage, clip_norm: float, mask):
+    c, sq = _clip([stage], clip_norm, mask)
+    return stage.finish(c), _aux(stage.losses, sq, c, mask)
+
+
+def _grouped_clipped_sum(loss_fn, params, batch, mask, clip_norm, methods, fallback):
+    """One clip over all of ``params``, each top-level group's share by its own method."""
+    if not isinstance(params, Mapping) or set(params) != set(methods):
+        got = sorted(params) if isinstance(params, Mapping) else type(params).__name__
+        raise ValueError(f"method={dict(methods)!r} names the groups of the parameters; expected "
+                         f"params to be a mapping with exactly the keys {sorted(methods)}, got {got}.")
+    stages = {}
+    for name, how in methods.items():
+        def group_loss(p, b, name=name):
+            return loss_fn({**params, name: p}, b)
+
+        stages[name] = (_vmap_stage(group_loss, params[name], batch, mask) if how == "vmap"
+                        else _ghost_stage(group_loss, params[name], batch, mask, fallback))
+    c, sq = _clip(list(stages.values()), clip_norm, mask)
+    # Every group computed the same per-example losses; a materialised group's are used, so that
+    # the other passes' forward computations of the loss can be dropped by the compiler.
+    losses = next((st.losses for st in stages.values() if st.vmapped), next(iter(stages.values())).losses)
+    summed = {name: stages[name].finish(c) for name in params}
+    return (type(params)(summed) if not isinstance(params, dict) else summed), _aux(losses, sq, c, mask)
+
+
+def check_method(method: str | Mapping[str, str]) -> str | Mapping[str, str]:
+    """A clipping method: ``"ghost"``, ``"vmap"``, or a mapping of parameter groups to one each."""
+    if isinstance(method, Mapping):
+        if not method:
+            raise ValueError("expected method to name at least one parameter group, got {}.")
+        for name, how in method.items():
+            _v.choice(how, f"method[{name!r}]", METHODS)
+        return method
+    return _v.choice(method, "method", METHODS)
 
 
 def clipped_grad_sum(
@@ -387,7 +456,14 @@ def clipped_grad_sum(
     Args:
         loss_fn: per-example loss ``(params, batch) -> (B,)`` (see the module docstring).
         clip_norm: C > 0; each example's gradient (over all of ``params``) is scaled to norm <= C.
-        method: "ghost" (ghost norms + book-keeping for Dense/LayerNorm) or "vmap".
+        method: "ghost" (ghost norms + book-keeping for Dense/LayerNorm), "vmap", or a mapping
+            of the top-level keys of ``params`` to one of them (e.g. ``{"critic": "vmap", "aux":
+            "ghost"}``): each group's share of every example's gradient (the gradient of the whole
+            loss with respect to that group, the others held fixed) is computed by its method, the
+            shares' squared norms are added and each example is clipped once over all of
+            ``params``. A ghost group must meet the ghost path's assumptions for its own
+            parameters (in particular, none of them inside a gradient that the loss takes, such
+            as a gradient penalty); a group that does not is given to "vmap".
         fallback: for "ghost" when some parameter has no ghost rule: "vmap" (warn and use vmap)
             or "error" (raise :class:`UnsupportedLayerError`).
 
@@ -401,13 +477,15 @@ def clipped_grad_sum(
         ``aux`` describes private rows: it is for diagnostics and must not be released.
     """
     clip_norm = _v.positive_finite(clip_norm, "clip_norm")
-    _v.choice(method, "method", METHODS)
+    check_method(method)
     _v.choice(fallback, "fallback", FALLBACKS)
 
     def fn(params, batch, mask=None):
+        if isinstance(method, Mapping):
+            return _grouped_clipped_sum(loss_fn, params, batch, mask, clip_norm, method, fallback)
         if method == "vmap":
-            return _vmap_clipped_sum(loss_fn, params, batch, mask, clip_norm)
-        return _ghost_clipped_sum(loss_fn, params, batch, mask, clip_norm, fallback)
+            return _one_group(_vmap_stage(loss_fn, params, batch, mask), clip_norm, mask)
+        return _one_group(_ghost_stage(loss_fn, params, batch, mask, fallback), clip_norm, mask)
 
     return fn
 

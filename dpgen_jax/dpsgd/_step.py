@@ -13,6 +13,7 @@ actually executed in the state; that count is what the accountant must be given.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -22,7 +23,7 @@ import optax
 from dpgen_jax._typing import PyTree
 from dpgen_jax import _validate as _v
 from dpgen_jax import privacy
-from dpgen_jax.dpsgd._clipping import METHODS, clipped_grad_sum, grad_sum
+from dpgen_jax.dpsgd._clipping import check_method, clipped_grad_sum, grad_sum
 from dpgen_jax.dpsgd._noise import add_gaussian_noise
 from dpgen_jax.dpsgd._sampling import default_capacity, poisson_chunk
 from dpgen_jax.dpsgd._sharding import mesh_axis, pad_to_devices, resolve_mesh
@@ -68,7 +69,7 @@ def make_dp_step(
     phase: privacy.DPSGDPhase | privacy.NonPrivatePhase,
     *,
     scan_rows: int,
-    method: str = "ghost",
+    method: str | Mapping[str, str] = "ghost",
     fallback: str = "vmap",
     capacity: int | None = None,
     batch_fn: Callable[[PyTree, jax.Array, jax.Array, PyTree], PyTree] = gather_rows,
@@ -95,7 +96,8 @@ def make_dp_step(
             a public N (``from_batch_size``), so that the real row count enters only the
             sampler's scan and nothing released depends on it (``docs/engine.md``); else q * m.
         scan_rows: the rows m of ``data`` (its leading axis), which the sampler scans.
-        method: "ghost" or "vmap" (see :func:`clipped_grad_sum`); ignored without a clip norm.
+        method: "ghost", "vmap" or a mapping of parameter groups to one of them (see
+            :func:`clipped_grad_sum`); ignored without a clip norm.
         fallback: see :func:`clipped_grad_sum`.
         capacity: padded batch size per chunk (default qm + 6 sqrt(qm)).
         batch_fn: ``(data, indices, key, extra) -> batch`` builds the padded batch from the
@@ -139,7 +141,7 @@ def make_dp_step(
     private = _phase_kind(phase)
     m = _v.count(scan_rows, "scan_rows", 1)
     q = phase.sample_rate
-    _v.choice(method, "method", METHODS)
+    check_method(method)
     noise_std = phase.noise_std if private else 0.0  # raises for a clip norm not resolved yet
     if phase.clip_norm is None:
         grads_fn = grad_sum(loss_fn)

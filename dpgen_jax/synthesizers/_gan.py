@@ -21,7 +21,7 @@ See ``docs/architecture.md``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 import jax
@@ -72,7 +72,7 @@ def make_gan_runner(
     critic_steps_per_generator_step: int,
     generator_batch_size: int,
     post_update: Callable[[PyTree], PyTree] | None = None,
-    method: str = "ghost",
+    method: str | Mapping[str, str] = "ghost",
     critic_loss: Callable[[PyTree, PyTree], jax.Array] | None = None,
     critic_batch_fn: Callable[[PyTree, jax.Array, jax.Array, PyTree], PyTree] | None = None,
     generator_loss: Callable[[PyTree, PyTree, PyTree, jax.Array], jax.Array] | None = None,
@@ -104,11 +104,10 @@ def make_gan_runner(
         critic_steps_per_generator_step: t_D.
         generator_batch_size: generated rows per generator step.
         post_update: applied to the critic's parameters after each update (e.g. a weight clamp).
-        method: ``"ghost"`` or ``"vmap"`` per-example clipping.
+        method: ``"ghost"``, ``"vmap"`` or a mapping of the critic parameters' top-level groups to
+            one each (``dpsgd.clipped_grad_sum``): per-example clipping.
     """
-    dpsgd_check = dpsgd.METHODS
-    if method not in dpsgd_check:
-        raise ValueError(f"Expected method={method!r} to be one of {dpsgd_check}.")
+    dpsgd.check_method(method)
     if clipping not in CRITIC_CLIPPINGS:
         raise ValueError(f"Expected clipping={clipping!r} to be one of {CRITIC_CLIPPINGS}.")
     private = isinstance(phase, privacy.DPSGDPhase)

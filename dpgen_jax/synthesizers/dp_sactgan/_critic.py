@@ -13,7 +13,9 @@ The approach of CTAB-GAN+'s DP release, done soundly:
   lambda (||grad D(slerp_i)|| - 1)^2 + CE(Aux(real_i), label_i)`` is clipped as a whole: critic and
   classifier gradients jointly, one clip, Gaussian noise once per step, one
   :class:`~dpgen_jax.privacy.DPSGDPhase` event. The gradient penalty is a double-backward term,
-  which ghost norms do not cover: per-example gradients are ``vmap``-ed.
+  which ghost norms do not cover: the critic's per-example gradients are ``vmap``-ed, the
+  classifier's norms are ghost norms (plain Dense layers, first order), and each example is
+  clipped once over both (:func:`clip_method`).
 * The generator's loss reads only the critic's and the classifier's outputs on generated rows and
   the conditional cross-entropy, with conditions drawn from the DP (or public) frequencies:
   post-processing. The information loss, which reads real rows' critic features, is not used.
@@ -124,16 +126,23 @@ def generator_objective(config: DPSACTGANConfig, layout: Layout):
     return loss
 
 
+def clip_method(config: DPSACTGANConfig, layout: Layout):
+    """The engine's per-example clipping of :func:`critic_terms` (``dpsgd.clipped_grad_sum``):
+    ``vmap`` for the critic, whose gradient penalty is a double backward, and ghost norms for the
+    classifier, one clip over both; ``"vmap"`` without a classifier."""
+    return "vmap" if networks(config, layout).aux is None else {"critic": "vmap", "aux": "ghost"}
+
+
 @functools.lru_cache(maxsize=16)
 def runner(config: DPSACTGANConfig, layout: Layout, num_rows: int, phase) -> _gan.GANRunner:
     """The compiled phase (``_gan.make_gan_runner``): ``critic_steps`` steps of the critic and
-    classifier realising the accounted ``phase`` (per-example gradients by ``vmap``; a
+    classifier realising the accounted ``phase`` (clipped as :func:`clip_method` says; a
     ``NonPrivatePhase``: non-private), then one generator step, per iteration."""
     opt = optimizer(config)
     run = _gan.make_gan_runner(
         None, None, opt, opt, phase, scan_rows=num_rows,
         critic_steps_per_generator_step=config.critic_steps, generator_batch_size=config.batch_size,
-        method="vmap", critic_loss=critic_terms(config, layout),
+        method=clip_method(config, layout), critic_loss=critic_terms(config, layout),
         critic_batch_fn=critic_batch_fn(config, layout), generator_loss=generator_objective(config, layout))
     return _gan.GANRunner(run, opt, opt)
 
