@@ -282,8 +282,9 @@ ALL = np.ones(B, bool)
     "name, method",
     [(n, "ghost") for n in CASES]
     + [(n, "vmap") for n in ("dense_layernorm", "critic_twice")]
+    + [(n, "map") for n in ("dense_layernorm", "critic_twice")]
     + [("penalty_and_classifier", GROUPED), ("penalty_and_classifier", {"critic": "vmap", "aux": "vmap"}),
-       ("penalty_and_classifier", "vmap")],
+       ("penalty_and_classifier", {"critic": "map", "aux": "ghost"}), ("penalty_and_classifier", "vmap")],
 )
 def test_clipped_sum_equals_per_example_loop(name, method):
     prep = _prepared(name)
@@ -319,9 +320,10 @@ def test_clip_norm_argument_and_mask_none():
     _close(medium, _loop_clipped_sum(prep.grads, prep.norms, cs["medium"], MASK), cs["medium"])
 
 
-def test_per_example_grads_match_loop():
+@pytest.mark.parametrize("sequential", [False, True])
+def test_per_example_grads_match_loop(sequential):
     prep = _prepared("critic_twice")
-    losses, grads = jax.jit(lambda p, b: dpsgd.per_example_grads(prep.loss, p, b),
+    losses, grads = jax.jit(lambda p, b: dpsgd.per_example_grads(prep.loss, p, b, sequential=sequential),
                            compiler_options=FAST_COMPILE)(
         prep.params, prep.batch)
     flat = np.concatenate([np.asarray(g, np.float64).reshape(B, -1)
@@ -340,13 +342,13 @@ def test_clip_factors_definition():
                                [1.0, 0.0, 1.0, 0.0, 0.1], rtol=1e-6)
 
 
-@pytest.mark.parametrize("method", ["ghost", "vmap"])
+@pytest.mark.parametrize("method", ["ghost", "vmap", "map"])
 def test_all_rows_masked_gives_exact_zero(method):
     got, _ = _clipped(_prepared("dense_layernorm"), method, 1.0, np.zeros(B, bool))
     assert np.all(got == 0.0)
 
 
-@pytest.mark.parametrize("method", ["ghost", "vmap"])
+@pytest.mark.parametrize("method", ["ghost", "vmap", "map"])
 def test_masked_rows_with_large_values_add_exactly_zero(method):
     # Padded slots hold real (other) records; whatever they hold, masked rows must add exactly 0.
     prep = _prepared("dense_layernorm")
@@ -358,7 +360,7 @@ def test_masked_rows_with_large_values_add_exactly_zero(method):
     np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("method", ["ghost", "vmap"])
+@pytest.mark.parametrize("method", ["ghost", "vmap", "map"])
 def test_masked_nan_row_adds_exactly_zero(method):
     prep = _prepared("dense_layernorm")
     bad = jax.tree_util.tree_map(np.copy, prep.batch)
@@ -537,7 +539,8 @@ def test_groups_must_be_the_parameters_top_level_keys():
 @pytest.mark.parametrize(
     "name, method",
     [("dense_layernorm", "ghost"), ("generator", "ghost"), ("critic_twice", "ghost"),
-     ("dense_layernorm", "vmap"), ("critic_twice", "vmap"), ("penalty_and_classifier", GROUPED)],
+     ("dense_layernorm", "vmap"), ("critic_twice", "vmap"), ("critic_twice", "map"),
+     ("penalty_and_classifier", GROUPED), ("penalty_and_classifier", {"critic": "map", "aux": "ghost"})],
 )
 def test_one_row_moves_the_sum_by_at_most_c(name, method):
     prep = _prepared(name)
@@ -592,7 +595,7 @@ def _cancelling_critic_case(n=64, d=16, scale=3e3, seed=21):
     return loss, params, batch, exact
 
 
-@pytest.mark.parametrize("method", ["ghost", "vmap"])
+@pytest.mark.parametrize("method", ["ghost", "vmap", "map"])
 def test_near_cancelling_calls_keep_every_contribution_below_c(method):
     clip = 0.5
     loss, params, batch, exact = _cancelling_critic_case()

@@ -55,7 +55,11 @@ general fallback and the reference the ghost path is tested against. Its squared
 in float32 along each array's last axis and in float64 across the rest, with the float32 error
 covered in the bound; padded rows are zeroed by a select (not by a zero clip factor, so a NaN row
 adds exactly 0) and the scaled rows summed by an elementwise reduction (small arrays) or a dot
-(large arrays), whichever XLA runs faster on CPU.
+(large arrays), whichever XLA runs faster on CPU. ``method="map"`` computes the same per-example
+gradients by a compiled loop over the examples (``lax.map``) and continues as ``"vmap"``: on CPU,
+XLA runs a batch of small per-example matrix products (``vmap`` of a transformer's gradient with a
+gradient penalty, a few tokens per example) more slowly than the same products one example at a
+time, and the loop is then the faster form (docs/engine.md has the measurement).
 """
 
 from __future__ import annotations
@@ -75,7 +79,7 @@ from dpgen_jax import _validate as _v
 
 LossFn = Callable[[PyTree, PyTree], jax.Array]
 
-METHODS = ("ghost", "vmap")
+METHODS = ("ghost", "vmap", "map")
 FALLBACKS = ("vmap", "error")
 
 
@@ -353,13 +357,18 @@ def _aux(losses, sq, c, mask):
     }
 
 
-def per_example_grads(loss_fn: LossFn, params: PyTree, batch: PyTree) -> PyTree:
-    """Per-example gradients with ``jax.vmap``: a pytree like ``params`` with a leading B axis."""
+def per_example_grads(loss_fn: LossFn, params: PyTree, batch: PyTree, *, sequential: bool = False) -> PyTree:
+    """``(losses (B,), grads)``: per-example gradients, a pytree like ``params`` with a leading B
+    axis, by ``jax.vmap`` or, with ``sequential``, by a compiled loop over the examples
+    (``lax.map``: the same values; faster on CPU for some networks, ``method="map"``)."""
 
     def one(p, example):
         return loss_fn(p, jax.tree_util.tree_map(lambda x: x[None], example))[0]
 
-    return jax.vmap(jax.value_and_grad(one), in_axes=(None, 0))(params, batch)
+    grad_one = jax.value_and_grad(one)
+    if sequential:
+        return jax.lax.map(lambda example: grad_one(params, example), batch)
+    return jax.vmap(grad_one, in_axes=(None, 0))(params, batch)
 
 
 # Per-example size of a parameter array above which the vmap path sums the masked, scaled rows
@@ -387,8 +396,8 @@ def _per_example_sq64(leaves) -> tuple[jax.Array, int]:
     return total, inner
 
 
-def _vmap_stage(loss_fn, params, batch, mask) -> _Stage:
-    losses, grads = per_example_grads(loss_fn, params, batch)
+def _vmap_stage(loss_fn, params, batch, mask, sequential: bool = False) -> _Stage:
+    losses, grads = per_example_grads(loss_fn, params, batch, sequential=sequential)
     leaves = jax.tree_util.tree_leaves(grads)
     sq64, inner = _per_example_sq64(leaves)
     with jax.enable_x64(True):
@@ -427,8 +436,8 @@ def _grouped_clipped_sum(loss_fn, params, batch, mask, clip_norm, methods, fallb
         def group_loss(p, b, name=name):
             return loss_fn({**params, name: p}, b)
 
-        stages[name] = (_vmap_stage(group_loss, params[name], batch, mask) if how == "vmap"
-                        else _ghost_stage(group_loss, params[name], batch, mask, fallback))
+        stages[name] = (_ghost_stage(group_loss, params[name], batch, mask, fallback) if how == "ghost"
+                        else _vmap_stage(group_loss, params[name], batch, mask, how == "map"))
     c, sq = _clip(list(stages.values()), clip_norm, mask)
     # Every group computed the same per-example losses; a materialised group's are used, so that
     # the other passes' forward computations of the loss can be dropped by the compiler.
@@ -456,8 +465,9 @@ def clipped_grad_sum(
     Args:
         loss_fn: per-example loss ``(params, batch) -> (B,)`` (see the module docstring).
         clip_norm: C > 0; each example's gradient (over all of ``params``) is scaled to norm <= C.
-        method: "ghost" (ghost norms + book-keeping for Dense/LayerNorm), "vmap", or a mapping
-            of the top-level keys of ``params`` to one of them (e.g. ``{"critic": "vmap", "aux":
+        method: "ghost" (ghost norms + book-keeping for Dense/LayerNorm), "vmap", "map" (the
+            per-example gradients of "vmap" computed by a compiled loop over the examples), or a
+            mapping of the top-level keys of ``params`` to one of them (e.g. ``{"critic": "vmap", "aux":
             "ghost"}``): each group's share of every example's gradient (the gradient of the whole
             loss with respect to that group, the others held fixed) is computed by its method, the
             shares' squared norms are added and each example is clipped once over all of
@@ -483,8 +493,8 @@ def clipped_grad_sum(
     def fn(params, batch, mask=None):
         if isinstance(method, Mapping):
             return _grouped_clipped_sum(loss_fn, params, batch, mask, clip_norm, method, fallback)
-        if method == "vmap":
-            return _one_group(_vmap_stage(loss_fn, params, batch, mask), clip_norm, mask)
+        if method in ("vmap", "map"):
+            return _one_group(_vmap_stage(loss_fn, params, batch, mask, method == "map"), clip_norm, mask)
         return _one_group(_ghost_stage(loss_fn, params, batch, mask, fallback), clip_norm, mask)
 
     return fn

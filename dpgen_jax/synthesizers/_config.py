@@ -74,7 +74,8 @@ class Flags:
 
     Attributes:
         clip_method: how the per-example clipped gradient sum is computed in DP-SGD phases
-            (``dpsgd.METHODS``: ``"ghost"`` norms, ``"vmap"`` per-example gradients, ...).
+            (``dpsgd.METHODS``: ``"ghost"`` norms, ``"vmap"`` per-example gradients, ``"map"``
+            the same by a compiled loop over the examples).
         chunk_size: training steps per compiled call (progress, the time budget and checkpoints
             act between calls).
         shard_group: for the sharded methods, how many shards one ``lax.map`` iteration ``vmap``-s.

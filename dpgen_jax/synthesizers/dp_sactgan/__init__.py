@@ -393,9 +393,9 @@ class DPSACTGAN(Synthesizer):
             notes.append(
                 "Per-example term: the pair's critic difference, its own gradient penalty (slerp between the "
                 "pair) and the classifier's cross-entropy on the real row, clipped jointly to "
-                f"C={config.clip_norm} (the critic's per-example gradients by vmap, the penalty being a "
-                "double-backward term; the classifier's by ghost norms; one clip over both), Gaussian noise "
-                "of std noise_multiplier*C once per step.")
+                f"C={config.clip_norm} (the critic's per-example gradients materialised, the penalty being "
+                "a double-backward term; the classifier's by ghost norms; one clip over both), Gaussian "
+                "noise of std noise_multiplier*C once per step.")
         return notes
 
     @classmethod

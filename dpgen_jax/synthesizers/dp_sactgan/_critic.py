@@ -13,7 +13,8 @@ The approach of CTAB-GAN+'s DP release, done soundly:
   lambda (||grad D(slerp_i)|| - 1)^2 + CE(Aux(real_i), label_i)`` is clipped as a whole: critic and
   classifier gradients jointly, one clip, Gaussian noise once per step, one
   :class:`~dpgen_jax.privacy.DPSGDPhase` event. The gradient penalty is a double-backward term,
-  which ghost norms do not cover: the critic's per-example gradients are ``vmap``-ed, the
+  which ghost norms do not cover: the critic's per-example gradients are materialised (by a
+  compiled loop over the examples, faster on CPU than ``vmap`` for this transformer), the
   classifier's norms are ghost norms (plain Dense layers, first order), and each example is
   clipped once over both (:func:`clip_method`).
 * The generator's loss reads only the critic's and the classifier's outputs on generated rows and
@@ -128,9 +129,11 @@ def generator_objective(config: DPSACTGANConfig, layout: Layout):
 
 def clip_method(config: DPSACTGANConfig, layout: Layout):
     """The engine's per-example clipping of :func:`critic_terms` (``dpsgd.clipped_grad_sum``):
-    ``vmap`` for the critic, whose gradient penalty is a double backward, and ghost norms for the
-    classifier, one clip over both; ``"vmap"`` without a classifier."""
-    return "vmap" if networks(config, layout).aux is None else {"critic": "vmap", "aux": "ghost"}
+    materialised per-example gradients for the critic, whose gradient penalty is a double backward
+    (``"map"``: a compiled loop over the examples, which XLA runs faster on CPU than ``vmap`` for
+    this network; ``docs/dp-sactgan.md`` has the timings), and ghost norms for the classifier, one
+    clip over both; ``"map"`` without a classifier."""
+    return "map" if networks(config, layout).aux is None else {"critic": "map", "aux": "ghost"}
 
 
 @functools.lru_cache(maxsize=16)
