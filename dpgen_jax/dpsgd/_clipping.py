@@ -43,7 +43,7 @@ its layer (a kernel that is also used elsewhere in the loss, e.g. tied weights o
 would have its other use missed; the clipped norm bound C still holds, but the gradient is wrong),
 and the loss does not permute rows between layers. Use ``method="vmap"`` for such losses.
 
-``method={group: "ghost" | "vmap", ...}`` splits ``params`` by its top-level keys: each group's
+``method={group: "ghost" | "vmap" | "map", ...}`` splits ``params`` by its top-level keys: each group's
 block of every example's gradient is computed by its own method (the gradient of the whole loss
 with respect to that group), the blocks' squared norms (and the ghost groups' float bounds) are
 added, and every example gets one clip factor over all of its gradient, as with one method. A loss
@@ -447,7 +447,8 @@ def _grouped_clipped_sum(loss_fn, params, batch, mask, clip_norm, methods, fallb
 
 
 def check_method(method: str | Mapping[str, str]) -> str | Mapping[str, str]:
-    """A clipping method: ``"ghost"``, ``"vmap"``, or a mapping of parameter groups to one each."""
+    """A clipping method: ``"ghost"``, ``"vmap"``, ``"map"``, or a mapping of parameter groups (the
+    top-level keys of the parameters) to one each; anything else is refused by name."""
     if isinstance(method, Mapping):
         if not method:
             raise ValueError("expected method to name at least one parameter group, got {}.")
