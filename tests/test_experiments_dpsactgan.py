@@ -153,6 +153,31 @@ def test_comparison_medians_goals_and_published_rows(quick_run):
         expected = abs(ours) < abs(theirs) if key.startswith("lr_utility") else ours < theirs
         assert goals["metrics"][key] == {"independent": expected}, key
     assert goals["all_met"] == all(v["independent"] for v in goals["metrics"].values())
+    # the paper's own row, against our median (a private quick run: no non-private sentence)
+    rep = comp["reproduction"]
+    assert rep["non_private"] is False
+    assert rep == json.loads(json.dumps({**adult_dpsactgan.reproduction_goals(
+        med["dp-sactgan"], pub["DP-SACTGAN"]), "non_private": False}))
+    assert "## The paper's DP-SACTGAN row reproduced" in md and "no privacy guarantee" not in md
+
+
+def test_reproduction_goals_compare_sizes_with_the_papers_row():
+    keys = adult_dpsactgan.SEED_METRICS
+    paper = dict(zip(keys, (0.0408, 0.0261, 0.0251, 0.0149, 0.1014, 0.8492), strict=True))
+    # ACC 1.4 pp worse (within 1.5), AUC sign flipped but smaller, F1 0.06 worse (a miss), WD and
+    # JS below the paper's, Diff-Cor (no goal) far above
+    ours = dict(zip(keys, (0.0548, -0.02, 0.0851, 0.012, 0.063, 1.2), strict=True))
+    g = adult_dpsactgan.reproduction_goals(ours, paper)
+    met = {k: g["metrics"][k]["met"] for k in keys}
+    assert met == {keys[0]: True, keys[1]: True, keys[2]: False, keys[3]: True, keys[4]: True, keys[5]: None}
+    assert g["metrics"][keys[0]]["gap"] == pytest.approx(0.014)
+    assert g["metrics"][keys[2]]["gap"] == pytest.approx(0.06)
+    assert g["all_met"] is False
+    g = adult_dpsactgan.reproduction_goals({**ours, keys[2]: 0.05}, paper)
+    assert g["all_met"] is True
+    # a distance above the paper's misses; a missing metric is not met
+    assert adult_dpsactgan.reproduction_goals({**ours, keys[4]: 0.102}, paper)["all_met"] is False
+    assert adult_dpsactgan.reproduction_goals({**ours, keys[3]: None}, paper)["all_met"] is False
 
 
 def test_goals_compare_medians_and_lr_differences_by_size():
