@@ -18,8 +18,9 @@ d_model 64, 4 heads, 2 layers, K = 100 critics):
 * **critic step of ``mechanism="critic"``**: one DP-SGD step of the critic and classifier
   (Poisson-sampled real rows at q = B / N, the critic's per-example gradients with the pair's
   gradient penalty by a compiled loop, the classifier's ghost norms, one joint clip, noise; and,
-  as ``critic_dp_vmap``, the same step with every per-example gradient by ``vmap``) against the same step without clipping or noise (same
-  sampler, the plain gradient of the summed terms); goal (issue 27) a ratio <= 1.5.
+  as ``critic_dp_vmap``, the same step with every per-example gradient by ``vmap``) against the
+  same step without clipping or noise (same sampler, the plain gradient of the summed terms); goal
+  (issue 27) a ratio <= 1.5.
 
 Each contender runs ``--steps`` steps inside one compiled ``lax.fori_loop`` (step t uses
 ``fold_in(key, t)``), compiled ahead of time (compile seconds reported separately), one untimed

@@ -199,7 +199,7 @@ class _Stage(NamedTuple):
     exact: jax.Array                   # float64 (B,) the squared norms as computed
     slack: jax.Array | None            # float64 (B,) additive slack of the norm, or None
     finish: Callable[[jax.Array], PyTree]  # clip factors (B,) -> the group's clipped sum
-    vmapped: bool                      # per-example gradients were materialised
+    materialised: bool                 # per-example gradients were built (vmap or map)
 
 
 def _ghost_stage(loss_fn, params, batch, mask, fallback) -> _Stage:
@@ -330,7 +330,7 @@ def _ghost_stage(loss_fn, params, batch, mask, fallback) -> _Stage:
                     out[b_idx] = out[b_idx] + (c @ second).reshape(leaves[b_idx].shape)
         return jax.tree_util.tree_unflatten(treedef, out)
 
-    return _Stage(losses, upper, exact, total_slack, finish, vmapped=False)
+    return _Stage(losses, upper, exact, total_slack, finish, materialised=False)
 
 
 def _clip(stages: list[_Stage], clip_norm: float, mask) -> tuple[jax.Array, jax.Array]:
@@ -417,7 +417,7 @@ def _vmap_stage(loss_fn, params, batch, mask, sequential: bool = False) -> _Stag
 
         return jax.tree_util.tree_map(masked_sum, grads)
 
-    return _Stage(losses, upper, sq64, None, finish, vmapped=True)
+    return _Stage(losses, upper, sq64, None, finish, materialised=True)
 
 
 def _one_group(stage: _Stage, clip_norm: float, mask):
@@ -441,7 +441,7 @@ def _grouped_clipped_sum(loss_fn, params, batch, mask, clip_norm, methods, fallb
     c, sq = _clip(list(stages.values()), clip_norm, mask)
     # Every group computed the same per-example losses; a materialised group's are used, so that
     # the other passes' forward computations of the loss can be dropped by the compiler.
-    losses = next((st.losses for st in stages.values() if st.vmapped), next(iter(stages.values())).losses)
+    losses = next((st.losses for st in stages.values() if st.materialised), next(iter(stages.values())).losses)
     summed = {name: stages[name].finish(c) for name in params}
     return (type(params)(summed) if not isinstance(params, dict) else summed), _aux(losses, sq, c, mask)
 

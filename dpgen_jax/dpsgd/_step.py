@@ -96,7 +96,7 @@ def make_dp_step(
             a public N (``from_batch_size``), so that the real row count enters only the
             sampler's scan and nothing released depends on it (``docs/engine.md``); else q * m.
         scan_rows: the rows m of ``data`` (its leading axis), which the sampler scans.
-        method: "ghost", "vmap" or a mapping of parameter groups to one of them (see
+        method: "ghost", "vmap", "map" or a mapping of parameter groups to one of them (see
             :func:`clipped_grad_sum`); ignored without a clip norm.
         fallback: see :func:`clipped_grad_sum`.
         capacity: padded batch size per chunk (default qm + 6 sqrt(qm)).

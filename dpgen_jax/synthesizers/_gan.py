@@ -104,7 +104,7 @@ def make_gan_runner(
         critic_steps_per_generator_step: t_D.
         generator_batch_size: generated rows per generator step.
         post_update: applied to the critic's parameters after each update (e.g. a weight clamp).
-        method: ``"ghost"``, ``"vmap"`` or a mapping of the critic parameters' top-level groups to
+        method: ``"ghost"``, ``"vmap"``, ``"map"`` or a mapping of the critic parameters' top-level groups to
             one each (``dpsgd.clipped_grad_sum``): per-example clipping.
     """
     dpsgd.check_method(method)
