@@ -333,6 +333,31 @@ def test_per_example_grads_match_loop(sequential):
                                rtol=1e-5, atol=1e-6)
 
 
+def test_per_example_grads_sequential_with_mask_computes_only_kept_rows():
+    # The loop visits the kept rows (MASK keeps rows that are not a prefix) and no other: each
+    # kept row's loss and gradient are the loop's, a masked row's are exactly 0, even if it is NaN.
+    prep = _prepared("critic_twice")
+    bad = jax.tree_util.tree_map(np.copy, prep.batch)
+    for leaf in jax.tree_util.tree_leaves(bad):
+        leaf[~MASK] = np.nan
+    visited = []
+
+    def counted(p, b):
+        jax.debug.callback(lambda: visited.append(1))
+        return prep.loss(p, b)
+
+    losses, grads = jax.jit(lambda p, b, m: dpsgd.per_example_grads(counted, p, b, sequential=True, mask=m),
+                            compiler_options=FAST_COMPILE)(prep.params, bad, jnp.asarray(MASK))
+    jax.effects_barrier()
+    assert len(visited) == int(MASK.sum())
+    flat = np.concatenate([np.asarray(g, np.float64).reshape(B, -1)
+                           for g in jax.tree_util.tree_leaves(grads)], axis=1)
+    np.testing.assert_allclose(flat[MASK], prep.grads[MASK], rtol=1e-4, atol=1e-6)
+    assert np.all(flat[~MASK] == 0.0) and np.all(np.asarray(losses)[~MASK] == 0.0)
+    np.testing.assert_allclose(np.asarray(losses)[MASK],
+                               np.asarray(prep.loss(prep.params, prep.batch))[MASK], rtol=1e-5, atol=1e-6)
+
+
 def test_clip_factors_definition():
     sq = jnp.array([0.0, 0.25, 1.0, 4.0, 100.0])
     np.testing.assert_allclose(np.asarray(dpsgd.clip_factors(sq, 1.0, None)),

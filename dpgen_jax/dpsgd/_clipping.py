@@ -56,10 +56,14 @@ in float32 along each array's last axis and in float64 across the rest, with the
 covered in the bound; padded rows are zeroed by a select (not by a zero clip factor, so a NaN row
 adds exactly 0) and the scaled rows summed by an elementwise reduction (small arrays) or a dot
 (large arrays), whichever XLA runs faster on CPU. ``method="map"`` computes the same per-example
-gradients by a compiled loop over the examples (``lax.map``) and continues as ``"vmap"``: on CPU,
-XLA runs a batch of small per-example matrix products (``vmap`` of a transformer's gradient with a
-gradient penalty, a few tokens per example) more slowly than the same products one example at a
-time, and the loop is then the faster form (docs/engine.md has the measurement).
+gradients by a compiled loop over the examples and continues as ``"vmap"``: on CPU, XLA runs a
+batch of small per-example matrix products (``vmap`` of a transformer's gradient with a gradient
+penalty, a few tokens per example) more slowly than the same products one example at a time, and
+the loop is then the faster form (docs/engine.md has the measurement). Given a mask, the loop visits
+only the kept rows (a trip count of ``mask.sum()``; the masked rows' gradients are exactly 0 and never
+computed), so a padded Poisson batch costs its sampled rows, not its capacity. The step's time then
+follows the sampled count, which depends on the data only through the number of records, as the
+sampler's scan over the records already does (docs/engine.md, "Padded chunks").
 """
 
 from __future__ import annotations
@@ -357,18 +361,34 @@ def _aux(losses, sq, c, mask):
     }
 
 
-def per_example_grads(loss_fn: LossFn, params: PyTree, batch: PyTree, *, sequential: bool = False) -> PyTree:
+def per_example_grads(loss_fn: LossFn, params: PyTree, batch: PyTree, *, sequential: bool = False,
+                      mask: jax.Array | None = None) -> PyTree:
     """``(losses (B,), grads)``: per-example gradients, a pytree like ``params`` with a leading B
-    axis, by ``jax.vmap`` or, with ``sequential``, by a compiled loop over the examples
-    (``lax.map``: the same values; faster on CPU for some networks, ``method="map"``)."""
+    axis, by ``jax.vmap`` or, with ``sequential``, by a compiled loop over the examples (the same
+    values; faster on CPU for some networks, ``method="map"``). With ``sequential`` and a (B,) bool
+    ``mask``, the loop runs over the kept rows only and the masked rows' losses and gradients are
+    exactly 0 (never computed); without ``sequential`` the mask is not used (every row is computed)."""
 
     def one(p, example):
         return loss_fn(p, jax.tree_util.tree_map(lambda x: x[None], example))[0]
 
     grad_one = jax.value_and_grad(one)
-    if sequential:
+    if not sequential:
+        return jax.vmap(grad_one, in_axes=(None, 0))(params, batch)
+    if mask is None:
         return jax.lax.map(lambda example: grad_one(params, example), batch)
-    return jax.vmap(grad_one, in_axes=(None, 0))(params, batch)
+    bsz = mask.shape[0]
+    order = jnp.argsort(jnp.logical_not(mask), stable=True)  # the kept rows first, in order
+    first = jax.tree_util.tree_map(lambda x: x[0], batch)
+    shapes = jax.eval_shape(grad_one, params, first)
+    zeros = jax.tree_util.tree_map(lambda s: jnp.zeros((bsz,) + s.shape, s.dtype), shapes)
+
+    def body(i, out):
+        j = order[i]
+        value = grad_one(params, jax.tree_util.tree_map(lambda x: jax.lax.dynamic_index_in_dim(x, j, 0, False), batch))
+        return jax.tree_util.tree_map(lambda o, v: jax.lax.dynamic_update_index_in_dim(o, v, j, 0), out, value)
+
+    return jax.lax.fori_loop(0, jnp.sum(mask, dtype=jnp.int32), body, zeros)
 
 
 # Per-example size of a parameter array above which the vmap path sums the masked, scaled rows
@@ -397,7 +417,7 @@ def _per_example_sq64(leaves) -> tuple[jax.Array, int]:
 
 
 def _vmap_stage(loss_fn, params, batch, mask, sequential: bool = False) -> _Stage:
-    losses, grads = per_example_grads(loss_fn, params, batch, sequential=sequential)
+    losses, grads = per_example_grads(loss_fn, params, batch, sequential=sequential, mask=mask)
     leaves = jax.tree_util.tree_leaves(grads)
     sq64, inner = _per_example_sq64(leaves)
     with jax.enable_x64(True):
