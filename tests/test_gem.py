@@ -97,6 +97,46 @@ def test_compiled_marginals_equal_a_loop_over_rows():
     assert float(meas.one_weight) == 0.5
 
 
+def test_mixture_marginal_equals_a_loop_over_rows():
+    rng = np.random.default_rng(1)
+    sizes = (3, 2, 5, 4)
+    mask = jnp.asarray(gem.bin_mask(sizes))
+    logits = jnp.asarray(rng.normal(size=(30, mask.size)), jnp.float32)
+
+    class Identity:
+        def apply(self, variables, z):
+            return z
+
+    padded = np.asarray(gem.probabilities(Identity(), None, logits, mask), np.float64)
+    flat = np.concatenate([padded[:, j, :sizes[j]] for j in range(len(sizes))], axis=1)
+    for c in [(0,), (2, 0), (1, 3, 2), (0, 1, 2, 3)]:
+        got = gem.mixture_marginal(Identity(), None, logits, mask, c, sizes)
+        np.testing.assert_allclose(got, _mixture_marginal(flat, sizes, c).ravel(), rtol=1e-5, atol=1e-7)
+
+
+def test_annealing_spends_exactly_the_planned_units():
+    # At a small budget the fits move the measured marginals by less than the noise, so rounds
+    # anneal (4x the units); whatever the path, the rounds spend the R planned units, each round
+    # after an annealed one spends 4x (or, last, everything left), and the accounted steps are R.
+    planted = _xor_table(1500, 1)
+    cfg = dict(TINY, max_rounds=12, anneal=True)
+    model = synthesizers.create("gem", **cfg).fit(planted.frame, planted.schema, epsilon=0.2, seed=0)
+    rounds = model._state["rounds"]
+    units = [r.units for r in rounds]
+    assert sum(units) == 12 and any(r.annealed for r in rounds) and len(rounds) < 12
+    level = 1
+    for i, r in enumerate(rounds):
+        last = i == len(rounds) - 1
+        assert r.units == level or (last and r.units == 12 - sum(units[:-1]) and r.units < 2 * level)
+        level = 4 * level if r.annealed else level
+    phases = {p.name: p for p in model.fitted_phases()}
+    assert phases["selection"].steps == phases["measure"].steps == 12
+    assert model.privacy_report()["epsilon"] == pytest.approx(0.2, rel=1e-3)
+    # Without noise nothing anneals: every round is one unit.
+    exact = synthesizers.create("gem", **cfg).fit(planted.frame, planted.schema, epsilon=math.inf, seed=0)
+    assert [r.units for r in exact._state["rounds"]] == [1] * 12
+
+
 def test_drawn_codes_follow_the_generator_probabilities():
     sizes = (3, 2, 4)
     cfg = GEMConfig(hidden=(8,), noise_dim=4).for_columns(3)
@@ -347,6 +387,10 @@ def test_config_is_refused_by_name():
                       (dict(learning_rate=-1.0), "learning_rate")]:
         with pytest.raises(ValueError, match=word):
             GEMConfig(**bad).validate()
+    with pytest.raises(ValueError, match="measurements_per_round=2"):
+        GEMConfig(anneal=True, measurements_per_round=2).validate()
+    with pytest.raises(ValueError, match="anneal"):
+        GEMConfig(anneal="yes").validate()
     with pytest.raises(ValueError, match="workload_degree=4"):
         GEMConfig(workload_degree=4).for_columns(3)
 

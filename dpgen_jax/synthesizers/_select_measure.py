@@ -244,6 +244,15 @@ def unit_noise_multipliers(d: int, rounds: int, measure_share: float,
             "selection_noise_multiplier": 1.0 / math.sqrt(2.0 * (1.0 - a) * unit)}
 
 
+def round_units(level: int, remaining: int) -> tuple[int, bool]:
+    """The units of the next round and whether it is the last: ``level`` units, or every
+    remaining unit when fewer than ``2 * level`` remain (AIM's last round;
+    GEM's annealed schedule uses the same rule)."""
+    if remaining < 1 or level < 1:
+        raise ValueError(f"expected level >= 1 and remaining >= 1, got level={level}, remaining={remaining}.")
+    return (remaining, True) if remaining < 2 * level else (level, False)
+
+
 def unit_phases(d: int, rounds: int, one_way: float, selection: float, measure: float, *,
                 steps: Mapping[str, int] | None = None, private: bool = True) -> list:
     """The one-way Gaussian release (sensitivity sqrt(d)), ``rounds`` unit selections and

@@ -297,12 +297,7 @@ def maximal_cliques(sizes: Sequence[int], measured: Sequence[Clique]) -> list[Cl
     return out
 
 
-def round_units(level: int, remaining: int) -> tuple[int, bool]:
-    """The units of the next round and whether it is the last: ``level`` units, or every
-    remaining unit when fewer than ``2 * level`` remain (the paper's last round)."""
-    if remaining < 1 or level < 1:
-        raise ValueError(f"expected level >= 1 and remaining >= 1, got level={level}, remaining={remaining}.")
-    return (remaining, True) if remaining < 2 * level else (level, False)
+round_units = sm.round_units
 
 
 class Round(NamedTuple):

@@ -122,6 +122,15 @@ class GEMConfig(SynthesizerConfig):
             rates move to the one-way release's while the rows' dependence (the kernels) is kept,
             a raking of the generator to its one-way measurement (post-processing). 0: none.
             None: 0 (``DEFAULTS``), 4 with pair candidates (``WIDE_DEFAULTS``).
+        anneal: AIM's annealing of the units (needs ``measurements_per_round`` 1): when a round's
+            fit moved the generator's marginal of the measured clique by at most the expected noise
+            (sqrt(2 / pi) sigma_t n_r in L1, total times the mixture's marginal over
+            ``batch_size`` fixed noise vectors, before the measurement and after the fit), the
+            next rounds spend 4 times the units (sigma halved, the selection's epsilon doubled);
+            when fewer than twice a round's units remain, one last round spends them all
+            (``_select_measure.round_units``). A round of m units costs exactly m unit selections
+            and m unit measurements, so the plan and the accounting are those of R units whatever
+            the path. None: False.
         batch_size: noise vectors per gradient step.
         round_steps: Adam steps before the first round and after each round's measurements;
             ``final_steps`` more at the end. None: 400 (``DEFAULTS``; chosen on
@@ -151,6 +160,7 @@ class GEMConfig(SynthesizerConfig):
     one_way_init: bool | None = None
     independent_components: bool | None = None
     calibrate_iterations: int | None = None
+    anneal: bool | None = None
     batch_size: int = 512
     round_steps: int | None = None
     final_steps: int = 1000
@@ -179,7 +189,10 @@ class GEMConfig(SynthesizerConfig):
             raise ValueError(f"Expected measure_share={self.measure_share!r} in (0, 1).")
         if self.one_way_share is not None and not 0.0 < _v.real(self.one_way_share, "one_way_share") < 1.0:
             raise ValueError(f"Expected one_way_share={self.one_way_share!r} in (0, 1) or None.")
-        for name in ("pair_candidates", "one_way_init", "independent_components"):
+        if self.anneal and self.measurements_per_round not in (None, 1):
+            raise ValueError(f"anneal=True needs measurements_per_round=1 (AIM's rounds of one "
+                             f"marginal), got measurements_per_round={self.measurements_per_round}.")
+        for name in ("pair_candidates", "one_way_init", "independent_components", "anneal"):
             if getattr(self, name) not in (None, True, False):
                 raise ValueError(f"Expected {name}={getattr(self, name)!r} to be True, False or "
                                  "None (auto).")
@@ -249,13 +262,13 @@ PAIR_WIDTH_LIMIT = 4096  # bins in all for pair_candidates: a (bins x bins) Gram
 # measurement, the one-way release as large as alpha d units), 400 Adam steps a round ...
 DEFAULTS = dict(max_rounds=32, measurements_per_round=1, measure_share=0.9, one_way_share=None,
                 output_init_scale=1.0, one_way_init=False, independent_components=False,
-                round_steps=400, calibrate_iterations=0)
+                round_steps=400, calibrate_iterations=0, anneal=False)
 # ... and, when every pair is a candidate (a wide table), fewer rounds of several marginals, more
 # of each unit on its selection (hundreds of thousands of candidates) and a fixed one-way share
 # (chosen on a generated table, data.planted_binary(2000, 1000, seed=7): docs/gem.md).
 WIDE_DEFAULTS = dict(max_rounds=8, measurements_per_round=8, measure_share=0.5, one_way_share=0.88,
                      output_init_scale=0.1, one_way_init=True, independent_components=True,
-                     round_steps=200, calibrate_iterations=4)
+                     round_steps=200, calibrate_iterations=4, anneal=False)
 
 
 def privacy_phases(config: GEMConfig, *, steps: Mapping[str, int] | None = None,
@@ -506,6 +519,19 @@ def decouple(codes: np.ndarray, labels: np.ndarray, rng: np.random.Generator,
 class Round(NamedTuple):
     cliques: tuple[Clique, ...]  # the marginals selected and measured, in order
     seconds: float               # the round's wall time (selections, measurements, fit)
+    units: int = 1               # budget units of each selection and measurement (``anneal``)
+    annealed: bool = False       # the next rounds spend 4 times the units
+
+
+def mixture_marginal(net, params, z: jax.Array, mask: jax.Array, clique: Clique,
+                     sizes: Sequence[int]) -> np.ndarray:
+    """The generator's marginal of ``clique`` (probabilities, flattened in the clique's order):
+    the mean over the noise vectors ``z`` of the product of the columns' probabilities."""
+    probs = probabilities(net, params, z, mask)
+    out = probs[:, clique[0], :sizes[clique[0]]]
+    for a in clique[1:]:
+        out = (out[:, :, None] * probs[:, a, None, :sizes[a]]).reshape(z.shape[0], -1)
+    return np.asarray(jnp.mean(out, axis=0), np.float64)
 
 
 def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key: jax.Array, *,
@@ -560,9 +586,16 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
     per_round = min(config.measurements_per_round, len(keys) + (0 if pairs is None else len(pairs)))
     params, state = fit(params, state, jax.random.fold_in(k_rounds, 10**6), config.round_steps)
     rounds: list[Round] = []
-    for t in range(config.max_rounds):
+    anneal = bool(private and config.anneal)
+    z_moved = jax.random.normal(jax.random.fold_in(k_rounds, 10**6 + 3), (config.batch_size, config.noise_dim))
+    sigma_u, eps_u = sigma, eps
+    level, spent, t = 1, 0, 0
+    while spent < config.max_rounds:
         if rounds and should_stop is not None and should_stop():
             break
+        m, last = sm.round_units(level, config.max_rounds - spent) if anneal else (1, False)
+        sigma = None if sigma_u is None else sigma_u / math.sqrt(m)
+        eps = None if eps_u is None else eps_u * math.sqrt(m)
         t0 = time.perf_counter()
         k_sample, k_sel, k_meas, k_fit = jax.random.split(jax.random.fold_in(k_rounds, t), 4)
         sample = np.asarray(draw_codes(params, mask, k_sample, net=net, n=config.score_samples,
@@ -585,11 +618,20 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
             k_j = k_meas if j == 0 else jax.random.fold_in(k_meas, j)  # one per round: as before k
             (y,) = sm.measure(codes, sizes, [r], sigma, k_j)
             log.append((r, y, sigma or 1.0))
+        if anneal:
+            before = mixture_marginal(net, params, z_moved, mask, picked[0], sizes)
         params, state = fit(params, state, k_fit, config.round_steps)
         jax.block_until_ready(params)
-        rounds.append(Round(picked, time.perf_counter() - t0))
+        annealed = False
+        if anneal and not last:  # AIM's rule, on the generator's marginal (post-processing)
+            moved = total * float(np.abs(mixture_marginal(net, params, z_moved, mask, picked[0], sizes)
+                                         - before).sum())
+            annealed = moved <= sm.BIAS * sigma * math.prod(sizes[a] for a in picked[0])
+            level = 4 * level if annealed else level
+        rounds.append(Round(picked, time.perf_counter() - t0, m, annealed))
+        spent, t = spent + m, t + 1
         if progress is not None:
-            progress(t + 1, config.max_rounds)
+            progress(spent, config.max_rounds)
     params, _ = fit(params, state, jax.random.fold_in(k_rounds, 10**6 + 1), config.final_steps)
     if config.calibrate_iterations:
         columns = np.ones(d, bool)
@@ -644,12 +686,15 @@ class GEM(sm.MarginalSynthesizer):
             phases=ctx.phases() if ctx.private else None, progress=ctx.progress("measure"))
         names = ctx.schema.names
         listing = ", ".join("-".join(names[a] for a in c) for r in rounds for c in r.cliques)
-        units = sum(len(r.cliques) for r in rounds)
+        units = sum(r.units * len(r.cliques) for r in rounds)
         pairs = config.scores_pairs(disc.sizes)
         notes = [
             sm.bins_note(disc),
-            f"{len(rounds)} of {config.max_rounds} rounds ran ({units} units, each one selection and "
-            "one Gaussian measurement); the candidates (the marginals scored) are public: "
+            (f"{len(rounds)} rounds ran, annealed as AIM's (units per round: "
+             + ", ".join(str(r.units) for r in rounds) + f"; {units} of {config.max_rounds} units"
+             if config.anneal and ctx.private else
+             f"{len(rounds)} of {config.max_rounds} rounds ran ({units} units")
+            + ", each unit one selection and one Gaussian measurement); the candidates (the marginals scored) are public: "
             + ("every eligible marginal of the workload" if config.workload_size is None else
                f"the closure of at most {config.workload_size} eligible "
                f"{config.workload_degree}-way marginals drawn from the public seed "
