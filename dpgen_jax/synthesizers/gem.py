@@ -31,7 +31,8 @@ one Gaussian measurement of a marginal.
    columns permuted across the rows together), so columns no measurement joins are independent,
    as in a graphical model fitted to the same measurements.
 
-Accounting: the same units as AIM without annealing (every round one unit): the one-way release,
+Accounting: the same units as AIM (every round one unit, or AIM's annealing with ``anneal``: a
+round of m units costs m of each): the one-way release,
 R unit selections (``privacy.ExponentialMechanismPhase``) and R unit measurements
 (``privacy.GaussianPhase``), composed with the RDP accountant (the exponential mechanism has no
 PLD event); fixed before data is read, calibrated by one common factor. Everything else reads only
