@@ -62,8 +62,8 @@ penalty, a few tokens per example) more slowly than the same products one exampl
 the loop is then the faster form (docs/engine.md has the measurement). Given a mask, the loop visits
 only the kept rows (a trip count of ``mask.sum()``; the masked rows' gradients are exactly 0 and never
 computed), so a padded Poisson batch costs its sampled rows, not its capacity. The step's time then
-follows the sampled count, which depends on the data only through the number of records, as the
-sampler's scan over the records already does (docs/engine.md, "Padded chunks").
+follows the sampled count, whose law depends on the data only through the number of records
+(docs/engine.md, "Padded chunks").
 """
 
 from __future__ import annotations

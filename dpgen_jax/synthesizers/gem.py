@@ -588,7 +588,8 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
     params, state = fit(params, state, jax.random.fold_in(k_rounds, 10**6), config.round_steps)
     rounds: list[Round] = []
     anneal = bool(private and config.anneal)
-    z_moved = jax.random.normal(jax.random.fold_in(k_rounds, 10**6 + 3), (config.batch_size, config.noise_dim))
+    z_moved = (jax.random.normal(jax.random.fold_in(k_rounds, 10**6 + 3), (config.batch_size, config.noise_dim))
+               if anneal else None)
     sigma_u, eps_u = sigma, eps
     level, spent, t = 1, 0, 0
     while spent < config.max_rounds:
