@@ -21,11 +21,14 @@ from scipy import stats
 
 from dpgen_jax import data, dpsgd, privacy, synthesizers
 from dpgen_jax.synthesizers import dp_sactgan as ds
+from dpgen_jax.synthesizers._training import averaged_params
 from dpgen_jax.synthesizers.dp_sactgan import _critic
 from tests.test_dp_sactgan import LABELLED, TINY, SACTGANContract, _labelled_rows, functional_preprocessing
 
 CRITIC = dict(TINY, mechanism="critic")
 CFG = ds.DPSACTGANConfig(**CRITIC)
+# the contract fits release the average of the generator's iterates (generator_average)
+AVERAGED = dict(CRITIC, generator_average=0.9)
 
 
 def _batch(n=12, seed=0):
@@ -123,6 +126,8 @@ def test_epsilon_is_the_composition_of_the_listed_events():
     ({"num_discriminators": 3}, "num_discriminators=3 must be None or 1"),
     ({"pretrain_iterations": 5}, "pretrain_iterations=5"),
     ({"mechanism": "both"}, "mechanism"),
+    ({"generator_average": 1.0}, "generator_average=1.0 in \\(0, 1\\)"),
+    ({"generator_average": 0.9, "mechanism": "hook"}, "mechanism='hook' releases its last iterate"),
 ])
 def test_bad_critic_configurations_are_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -130,7 +135,7 @@ def test_bad_critic_configurations_are_refused(kwargs, match):
 
 
 class TestDPSACTGANCriticContract(SACTGANContract):
-    OVERRIDES = CRITIC
+    OVERRIDES = AVERAGED
 
     def functional_released(self, model, frame, schema):
         cfg = model.fitted_config
@@ -138,7 +143,12 @@ class TestDPSACTGANCriticContract(SACTGANContract):
         lay, keys, rows, codes, modes, counts, log_probs = functional_preprocessing(cfg, schema, frame, self.SEED,
                                                                                     phases)
         state = _critic.train(cfg, lay, rows, codes, log_probs, keys[6], phases[-1])
-        return {"generator": state.generator.params, "modes": modes._asdict(), "cond": {"counts": counts}}
+        last = state.generator.params
+        average = averaged_params(state.generator.opt_state)
+        # the release is the average of the iterates, not the last one
+        assert any(not np.allclose(a, b) for a, b in zip(jax.tree_util.tree_leaves(average),
+                                                         jax.tree_util.tree_leaves(last)))
+        return {"generator": average, "modes": modes._asdict(), "cond": {"counts": counts}}
 
     def test_report_lists_the_critic_phase_and_no_paper_accounting(self, fitted, table):
         rep = fitted.privacy_report()
@@ -149,6 +159,7 @@ class TestDPSACTGANCriticContract(SACTGANContract):
         assert set(fitted.released) == {"generator", "modes", "cond"}  # no critic or classifier
         text = " ".join(rep["assumptions"])
         assert "Poisson-sampled" in text and "clipped jointly" in text and "not used" in text
+        assert "moving average (decay 0.9) of its iterates" in text
 
 
 @pytest.mark.slow

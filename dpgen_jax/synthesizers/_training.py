@@ -7,7 +7,7 @@ a method's configuration, so that every method composes them the same way.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -32,6 +32,53 @@ def weight_clamp(bound: float | None) -> Callable[[PyTree], PyTree] | None:
     if bound is None:
         return None
     return lambda params: jax.tree_util.tree_map(lambda x: jnp.clip(x, -bound, bound), params)
+
+
+class ParamsAverageState(NamedTuple):
+    """:func:`params_average`'s state: ``optax.ema``'s moment of the parameters and its
+    bias-corrected value after the last update."""
+
+    ema: optax.EmaState
+    average: PyTree
+
+
+def params_average(decay: float) -> optax.GradientTransformation:
+    """Keeps an exponential moving average of the parameters in the optimizer state.
+
+    Chained last (``optax.chain(opt, params_average(decay))``), it leaves the updates unchanged and,
+    after each update, folds the new parameters into ``optax.ema(decay, debias=True)``: the average
+    is ``sum_t (1 - decay) decay^(T - t) params_t / (1 - decay^T)`` over the iterates after steps
+    1..T (the initial parameters carry no weight). Read it with :func:`averaged_params`. An average
+    of a network's iterates is a function of the iterates, so it is post-processing of whatever
+    released them.
+    """
+    if not 0.0 < decay < 1.0:
+        raise ValueError(f"Expected decay={decay!r} to be in (0, 1).")
+    ema = optax.ema(decay, debias=True)
+
+    def init(params):
+        return ParamsAverageState(ema.init(params), params)
+
+    def update(updates, state, params=None):
+        if params is None:
+            raise ValueError("params_average needs the parameters: pass them to update().")
+        average, ema_state = ema.update(optax.apply_updates(params, updates), state.ema)
+        return updates, ParamsAverageState(ema_state, average)
+
+    return optax.GradientTransformation(init, update)
+
+
+def averaged_params(opt_state: PyTree) -> PyTree:
+    """The average kept by the :func:`params_average` in ``opt_state`` (an optimizer's state).
+
+    Raises:
+        ValueError: the state holds no (or more than one) :class:`ParamsAverageState`.
+    """
+    found = [s for s in jax.tree_util.tree_leaves(opt_state, is_leaf=lambda s: isinstance(s, ParamsAverageState))
+             if isinstance(s, ParamsAverageState)]
+    if len(found) != 1:
+        raise ValueError(f"Expected one params_average state in the optimizer state, found {len(found)}.")
+    return found[0].average
 
 
 def run_private_phase(
@@ -125,9 +172,12 @@ def median_grad_norm_after(loss_fn: Callable[[PyTree, PyTree], jax.Array],
 
 
 __all__ = [
+    "ParamsAverageState",
+    "averaged_params",
     "dpsgd_phase",
     "median_grad_norm",
     "median_grad_norm_after",
+    "params_average",
     "run_private_phase",
     "torch_adam",
     "torch_rmsprop",

@@ -332,8 +332,8 @@ class DPSACTGAN(Synthesizer):
             t1 = time.perf_counter()
             state = _critic.train(config, layout, rows, codes, log_probs, k_run, ctx.phase("critic"),
                                   **ctx.phase_args("critic"))
-            jax.block_until_ready(state.generator.params)
-            return TrainResult(config=config, released={"generator": state.generator.params, **released},
+            generator = jax.block_until_ready(_critic.released_generator(config, state))
+            return TrainResult(config=config, released={"generator": generator, **released},
                                steps={**pre_steps, "critic": int(state.critic.steps)},
                                seconds={"preprocessing": t1 - t0, "critic": time.perf_counter() - t1},
                                assumptions=self._critic_notes(config, layout, ctx.private))
@@ -389,6 +389,10 @@ class DPSACTGAN(Synthesizer):
             "conditional cross-entropy (conditions from the released frequencies): post-processing. The "
             "information loss, which reads real rows' critic features, is not used.",
         ]
+        if config.generator_average is not None:
+            notes.append(f"The released generator is the bias-corrected exponential moving average (decay "
+                         f"{config.generator_average}) of its iterates: a function of the iterates, so "
+                         "post-processing like them.")
         if private:
             notes.append(
                 "Per-example term: the pair's critic difference, its own gradient penalty (slerp between the "

@@ -43,7 +43,9 @@ class DPSACTGANConfig(SynthesizerConfig):
     row's critic and classifier terms clipped jointly to ``clip_norm``, Gaussian noise of std
     ``noise_multiplier * clip_norm``, ``critic_steps`` DP steps per generator step) and the
     generator on their outputs only; K is 1, nothing is pretrained, the information loss is not
-    used (it reads real rows' critic features).
+    used (it reads real rows' critic features). ``generator_average`` (critic mechanism only): the
+    released generator is the bias-corrected exponential moving average of its iterates with this
+    decay (post-processing); None releases the last iterate.
 
     ``preprocessing_share``: ``fit(epsilon=...)`` first scales the histogram and DP-EM noise so
     that those mechanisms alone spend this share of epsilon, then calibrates the generator noise
@@ -84,6 +86,7 @@ class DPSACTGANConfig(SynthesizerConfig):
     adam_eps: float = 1e-3
     weight_decay: float = 1e-5
     tau: float = 0.2
+    generator_average: float | None = None
 
     def validate(self) -> DPSACTGANConfig:
         for name in ("max_discriminators", "batch_size", "critic_steps", "noise_dim", "d_model",
@@ -111,6 +114,12 @@ class DPSACTGANConfig(SynthesizerConfig):
                 raise ValueError(f"mechanism='critic' releases the generator trained on a DP critic; "
                                  f"pretrain_iterations={self.pretrain_iterations} would train that critic "
                                  "on private rows without noise: use 0.")
+        if self.generator_average is not None:
+            if self.mechanism != "critic":
+                raise ValueError(f"generator_average={self.generator_average!r} averages the critic mechanism's "
+                                 "generator iterates; mechanism='hook' releases its last iterate: use None.")
+            if not 0.0 < _v.real(self.generator_average, "generator_average") < 1.0:
+                raise ValueError(f"Expected generator_average={self.generator_average!r} in (0, 1) or None.")
         _v.choice(self.modes, "modes", MODE_SOURCES)
         _v.choice(self.mode_assignment, "mode_assignment", MODE_ASSIGNMENTS)
         _v.choice(self.cond, "cond", COND_SOURCES)

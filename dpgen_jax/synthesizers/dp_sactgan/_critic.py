@@ -28,9 +28,11 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import optax
 from jax import lax
 
 from dpgen_jax.synthesizers import _gan
+from dpgen_jax.synthesizers._training import averaged_params, params_average
 from dpgen_jax.synthesizers.dp_sactgan._conditional import sample_cond
 from dpgen_jax.synthesizers._config import Flags
 from dpgen_jax.synthesizers.dp_sactgan._config import FLAGS, DPSACTGANConfig
@@ -140,14 +142,25 @@ def clip_method(config: DPSACTGANConfig, layout: Layout):
 def runner(config: DPSACTGANConfig, layout: Layout, num_rows: int, phase) -> _gan.GANRunner:
     """The compiled phase (``_gan.make_gan_runner``): ``critic_steps`` steps of the critic and
     classifier realising the accounted ``phase`` (clipped as :func:`clip_method` says; a
-    ``NonPrivatePhase``: non-private), then one generator step, per iteration."""
+    ``NonPrivatePhase``: non-private), then one generator step, per iteration. With
+    ``config.generator_average`` the generator's optimizer state also keeps the average of its
+    iterates (:func:`released_generator` reads it)."""
     opt = optimizer(config)
+    gen_opt = opt if config.generator_average is None else optax.chain(opt, params_average(config.generator_average))
     run = _gan.make_gan_runner(
-        None, None, opt, opt, phase, scan_rows=num_rows,
+        None, None, opt, gen_opt, phase, scan_rows=num_rows,
         critic_steps_per_generator_step=config.critic_steps, generator_batch_size=config.batch_size,
         method=clip_method(config, layout), critic_loss=critic_terms(config, layout),
         critic_batch_fn=critic_batch_fn(config, layout), generator_loss=generator_objective(config, layout))
-    return _gan.GANRunner(run, opt, opt)
+    return _gan.GANRunner(run, opt, gen_opt)
+
+
+def released_generator(config: DPSACTGANConfig, state: _gan.GANState):
+    """The generator parameters to release: the average of the iterates (``generator_average``)
+    or the last iterate."""
+    if config.generator_average is None:
+        return state.generator.params
+    return averaged_params(state.generator.opt_state)
 
 
 def init_params(config: DPSACTGANConfig, layout: Layout, key: jax.Array):
