@@ -279,3 +279,25 @@ def test_paused_and_resumed_dp_sactgan_replays_modes_and_skips_pretraining(tmp_p
             assert len(pauses) < 10
     assert pauses == [("pretrain", 3, 6), ("generator", 3, 6)]
     _assert_same_model(reference, model)
+
+
+@pytest.mark.slow
+def test_paused_and_resumed_dp_sactgan_critic_keeps_the_generator_average(tmp_path):
+    # the average of the generator's iterates lives in its optimizer state: a resumed fit
+    # releases the same average as an uninterrupted one
+    tiny = dict(mechanism="critic", batch_size=8, generator_steps=6, noise_dim=8, d_model=8, num_heads=2,
+                num_layers=1, n_modes=3, em_iterations=2, chunk_size=3, aux_hidden=(8,), generator_average=0.5)
+    schema = _tables.MIXED_SCHEMA
+    reference = synthesizers.create("dp-sactgan", **tiny).fit(_frame(), schema, epsilon=EPS, seed=0)
+    model, pauses, resume = synthesizers.create("dp-sactgan", **tiny), [], False
+    while True:
+        try:
+            model.fit(_frame(), schema, epsilon=EPS, seed=0, checkpoint_dir=tmp_path / "sact",
+                      resume=resume, max_seconds=0, checkpoint_every=1)
+            break
+        except synthesizers.FitPaused as paused:
+            pauses.append((paused.phase, paused.done, paused.total))
+            resume = True
+            assert len(pauses) < 10
+    assert pauses == [("critic", 3, 6)]
+    _assert_same_model(reference, model)
