@@ -28,6 +28,12 @@ import time
 TEST_ROWS, TEST_SEED = 16_281, 1000
 
 
+def settings(variant: dict) -> dict:
+    """A variant's keyword arguments for ``synthesizers.create``: JSON has no tuples, so a list is
+    a tuple field (network widths), as ``--set`` reads it."""
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in variant.items()}
+
+
 def run_variant(method: str, variant: dict, rows: int, epsilon: float, seed: int, test) -> dict:
     """One fit of ``method`` with ``variant`` and its scores."""
     from dpgen_jax import data, metrics, synthesizers
@@ -35,7 +41,7 @@ def run_variant(method: str, variant: dict, rows: int, epsilon: float, seed: int
     schema = data.adult_schema()
     train = data.adult_like(rows, seed=seed)
     t0 = time.perf_counter()
-    model = synthesizers.create(method, **variant).fit(train, schema, epsilon=epsilon, num_records=rows,
+    model = synthesizers.create(method, **settings(variant)).fit(train, schema, epsilon=epsilon, num_records=rows,
                                                          seed=seed)
     fit_seconds = time.perf_counter() - t0
     synthetic = model.sample(rows, seed=seed + 10_000)

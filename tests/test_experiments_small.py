@@ -26,3 +26,15 @@ def test_small_tables_search_writes_every_fit_and_the_medians(tmp_path):
 def test_small_tables_refuses_a_variant_that_is_not_a_json_object(tmp_path):
     with pytest.raises(SystemExit):
         small_tables.main(["--method", "independent", "--variants", "[1]", "--out", str(tmp_path)])
+
+
+
+def test_a_list_in_a_variant_is_a_tuple_field():
+    # JSON has no tuples: network widths come as lists and are read as `--set` reads them
+    from dpgen_jax import data, synthesizers
+
+    variant = {"hidden": [8, 4], "critic_steps": 4}
+    config = synthesizers.create("dp-wgan", **small_tables.settings(variant)).resolve_config(data.adult_schema())
+    assert config.hidden == (8, 4) and config.critic_steps == 4
+    hash(config)  # the compiled runners are cached by configuration
+    assert variant == {"hidden": [8, 4], "critic_steps": 4}  # the report keeps the variant as given
