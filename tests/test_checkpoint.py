@@ -267,16 +267,7 @@ def test_paused_and_resumed_dp_sactgan_replays_modes_and_skips_pretraining(tmp_p
                 pretrain_iterations=6)
     schema = _tables.MIXED_SCHEMA
     reference = synthesizers.create("dp-sactgan", **tiny).fit(_frame(), schema, epsilon=EPS, seed=0)
-    model, pauses, resume = synthesizers.create("dp-sactgan", **tiny), [], False
-    while True:
-        try:
-            model.fit(_frame(), schema, epsilon=EPS, seed=0, checkpoint_dir=tmp_path / "sact",
-                      resume=resume, max_seconds=0, checkpoint_every=1)
-            break
-        except synthesizers.FitPaused as paused:
-            pauses.append((paused.phase, paused.done, paused.total))
-            resume = True
-            assert len(pauses) < 10
+    model, pauses = _fit_with_pauses("dp-sactgan", tiny, schema, tmp_path / "sact", seed=0)
     assert pauses == [("pretrain", 3, 6), ("generator", 3, 6)]
     _assert_same_model(reference, model)
 
@@ -289,15 +280,6 @@ def test_paused_and_resumed_dp_sactgan_critic_keeps_the_generator_average(tmp_pa
                 num_layers=1, n_modes=3, em_iterations=2, chunk_size=3, aux_hidden=(8,), generator_average=0.5)
     schema = _tables.MIXED_SCHEMA
     reference = synthesizers.create("dp-sactgan", **tiny).fit(_frame(), schema, epsilon=EPS, seed=0)
-    model, pauses, resume = synthesizers.create("dp-sactgan", **tiny), [], False
-    while True:
-        try:
-            model.fit(_frame(), schema, epsilon=EPS, seed=0, checkpoint_dir=tmp_path / "sact",
-                      resume=resume, max_seconds=0, checkpoint_every=1)
-            break
-        except synthesizers.FitPaused as paused:
-            pauses.append((paused.phase, paused.done, paused.total))
-            resume = True
-            assert len(pauses) < 10
+    model, pauses = _fit_with_pauses("dp-sactgan", tiny, schema, tmp_path / "sact", seed=0)
     assert pauses == [("critic", 3, 6)]
     _assert_same_model(reference, model)
