@@ -41,8 +41,8 @@ def run_variant(method: str, variant: dict, rows: int, epsilon: float, seed: int
     schema = data.adult_schema()
     train = data.adult_like(rows, seed=seed)
     t0 = time.perf_counter()
-    model = synthesizers.create(method, **settings(variant)).fit(train, schema, epsilon=epsilon, num_records=rows,
-                                                         seed=seed)
+    model = synthesizers.create(method, **settings(variant)).fit(train, schema, epsilon=epsilon,
+                                                                 num_records=rows, seed=seed)
     fit_seconds = time.perf_counter() - t0
     synthetic = model.sample(rows, seed=seed + 10_000)
     try:
