@@ -152,6 +152,25 @@ class Discretizer:
                 out[:, j] = self._bin_codes(col, vals)
         return out
 
+    def parents(self, coarse: Discretizer) -> dict[str, np.ndarray]:
+        """For each continuous column, the code in ``coarse`` of each of this discretizer's bins,
+        read at the bin's first integer (integer columns) or its midpoint.
+
+        When this binning refines ``coarse``'s (``bins`` a multiple of ``coarse.bins``, the same
+        spacing: the edges nest), every value of a bin lies in the coarse bin named, so a
+        histogram on these bins sums to ``coarse``'s. Public: computed from the two binnings.
+        """
+        if not isinstance(coarse, Discretizer) or coarse.schema.names != self.schema.names:
+            raise ValueError("coarse must be a Discretizer of the same schema.")
+        out = {}
+        for col in self.schema.columns:
+            if col.kind != "continuous":
+                continue
+            e = self.edges[col.name]
+            at = self._int_ranges[col.name][0] if col.name in self._int_ranges else 0.5 * (e[:-1] + e[1:])
+            out[col.name] = coarse._bin_codes(col, at)
+        return out
+
     def decode(self, codes: Any, key: jax.Array) -> pd.DataFrame:
         """A frame of the schema's values from ``(n, d)`` codes.
 
