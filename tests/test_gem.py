@@ -10,6 +10,7 @@ import dp_accounting as dpa
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pandas as pd
 import pytest
 from dp_accounting.rdp import RdpAccountant
 from scipy import stats
@@ -17,6 +18,7 @@ from scipy import stats
 from dpgen_jax import data, privacy, synthesizers
 from dpgen_jax.synthesizers import GEMConfig, gem
 from dpgen_jax.synthesizers import _select_measure as sm
+from tests import _tables
 from tests._contract import SynthesizerContract
 
 TINY = dict(bins=6, max_rounds=3, round_steps=20, final_steps=20, batch_size=64, hidden=(32,),
@@ -385,7 +387,8 @@ def test_calibration_moves_the_chosen_columns_rates_to_the_target_and_keeps_the_
 def test_config_is_refused_by_name():
     for bad, word in [(dict(calibrate_iterations=-1), "calibrate_iterations"), (dict(max_rounds=0), "max_rounds"), (dict(hidden=()), "hidden"),
                       (dict(measure_share=1.0), "measure_share"), (dict(workload_size=0), "workload_size"),
-                      (dict(learning_rate=-1.0), "learning_rate")]:
+                      (dict(learning_rate=-1.0), "learning_rate"),
+                      (dict(one_way_refine=0), "one_way_refine")]:
         with pytest.raises(ValueError, match=word):
             GEMConfig(**bad).validate()
     with pytest.raises(ValueError, match="measurements_per_round=2"):
@@ -406,3 +409,88 @@ def test_a_thousand_column_plan_calibrates():
     wide = synthesizers.create("gem").plan(schema, 1600, epsilon=3.0)  # the wide defaults: 64 units
     assert wide.epsilon() == pytest.approx(3.0, rel=1e-3)
     assert {p.name: p.steps for p in wide.phases} == {"one_way": 1, "selection": 64, "measure": 64}
+
+
+# ----------------------------------------------------------------------------- the finer one-way release
+
+
+@pytest.mark.parametrize("bins, refine", [(32, 4), (6, 3), (100, 2)])
+def test_finer_bins_nest_in_the_models_bins(bins, refine):
+    """Every value's finer bin names its model bin (so finer histograms sum to the model's), on
+    Adult's schema (integer columns, log-spaced capital columns) and the mixed test table (a
+    float column), for values at and beside every edge."""
+    cases = [(data.adult_schema(), data.adult_like(3000, seed=0)), (_tables.MIXED_SCHEMA, _tables.mixed_frame(500, 0))]
+    for schema, frame in cases:
+        cfg = GEMConfig(bins=bins, one_way_refine=refine)
+        coarse, finer = gem.discretizer(cfg, schema), gem.fine_discretizer(cfg, schema)
+        ref = gem.refinement(coarse, finer)
+        probe = frame.copy()
+        for col in schema.columns:  # the rows' values, then every edge and its neighbours
+            if col.kind != "continuous":
+                continue
+            e = finer.edges[col.name]
+            extra = np.clip(np.concatenate([e, np.nextafter(e, -np.inf), np.nextafter(e, np.inf)]), col.lower, col.upper)
+            extra = np.round(extra) if col.integer else extra
+            rows = probe.sample(extra.size, replace=True, random_state=1).reset_index(drop=True)
+            rows[col.name] = extra.astype(frame[col.name].dtype)
+            probe = pd.concat([probe, rows], ignore_index=True)
+        c, f = coarse.codes(probe), finer.codes(probe)
+        for j, parent in enumerate(ref.parents):
+            if parent is None:
+                np.testing.assert_array_equal(f[:, j], c[:, j])
+                assert ref.sizes[j] == coarse.sizes[j]
+            else:
+                np.testing.assert_array_equal(parent[f[:, j]], c[:, j], err_msg=coarse.schema.names[j])
+                assert set(parent) == set(range(coarse.sizes[j]))  # every model bin has finer bins
+        hists = [np.bincount(f[:, j], minlength=ref.sizes[j]).astype(float) for j in range(len(ref.sizes))]
+        for j, h in enumerate(gem.coarse_histograms(hists, ref, coarse.sizes)):
+            np.testing.assert_array_equal(h, np.bincount(c[:, j], minlength=coarse.sizes[j]))
+
+
+def test_refined_codes_follow_the_finer_probabilities_inside_their_bin():
+    ref = gem.Refinement(sizes=(5, 2), parents=(np.array([0, 0, 0, 1, 1]), None), fallback=(np.array([0, 3]), None))
+    probs = np.array([[0.1, 0.0, 0.3, 0.0, 0.0], [0.5, 0.5, 0, 0, 0]], np.float32)
+    n = 20000
+    codes = np.stack([np.repeat([0, 1], n // 2), np.repeat([1, 0], n // 2)], axis=1)
+    out = gem.refine_codes(codes, ref, probs, np.random.default_rng(0))
+    np.testing.assert_array_equal(out[:, 1], codes[:, 1])  # a discrete column keeps its codes
+    first, second = out[: n // 2, 0], out[n // 2:, 0]
+    assert set(first) <= {0, 2}  # a zero-probability finer bin is never drawn
+    assert stats.binomtest(int((first == 2).sum()), first.size, 0.75).pvalue > 1e-3
+    assert set(second) == {3, 4}  # all finer probabilities 0: uniform among the bin's finer bins
+    assert stats.binomtest(int((second == 3).sum()), second.size, 0.5).pvalue > 1e-3
+    # a model bin no finer bin names (rounding) falls back to the finer bin holding its start
+    lone = gem.Refinement(sizes=(2,), parents=(np.array([0, 0]),), fallback=(np.array([0, 1]),))
+    np.testing.assert_array_equal(gem.refine_codes(np.array([[1], [1]]), lone, probs[:1, :2], np.random.default_rng(0)),
+                                  [[1], [1]])
+
+
+def _peaked(n, seed):
+    """An integer column with 60 % of its rows at 40 (as Adult's hours-per-week) and two binaries."""
+    r = np.random.default_rng(seed)
+    hours = np.where(r.random(n) < 0.6, 40, r.integers(1, 100, n))
+    frame = pd.DataFrame({"hours": hours, "y": r.choice(["a", "b"], n).astype(object),
+                          "z": r.choice(["a", "b"], n).astype(object)})
+    schema = data.Schema.from_dict({"columns": [
+        {"name": "hours", "kind": "continuous", "lower": 1, "upper": 99, "integer": True},
+        {"name": "y", "kind": "binary", "categories": ["a", "b"]},
+        {"name": "z", "kind": "binary", "categories": ["a", "b"]}]})
+    return frame, schema
+
+
+def test_a_peaked_integer_column_keeps_its_peak_and_the_accounting_is_unchanged():
+    frame, schema = _peaked(4000, 0)
+    small = dict(bins=16, max_rounds=2, round_steps=50, final_steps=100, batch_size=128, hidden=(32,),
+                 noise_dim=8, score_samples=2000)
+    share = {}
+    for refine in (1, 8):
+        model = synthesizers.create("gem", one_way_refine=refine, **small).fit(frame, schema, epsilon=3.0, seed=0)
+        share[refine] = float(np.mean(model.sample(4000, seed=1)["hours"] == 40))
+        rep = model.privacy_report()
+        share[refine, "eps"] = rep["epsilon"]
+        share[refine, "noise"] = [(p["name"], p.get("noise_multiplier")) for p in rep["phases"]]
+    # 16 bins over 1..99 hold about 6 integers each: uniform draws inside the bin give 40 about
+    # a sixth of the bin's mass; the finer release (one bin per integer) puts it back
+    assert share[1] < 0.2 and share[8] > 0.5, share
+    assert share[1, "eps"] == share[8, "eps"] and share[1, "noise"] == share[8, "noise"]
+    assert any("finer bins" in a for a in rep["assumptions"])

@@ -779,10 +779,10 @@ class GEM(sm.MarginalSynthesizer):
             + (", and every 2-way marginal of at most "
                f"{config.max_cells} cells, all with weight 1 (sensitivity 1)" if pairs else "")
             + ". Selected marginals: " + listing + ".",
-            *([] if finer is None else [
+            *([] if finer is None else [(
                 f"The one-way release measures each continuous column on {config.one_way_refine} "
                 f"times finer bins nested in the model's ({finer.describe()}); the fit reads their "
-                "sums on the model's bins."]),
+                "sums on the model's bins.")]),
             "Post-processing, not accounted because it reads only released values: the total "
             "(the mean sum of the noisy one-way histograms), "
             + ("the generator's initial output bias (the log of the one-way probabilities), "
