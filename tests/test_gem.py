@@ -36,12 +36,19 @@ class TestGEMContract(SynthesizerContract):
     def functional_released(self, model, frame, schema):
         cfg = model.fitted_config
         disc, finer = gem.discretizer(cfg, schema), gem.fine_discretizer(cfg, schema)
-        fine = (finer.codes(frame), gem.refinement(disc, finer))
-        params, total, rounds, one_way, fine_probs = gem.fit_released(
+        fine = None if finer is None else (finer.codes(frame), gem.refinement(disc, finer))
+        params, _, rounds, one_way, fine_probs = gem.fit_released(
             cfg, disc.codes(frame), disc.sizes, jax.random.key(self.SEED), phases=model.fitted_phases(), fine=fine)
         assert [r.cliques for r in rounds] == [r.cliques for r in model._state["rounds"]]
         labels = np.zeros(len(disc.sizes), np.int32)  # one component: AIM's schedule decouples nothing
-        return {"generator": params, "sampler": {"labels": labels, "one_way": one_way, "fine": fine_probs}}
+        sampler = {"labels": labels, "one_way": one_way}
+        return {"generator": params, "sampler": sampler if fine_probs is None else {**sampler, "fine": fine_probs}}
+
+
+class TestGEMFinerOneWayContract(TestGEMContract):
+    """The contract with the finer one-way release on (``one_way_refine``, off by default)."""
+
+    OVERRIDES = {**TINY, "one_way_refine": 3}
 
 
 def _mixture_marginal(probs: np.ndarray, sizes, clique) -> np.ndarray:
