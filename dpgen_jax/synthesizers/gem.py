@@ -267,6 +267,18 @@ class GEMConfig(SynthesizerConfig):
 
 
 discretizer = sm.discretizer
+PAIR_WIDTH_LIMIT = 4096  # bins in all for pair_candidates: a (bins x bins) Gram matrix per round
+# The schedule left unset: AIM's (one marginal a round, 32 rounds, 90 % of a unit on its
+# measurement, the one-way release as large as alpha d units), 400 Adam steps a round ...
+DEFAULTS = dict(max_rounds=32, measurements_per_round=1, measure_share=0.9, one_way_share=None,
+                output_init_scale=1.0, one_way_init=False, independent_components=False,
+                round_steps=400, calibrate_iterations=0, anneal=False)
+# ... and, when every pair is a candidate (a wide table), fewer rounds of several marginals, more
+# of each unit on its selection (hundreds of thousands of candidates) and a fixed one-way share
+# (chosen on a generated table, data.planted_binary(2000, 1000, seed=7): docs/gem.md).
+WIDE_DEFAULTS = dict(max_rounds=8, measurements_per_round=8, measure_share=0.5, one_way_share=0.88,
+                     output_init_scale=0.1, one_way_init=True, independent_components=True,
+                     round_steps=200, calibrate_iterations=4, anneal=False)
 
 
 def fine_discretizer(config: GEMConfig, schema) -> Discretizer | None:
@@ -322,18 +334,6 @@ def refine_codes(codes: np.ndarray, ref: Refinement, fine_probs: np.ndarray,
             p = np.full(kids.size, 1.0 / kids.size) if p.sum() <= 0 else p / p.sum()
             out[rows, j] = kids[rng.choice(kids.size, rows.size, p=p)]
     return out
-PAIR_WIDTH_LIMIT = 4096  # bins in all for pair_candidates: a (bins x bins) Gram matrix per round
-# The schedule left unset: AIM's (one marginal a round, 32 rounds, 90 % of a unit on its
-# measurement, the one-way release as large as alpha d units), 400 Adam steps a round ...
-DEFAULTS = dict(max_rounds=32, measurements_per_round=1, measure_share=0.9, one_way_share=None,
-                output_init_scale=1.0, one_way_init=False, independent_components=False,
-                round_steps=400, calibrate_iterations=0, anneal=False)
-# ... and, when every pair is a candidate (a wide table), fewer rounds of several marginals, more
-# of each unit on its selection (hundreds of thousands of candidates) and a fixed one-way share
-# (chosen on a generated table, data.planted_binary(2000, 1000, seed=7): docs/gem.md).
-WIDE_DEFAULTS = dict(max_rounds=8, measurements_per_round=8, measure_share=0.5, one_way_share=0.88,
-                     output_init_scale=0.1, one_way_init=True, independent_components=True,
-                     round_steps=200, calibrate_iterations=4, anneal=False)
 
 
 def privacy_phases(config: GEMConfig, *, steps: Mapping[str, int] | None = None,
