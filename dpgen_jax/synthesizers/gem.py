@@ -30,6 +30,9 @@ one Gaussian measurement of a marginal.
    decoupled between the connected components of the measured marginals' graph (each component's
    columns permuted across the rows together), so columns no measurement joins are independent,
    as in a graphical model fitted to the same measurements.
+5. **Finer one-way release** (``one_way_refine``, off by default): continuous columns' one-way
+   histograms on finer bins nested in the model's, summed for the fit and used at sampling to
+   place a value inside its bin.
 
 Accounting: the same units as AIM (every round one unit, or AIM's annealing with ``anneal``: a
 round of m units costs m of each): the one-way release,
@@ -39,7 +42,8 @@ PLD event); fixed before data is read, calibrated by one common factor. Everythi
 released values (post-processing).
 
 Functional API: :func:`discretizer`, :func:`privacy_phases`, :func:`bin_mask`, :func:`probabilities`,
-:func:`measured`, :func:`group_marginals`, :func:`fit_steps`, :func:`draw_codes`, :func:`fit_released`.
+:func:`measured`, :func:`group_marginals`, :func:`fit_steps`, :func:`draw_codes`, :func:`fit_released`,
+:func:`fine_discretizer`, :func:`refinement`, :func:`coarse_histograms`, :func:`refine_codes`.
 Class API: :class:`GEM` (``synthesizers.create("gem")``).
 """
 
