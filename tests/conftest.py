@@ -28,8 +28,8 @@ SHARED_CARDIO = ROOT.parent / "shared" / "data" / "cardio" / "cardio_train.csv"
 
 
 # Test files that fit the same methods, run by one pytest-xdist worker (pytest_xdist_make_scheduler):
-# a worker keeps its compiled programs (JAX's in-memory caches) and its accounting memo
-# (pld_epsilon_memo) from one file to the next, so the second file's fits of a method reuse much
+# a worker keeps its compiled programs (JAX's in-memory caches) and the accounting memo
+# (privacy.PLD_EPSILON_MEMO) from one file to the next, so the second file's fits of a method reuse much
 # of the first's work. Each tuple is one unit of work instead of one unit per file.
 SAME_WORKER = (
     ("test_dp_auto_gan.py", "test_dp_auto_gan_privacy.py", "test_dp_auto_gan_reference.py",
@@ -126,37 +126,4 @@ def xla_cache_home(tmp_path_factory):
     effect as it does on the command line, and restore both afterwards."""
     with pytest.MonkeyPatch.context() as mp, compilation_cache(None):
         mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg_cache")))
-        yield
-
-
-@pytest.fixture(scope="session", autouse=True)
-def pld_epsilon_memo():
-    """One PLD evaluation per composed event for the whole run (``privacy.epsilon``, ``calibrate``).
-
-    Fits of one schedule calibrate the same noise again and again (a fixture's fit, the data-free
-    plan of the same configuration, the cut and the public-N fits); each calibration is a bisection
-    of PLD convolutions, which cost as much of the suite's time as XLA's compilation. The memo is
-    keyed, as calibrate's own memo is, by the composed event's ``repr`` (every parameter) with the
-    neighbouring relation, the fixed discretisation interval and delta, and keeps the interval the
-    evaluation used. Results are unaffected: the evaluation is a deterministic function of its key.
-    The original method is restored afterwards.
-    """
-    import dp_accounting as dpa
-
-    from dpgen_jax.privacy import _accounting
-
-    cls = _accounting._ScaledPLDAccountant
-    original = cls.get_epsilon
-    memo: dict[tuple, tuple[float, float | None]] = {}
-
-    def get_epsilon(self, target_delta: float) -> float:
-        key = (repr(dpa.ComposedDpEvent(list(self._events))), repr(self.neighboring_relation),
-               self._fixed_interval, float(target_delta))
-        if key not in memo:
-            memo[key] = (original(self, target_delta), self.last_interval)
-        eps, self.last_interval = memo[key]
-        return eps
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(cls, "get_epsilon", get_epsilon)
         yield

@@ -267,7 +267,7 @@ def test_calibrate_holds_fixed_phases():
     out = calibrate(phases, 2.0, 1e-5, fixed=["em"])
     assert out[0] == phases[0] and out[1].noise_multiplier != 1.0
     assert epsilon(out, 1e-5) <= 2.0
-    assert epsilon([out[0], out[1]._with_noise_multiplier(0.99 * out[1].noise_multiplier)], 1e-5) > 2.0
+    assert epsilon([out[0], out[1].with_noise_multiplier(0.99 * out[1].noise_multiplier)], 1e-5) > 2.0
     with pytest.raises(ValueError, match=r"unknown \['nope'\]"):
         calibrate(phases, 2.0, 1e-5, fixed=["nope"])
     with pytest.raises(ValueError, match="not held fixed"):
@@ -292,3 +292,114 @@ def test_gaussian_phase_is_the_gaussian_mechanism():
     assert GaussianPhase("x", 1.0, 0).event() == dpa.NoOpDpEvent()
     with pytest.raises(ValueError, match="noise_multiplier"):
         GaussianPhase("x", 0.0)
+
+
+# --------------------------------------------------------------------------------------------
+# Phases own their facts; the PLD memo
+# --------------------------------------------------------------------------------------------
+
+
+def test_noise_std_is_sigma_times_the_sensitivity_each_phase_kind_owns():
+    from dpgen_jax.privacy import ExponentialMechanismPhase, GaussianPhase
+
+    assert DPSGDPhase("a", 0.01, 1.5, 10, clip_norm=0.3).noise_std == 1.5 * 0.3
+    assert GaussianPhase("h", 4.0, 1, sensitivity=2.0).noise_std == 4.0 * 2.0
+    sharded = ShardedSanitizerPhase("g", 10, 5, 4, 1.07, 100, clip_norm=0.5)
+    assert sharded.noise_std == 2.0 * 0.5 * 1.07  # per-row replacement sensitivity 2C
+    assert sharded.noise_std == ShardedSanitizerPhase.sanitizer_noise_std(0.5, 1.07)
+    assert privacy.noise_std_of(3.0, 0.25) == 0.75
+    for phase, words in ((DPSGDPhase("a", 0.01, 1.5, 10), "no clip_norm yet"),
+                         (GaussianPhase("h", 4.0), "states no sensitivity"),
+                         (dataclasses.replace(sharded, clip_norm=None), "no clip_norm yet"),
+                         (NonPrivatePhase("n", 3), "adds no Gaussian noise"),
+                         (ExponentialMechanismPhase("s", 0.5), "adds no Gaussian noise")):
+        with pytest.raises(ValueError, match=words):
+            phase.noise_std  # noqa: B018
+
+
+def test_a_new_phase_kind_needs_only_its_own_module():
+    """A phase kind defined here, outside dpgen_jax.privacy, is accounted, calibrated and reported
+    from its own methods: its event, its supported accountants and its assumption sentence."""
+
+    @dataclasses.dataclass(frozen=True)
+    class LaplaceCounts(privacy.Phase):
+        name: str
+        epsilon_per_step: float
+        steps: int = 1
+
+        def event(self):
+            return dpa.SelfComposedDpEvent(dpa.LaplaceDpEvent(1 / self.epsilon_per_step), self.steps)
+
+        neighbouring_relation = ADD_REMOVE
+        mechanism = "laplace"
+
+        @property
+        def noise_multiplier_or_none(self):
+            return 1 / self.epsilon_per_step
+
+        def with_noise_multiplier(self, noise_multiplier):
+            return dataclasses.replace(self, epsilon_per_step=1 / noise_multiplier)
+
+        def unsupported_reason(self, accountant):
+            return None if accountant == "rdp" or self.steps < 3 else "Laplace x3 is RDP-only here."
+
+        def assumption(self):
+            return (25, "Laplace phases {names} add Laplace noise of scale 1 / epsilon_per_step.")
+
+        def report_parameters(self):
+            return {"epsilon_per_step": self.epsilon_per_step}
+
+    phases = [LaplaceCounts("counts", 0.5, 2), DPSGDPhase("ae", 0.01, 1.0, 100)]
+    direct = PLDAccountant(ADD_REMOVE, value_discretization_interval=1e-4).compose(
+        privacy.composed_event(phases)).get_epsilon(DELTA)
+    assert epsilon(phases, DELTA, pld_discretization=1e-4) == pytest.approx(direct, rel=1e-12)
+    rep = report(phases, DELTA)
+    assert rep["epsilon_by_accountant"]["rdp_improved"] is not None
+    dpsgd_at = next(i for i, a in enumerate(rep["assumptions"]) if a.startswith("DP-SGD phases"))
+    assert rep["assumptions"][dpsgd_at + 1] == ("Laplace phases ['counts'] add Laplace noise of "
+                                                "scale 1 / epsilon_per_step.")
+    assert epsilon(calibrate(phases, 2.0, DELTA), DELTA) <= 2.0
+    refused = [LaplaceCounts("counts", 0.5, 3)] + phases[1:]
+    with pytest.raises(ValueError, match="does not support phase 'counts'.*Laplace x3 is RDP-only here"):
+        epsilon(refused, DELTA)
+    assert not privacy.pld_supported(refused)
+    assert report(refused, DELTA, accountant="rdp")["epsilon_by_accountant"]["pld"] is None
+
+
+def test_format_report_labels_the_exact_headline_from_the_report_fields():
+    rep = report([ShardedSanitizerPhase("g", 250, 100, 32, 5.0, 70000)], DELTA)
+    text = privacy.format_report(rep, title="t").splitlines()
+    assert text[3].startswith(f"  epsilon: {privacy.format_number(rep['epsilon'])} "
+                              "(proven, selection-conditioned bound, exact) | RDP improved")
+    assert text[4].startswith("  assumed accounting: ")
+    rdp = privacy.format_report(report([ShardedSanitizerPhase("g", 250, 100, 32, 5.0, 70000)], DELTA,
+                                       accountant="rdp"), title="t").splitlines()
+    assert "(RDP improved, headline)" in rdp[3]
+
+
+def test_pld_memo_returns_what_a_fresh_accountant_computes_and_is_bounded():
+    from dpgen_jax.privacy import _pld
+
+    phases = [DPSGDPhase("memo-check", 0.0123, 1.234, 321)]
+    key_part = repr(dpa.ComposedDpEvent([privacy.composed_event(phases)]))  # as composed
+    first = epsilon(phases, DELTA)  # computed (or found) and kept in the memo
+    hits = [k for k in privacy.PLD_EPSILON_MEMO._items if k[0] == key_part]
+    assert len(hits) == 1 and hits[0][1:] == (repr(ADD_REMOVE), None, DELTA)
+    eps, interval = privacy.PLD_EPSILON_MEMO.get(hits[0])
+    # a fresh dp_accounting PLDAccountant with the interval the memo kept gives the same epsilon
+    fresh = PLDAccountant(ADD_REMOVE, value_discretization_interval=interval).compose(
+        privacy.composed_event(phases)).get_epsilon(DELTA)
+    assert first == eps == fresh
+    # a second evaluation is the memo's, and restores the interval the evaluation used
+    acc = _pld.ScaledPLDAccountant(ADD_REMOVE, None).compose(privacy.composed_event(phases))
+    assert acc.get_epsilon(DELTA) == first and acc.last_interval == interval
+    assert len(privacy.PLD_EPSILON_MEMO) <= privacy.PLD_EPSILON_MEMO.maxsize
+    # bounded: the least recently used entry goes first
+    memo = _pld.EpsilonMemo(maxsize=2)
+    memo.put("a", 1)
+    memo.put("b", 2)
+    assert memo.get("a") == 1  # "a" is now the most recently used
+    memo.put("c", 3)
+    assert len(memo) == 2 and memo.get("b") is None and (memo.get("a"), memo.get("c")) == (1, 3)
+    with pytest.raises(ValueError, match="maxsize"):
+        _pld.EpsilonMemo(maxsize=0)

@@ -21,7 +21,9 @@ step's discriminator could have seen) belongs to the caller; for GS-WGAN it is
 :class:`dpgen_jax.privacy.ShardedSanitizerPhase` (``docs/gs-wgan.md``).
 
 Noise is the engine's tail-safe generator (:func:`~dpgen_jax.dpsgd.gaussian_noise`), drawn inside
-the compiled backward pass.
+the compiled backward pass; its std is the accounted phase's
+(:meth:`dpgen_jax.privacy.ShardedSanitizerPhase.sanitizer_noise_std`, sigma times the per-row
+sensitivity 2C), never computed here.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import jax
 import jax.numpy as jnp
 
 from dpgen_jax.dpsgd._noise import gaussian_noise
+from dpgen_jax.privacy import ShardedSanitizerPhase
 
 
 def sanitize_rows(g: jax.Array, key: jax.Array | None, *, clip_norm: float,
@@ -54,7 +57,8 @@ def sanitize_rows(g: jax.Array, key: jax.Array | None, *, clip_norm: float,
     if noise_multiplier:
         if key is None:
             raise ValueError("sanitize_rows: a key is required when noise_multiplier > 0.")
-        out = out + (2.0 * clip_norm * noise_multiplier) * gaussian_noise(key, out.shape)
+        std = ShardedSanitizerPhase.sanitizer_noise_std(clip_norm, noise_multiplier)  # sigma * 2C
+        out = out + std * gaussian_noise(key, out.shape)
     return (out * scale).reshape(g.shape).astype(g.dtype)
 
 

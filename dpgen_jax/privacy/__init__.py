@@ -3,14 +3,19 @@
 - :class:`DPSGDPhase`, :class:`GaussianPhase`, :class:`ExponentialMechanismPhase`,
   :class:`ShardedSanitizerPhase`, :class:`NonPrivatePhase`, :class:`ParallelPhases` (parallel
   composition over disjoint groups): the public
-  parameters of each way a run touches the private data; ``.event()`` gives the dp_accounting event.
+  parameters of each way a run touches the private data. A phase kind owns its facts
+  (:class:`Phase`): ``.event()`` gives the dp_accounting event, ``.noise_std`` the std of its
+  Gaussian noise (:func:`noise_std_of`, the one place sigma x sensitivity is computed), and it
+  states the accountants that interpret it and its sentence in the report; adding a phase kind
+  touches its own module (plus its test and docs/privacy.md).
 - :func:`epsilon`: all phases composed (one ``ComposedDpEvent``) and converted once; PLD (default,
   the headline) or RDP with the improved or the papers' classic conversion.
 - :func:`calibrate`: one common factor on every noise multiplier to meet a target epsilon.
 - :func:`report`: a JSON-serialisable report with every phase, epsilon by accountant and the
   assumptions; :func:`seeded_assumption` is the shared sentence for seeded runs.
 - :data:`RDP_ORDERS`, :data:`PAPER_RDP_ORDERS`, :func:`rdp_curve`, :func:`classic_conversion`,
-  :func:`pld_discretization_interval`: the accounting details, documented and testable.
+  :func:`pld_discretization_interval`: the accounting details, documented and testable;
+  :data:`PLD_EPSILON_MEMO`: the bounded memo of PLD evaluations (results unaffected).
 
 Example:
     >>> from dpgen_jax import privacy
@@ -23,8 +28,6 @@ Example:
 from dpgen_jax.privacy._accounting import (
     ACCOUNTANTS,
     CONVERSIONS,
-    PAPER_RDP_ORDERS,
-    PLD_VALUE_DISCRETIZATION,
     RDP_ORDERS,
     branches,
     classic_conversion,
@@ -34,20 +37,21 @@ from dpgen_jax.privacy._accounting import (
     map_phases,
     with_steps,
     neighbouring_relation,
-    pld_discretization_interval,
     pld_supported,
     rdp_curve,
 )
 from dpgen_jax.privacy._calibrate import calibrate
+from dpgen_jax.privacy._parallel import ParallelPhases
 from dpgen_jax.privacy._phases import (
     DPSGDPhase,
     ExponentialMechanismPhase,
     GaussianPhase,
     NonPrivatePhase,
-    ParallelPhases,
     Phase,
+    noise_std_of,
 )
-from dpgen_jax.privacy._sharded_phase import ShardedSanitizerPhase
+from dpgen_jax.privacy._pld import PLD_EPSILON_MEMO, PLD_VALUE_DISCRETIZATION, pld_discretization_interval
+from dpgen_jax.privacy._sharded_phase import PAPER_RDP_ORDERS, ShardedSanitizerPhase
 from dpgen_jax.privacy._report import SEEDED_ASSUMPTION, format_number, format_report, report, seeded_assumption
 
 __all__ = [
@@ -60,6 +64,7 @@ __all__ = [
     "GaussianPhase",
     "NonPrivatePhase",
     "PAPER_RDP_ORDERS",
+    "PLD_EPSILON_MEMO",
     "PLD_VALUE_DISCRETIZATION",
     "ParallelPhases",
     "Phase",
@@ -75,6 +80,7 @@ __all__ = [
     "map_phases",
     "with_steps",
     "neighbouring_relation",
+    "noise_std_of",
     "pld_discretization_interval",
     "pld_supported",
     "rdp_curve",

@@ -16,19 +16,17 @@ from dpgen_jax import _validate as _v
 from dpgen_jax.privacy._accounting import (
     Accountant,
     Conversion,
-    _as_phases,
-    _check_args,
-    _check_pld_interval,
-    _check_supported,
-    _make_accountant,
-    _quiet_unconverged_orders,
-    _epsilon_and_interval,
+    as_phases,
     branches,
+    check_accounting,
     composed_event,
+    epsilon_and_interval,
     flat_phases,
+    make_accountant,
     neighbouring_relation,
 )
-from dpgen_jax.privacy._phases import NonPrivatePhase, ParallelPhases, Phase
+from dpgen_jax.privacy._phases import Phase
+from dpgen_jax.privacy._pld import quiet_unconverged_orders
 
 _CALIBRATION_RTOL = 1e-6
 
@@ -60,7 +58,7 @@ class _MemoAccountant(_pa.PrivacyAccountant):
         event = dpa.ComposedDpEvent(list(self._events))
         key = (repr(event), float(target_delta))
         if key not in self._memo:
-            with _quiet_unconverged_orders():
+            with quiet_unconverged_orders():
                 self._memo[key] = float(self._inner.compose(event).get_epsilon(target_delta))
         return self._memo[key]
 
@@ -73,7 +71,7 @@ def _scaled(phases: tuple[Phase, ...], factor: float, fixed: frozenset[str] = fr
     for p in phases:
         sigma = p.noise_multiplier_or_none
         keep = sigma is None or p.name in fixed
-        out.append(p if keep else p._with_noise_multiplier(sigma * factor))
+        out.append(p if keep else p.with_noise_multiplier(sigma * factor))
     return out
 
 
@@ -90,7 +88,7 @@ def _check_fixed(phases: tuple[Phase, ...], fixed: object) -> frozenset[str]:
 def _calibrate_groups(ps, target, d, accountant, conversion, cap, held, interval) -> list[Phase]:
     """Parallel composition: each group calibrated on its own with the shared phases held fixed."""
     branches(ps)  # at most one ParallelPhases
-    par = next(p for p in ps if isinstance(p, ParallelPhases))
+    par = next(p for p in ps if p.parallel_groups is not None)
     shared = [p for p in ps if p is not par]
     free = [p.name for p in shared if p.noise_multiplier_or_none is not None and p.name not in held]
     if free:
@@ -99,7 +97,7 @@ def _calibrate_groups(ps, target, d, accountant, conversion, cap, held, interval
             f"because each group is calibrated on its own; {free} are not.")
     shared_names = [p.name for p in shared]
     groups = []
-    for group, inner in par.groups:
+    for group, inner in par.parallel_groups:
         scalable = [q for q in inner if q.noise_multiplier_or_none is not None and q.name not in held]
         if not scalable or not any(q.spends_privacy for q in inner):
             groups.append((group, inner))
@@ -109,7 +107,7 @@ def _calibrate_groups(ps, target, d, accountant, conversion, cap, held, interval
                            fixed=fixed, pld_discretization=interval)
         groups.append((group, tuple(result[len(shared):])))
     out = [dataclasses.replace(par, groups=tuple(groups)) if p is par else p for p in ps]
-    final = _epsilon_and_interval(tuple(out), d, accountant, conversion, interval)[0]
+    final = epsilon_and_interval(tuple(out), d, accountant, conversion, interval)[0]
     if not final <= target:
         raise ValueError(
             f"target_epsilon={target} is unreachable: a group whose phases are all held fixed "
@@ -169,15 +167,14 @@ def calibrate(
         Calibration uses only public quantities (the schedule and the target); run it before
         training.
     """
-    ps = _as_phases(phases)
+    ps = as_phases(phases)
     target = _v.positive_finite(target_epsilon, "target_epsilon")
     d = _v.delta(delta)
-    _check_args(accountant, conversion)
+    interval = check_accounting(accountant, conversion, pld_discretization)
     cap = _v.positive_finite(max_noise_multiplier, "max_noise_multiplier")
-    interval = _check_pld_interval(pld_discretization)
     neighbouring_relation(ps)
     held = _check_fixed(ps, fixed)
-    if any(isinstance(p, ParallelPhases) for p in ps):
+    if any(p.parallel_groups is not None for p in ps):
         return _calibrate_groups(ps, target, d, accountant, conversion, cap, held, interval)
 
     sigmas = [p.noise_multiplier_or_none for p in ps
@@ -187,24 +184,24 @@ def calibrate(
                          "held fixed; got none.")
     if not any(p.spends_privacy for p in ps):
         return list(ps)
-    nonprivate = [p.name for p in ps if isinstance(p, NonPrivatePhase) and p.spends_privacy]
+    nonprivate = [p.name for p in ps if not p.differentially_private and p.spends_privacy]
     if nonprivate:
         raise ValueError(
             f"target_epsilon={target} is unreachable: epsilon is inf at any noise, because the "
             f"non-private phases {nonprivate} ran steps."
         )
-    _check_supported(ps, _make_accountant(ps, accountant, conversion, interval), accountant)
+    make_accountant(ps, accountant, conversion, interval)  # refuses a phase it cannot interpret
 
     memo: dict[tuple[str, float], float] = {}
 
-    def make_accountant() -> _pa.PrivacyAccountant:
-        return _MemoAccountant(lambda: _make_accountant(ps, accountant, conversion, interval), memo)
+    def fresh_accountant() -> _pa.PrivacyAccountant:
+        return _MemoAccountant(lambda: make_accountant(ps, accountant, conversion, interval), memo)
 
     def make_event(factor: float) -> dpa.DpEvent:
         return composed_event(_scaled(ps, factor, held))
 
     def eps_at(factor: float) -> float:
-        return float(make_accountant().compose(make_event(factor)).get_epsilon(d))
+        return float(fresh_accountant().compose(make_event(factor)).get_epsilon(d))
 
     def unreachable(s_max: float, e_max: float) -> ValueError:
         return ValueError(
@@ -239,7 +236,7 @@ def calibrate(
         else:  # pragma: no cover - epsilon grows without bound as the noise vanishes
             raise RuntimeError("could not bracket the calibration: epsilon stays below the target.")
     factor = dpa.calibrate_dp_mechanism(
-        make_accountant,
+        fresh_accountant,
         make_event,
         target,
         d,

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Any
-
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import dp_accounting as dpa
 
@@ -45,11 +45,33 @@ def _batch_rate(batch_size: int, num_records: int, ctx: str) -> float:
     return b / n
 
 
+def noise_std_of(noise_multiplier: float, sensitivity: float) -> float:
+    """sigma * sensitivity: the standard deviation of Gaussian noise scaled to an L2 sensitivity.
+
+    The one place a noise std is computed from a noise multiplier; :attr:`Phase.noise_std` (and
+    through it every phase kind's) calls it, with the sensitivity the phase kind owns.
+    """
+    return noise_multiplier * sensitivity
+
+
 class Phase(abc.ABC):
-    """Base class of all phases. Subclasses are frozen dataclasses with a ``name`` and ``steps``."""
+    """Base class of all phases. Subclasses are frozen dataclasses with a ``name`` and ``steps``.
+
+    A phase kind owns its facts, so that adding one touches its own module (plus its test and
+    docs/privacy.md): its event (:meth:`event`), relation and mechanism name, its noise
+    (:attr:`noise_multiplier_or_none`, :attr:`noise_sensitivity`, hence :attr:`noise_std`), the
+    accountants that interpret it (:meth:`unsupported_reason`, :attr:`rdp_orders`,
+    :attr:`exact_accountant`), its sentence in the report (:meth:`assumption`), its reported
+    parameters (:meth:`report_parameters`) and a labelled assumed accounting beside the headline
+    (:meth:`assumed_accounting`). The accounting and report code of :mod:`dpgen_jax.privacy` only
+    calls these.
+    """
 
     name: str
     steps: int
+
+    differentially_private: ClassVar[bool] = True
+    """Whether the phase is a DP mechanism (False: its epsilon is infinite once it runs a step)."""
 
     @abc.abstractmethod
     def event(self) -> dpa.DpEvent:
@@ -71,15 +93,78 @@ class Phase(abc.ABC):
         return None
 
     @property
+    def noise_sensitivity(self) -> float | None:
+        """The L2 sensitivity the phase's Gaussian noise is scaled to (None: not known yet, or no
+        Gaussian noise)."""
+        return None
+
+    @property
+    def noise_std(self) -> float:
+        """The standard deviation of the phase's Gaussian noise per coordinate,
+        :func:`noise_std_of` (noise multiplier, :attr:`noise_sensitivity`); what the engine adds.
+
+        Raises:
+            ValueError: If the phase adds no Gaussian noise or its sensitivity is not known yet.
+        """
+        sigma, sensitivity = self.noise_multiplier_or_none, self.noise_sensitivity
+        if sigma is None or sensitivity is None:
+            raise ValueError(self._no_noise_std())
+        return noise_std_of(sigma, sensitivity)
+
+    def _no_noise_std(self) -> str:
+        return f"{type(self).__name__} {self.name!r} adds no Gaussian noise, so it has no noise std."
+
+    @property
     def spends_privacy(self) -> bool:
         """Whether the phase touches the private data at all (``steps > 0``)."""
         return self.steps > 0
 
-    def _with_noise_multiplier(self, noise_multiplier: float) -> Phase:
+    def with_noise_multiplier(self, noise_multiplier: float) -> Phase:
+        """The phase with its noise multiplier replaced (what :func:`calibrate` scales)."""
         raise TypeError(f"{type(self).__name__} {self.name!r} has no noise multiplier to scale.")
 
+    def unsupported_reason(self, accountant: str) -> str | None:
+        """None when ``accountant`` (``"pld"`` or ``"rdp"``) interprets the phase, else the sentence
+        saying why not and what to use (also refused: events the accountant itself cannot read)."""
+        return None
+
+    @property
+    def rdp_orders(self) -> tuple[float, ...] | None:
+        """The RDP order grid the phase's accounting prescribes (None: ``RDP_ORDERS``)."""
+        return None
+
+    @property
+    def exact_accountant(self) -> type | None:
+        """An accountant class that computes the headline (``accountant="pld"``) of any run holding
+        this phase exactly, in place of dp_accounting's PLD accountant; None for PLD."""
+        return None
+
+    def assumed_accounting(self) -> tuple[Phase, str] | None:
+        """``(phase, label)``: the same phase accounted under an unproven assumption, whose epsilon
+        the report prints beside the headline with the label (DESIGN rule 9); None for none."""
+        return None
+
+    def assumption(self) -> tuple[int, str] | None:
+        """``(rank, sentence)``: what the report assumes of this kind of phase. Phases with the same
+        sentence share it, its ``{names}`` listing their names; sentences go in increasing rank
+        (rank 0 is the sentence that only the listed phases touch the data). None: no sentence."""
+        return None
+
+    @property
+    def parallel_groups(self) -> tuple | None:
+        """``((group, phases), ...)`` for a phase that composes disjoint groups in parallel, else None."""
+        return None
+
+    def leaves(self) -> tuple[Phase, ...]:
+        """The phases that run: ``(self,)``, or every group's phases of a parallel composition."""
+        return (self,)
+
+    def map(self, fn: Callable[[Phase], Phase]) -> Phase:
+        """``fn`` applied to every phase that runs (:meth:`leaves`), the structure kept."""
+        return fn(self)
+
     @abc.abstractmethod
-    def _parameters(self) -> dict[str, Any]:
+    def report_parameters(self) -> dict[str, Any]:
         """The public parameters of the phase for the report (JSON-serialisable)."""
 
 
@@ -173,16 +258,14 @@ class DPSGDPhase(Phase):
         return dataclasses.replace(self, clip_norm=clip_norm)
 
     @property
-    def noise_std(self) -> float:
-        """sigma * C, the standard deviation of the noise added to the clipped sum per coordinate.
+    def noise_sensitivity(self) -> float | None:
+        """C: the noise std (:attr:`noise_std`) is sigma * C per coordinate of the clipped sum;
+        None while the clip norm is a rule resolved at train time (``noise_std`` then raises)."""
+        return self.clip_norm
 
-        Raises:
-            ValueError: If the clip norm is not known yet (a rule resolved at train time).
-        """
-        if self.clip_norm is None:
-            raise ValueError(f"DPSGDPhase {self.name!r} has no clip_norm yet; resolve it "
-                             "(with_clip_norm) before running the phase.")
-        return self.noise_multiplier * self.clip_norm
+    def _no_noise_std(self) -> str:
+        return (f"DPSGDPhase {self.name!r} has no clip_norm yet; resolve it "
+                "(with_clip_norm) before running the phase.")
 
     def normaliser(self, scan_rows: int) -> float:
         """What the noised sum of a step is divided by: the public expected batch size B of a phase
@@ -205,14 +288,21 @@ class DPSGDPhase(Phase):
     def mechanism(self) -> str:
         return "poisson_subsampled_gaussian"
 
+    def assumption(self) -> tuple[int, str]:
+        return (10, "DP-SGD phases {names} sample every record independently with probability "
+                "sample_rate at every step (Poisson sampling, as realised by dpgen_jax.dpsgd with "
+                "padded batches whose overflow is processed, never truncated or resampled), clip each "
+                "example's gradient to the clip norm C and add Gaussian noise of standard deviation "
+                "noise_multiplier * C to the sum; the number of steps is the count actually executed.")
+
     @property
     def noise_multiplier_or_none(self) -> float:
         return self.noise_multiplier
 
-    def _with_noise_multiplier(self, noise_multiplier: float) -> DPSGDPhase:
+    def with_noise_multiplier(self, noise_multiplier: float) -> DPSGDPhase:
         return dataclasses.replace(self, noise_multiplier=noise_multiplier)
 
-    def _parameters(self) -> dict[str, Any]:
+    def report_parameters(self) -> dict[str, Any]:
         out: dict[str, Any] = {"sample_rate": self.sample_rate, "noise_multiplier": self.noise_multiplier}
         if self.batch_size is not None:
             out["batch_size"] = self.batch_size
@@ -273,25 +363,29 @@ class GaussianPhase(Phase):
     def mechanism(self) -> str:
         return "gaussian"
 
+    def assumption(self) -> tuple[int, str]:
+        return (20, "Gaussian phases {names} release statistics of the whole dataset (no subsampling) "
+                "with Gaussian noise of standard deviation noise_multiplier * sensitivity per "
+                "coordinate, where sensitivity is the statistic's L2 sensitivity to adding or removing "
+                "one record; steps counts the releases.")
+
     @property
     def noise_multiplier_or_none(self) -> float:
         return self.noise_multiplier
 
-    def _with_noise_multiplier(self, noise_multiplier: float) -> GaussianPhase:
+    def with_noise_multiplier(self, noise_multiplier: float) -> GaussianPhase:
         return dataclasses.replace(self, noise_multiplier=noise_multiplier)
 
     @property
-    def noise_std(self) -> float:
-        """sigma * sensitivity, the standard deviation of the noise per coordinate of a release.
+    def noise_sensitivity(self) -> float | None:
+        """``sensitivity``: the noise std (:attr:`noise_std`) is sigma * sensitivity per coordinate
+        of a release; None when the phase states none (``noise_std`` then raises)."""
+        return self.sensitivity
 
-        Raises:
-            ValueError: If the phase states no sensitivity.
-        """
-        if self.sensitivity is None:
-            raise ValueError(f"GaussianPhase {self.name!r} states no sensitivity, so no noise std.")
-        return self.noise_multiplier * self.sensitivity
+    def _no_noise_std(self) -> str:
+        return f"GaussianPhase {self.name!r} states no sensitivity, so no noise std."
 
-    def _parameters(self) -> dict[str, Any]:
+    def report_parameters(self) -> dict[str, Any]:
         return {"noise_multiplier": self.noise_multiplier, "sensitivity": self.sensitivity}
 
 
@@ -374,14 +468,28 @@ class ExponentialMechanismPhase(Phase):
     def mechanism(self) -> str:
         return "exponential_mechanism"
 
+    def unsupported_reason(self, accountant: str) -> str | None:
+        if accountant == "rdp":
+            return None
+        return ("The exponential mechanism is accounted by its zCDP bound (ZCDpEvent), which "
+                "only the RDP accountant interprets; use accountant='rdp'.")
+
+    def assumption(self) -> tuple[int, str]:
+        return (30, "Exponential-mechanism phases {names} select steps times among candidates whose "
+                "scores change by at most sensitivity when one record is added or removed, each with "
+                "probability proportional to exp(epsilon_per_step * score / (2 * sensitivity)); each "
+                "selection is accounted as (epsilon_per_step^2 / 8)-zCDP (the bounded-range bound of "
+                "Cesar and Rogers 2021), which only the RDP accountant interprets, so the PLD "
+                "epsilon is not reported.")
+
     @property
     def noise_multiplier_or_none(self) -> float:
         return self.noise_multiplier
 
-    def _with_noise_multiplier(self, noise_multiplier: float) -> ExponentialMechanismPhase:
+    def with_noise_multiplier(self, noise_multiplier: float) -> ExponentialMechanismPhase:
         return dataclasses.replace(self, epsilon=2.0 / noise_multiplier)
 
-    def _parameters(self) -> dict[str, Any]:
+    def report_parameters(self) -> dict[str, Any]:
         return {"epsilon_per_step": self.epsilon, "rho_per_step": self.rho,
                 "noise_multiplier": self.noise_multiplier, "sensitivity": self.sensitivity}
 
@@ -416,6 +524,8 @@ class NonPrivatePhase(Phase):
     sample_rate: float | None = None
     batch_size: int | None = None
     clip_norm: float | None = None
+
+    differentially_private: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         _v.name(self.name, "NonPrivatePhase")
@@ -452,94 +562,11 @@ class NonPrivatePhase(Phase):
     def mechanism(self) -> str:
         return "non_private"
 
-    def _parameters(self) -> dict[str, Any]:
+    def assumption(self) -> tuple[int, str] | None:
+        if not self.spends_privacy:
+            return None
+        return (100, "Phases {names} trained on the private data without differential privacy, so the "
+                "composed epsilon is infinite: this run has no privacy guarantee (non_private: true).")
+
+    def report_parameters(self) -> dict[str, Any]:
         return {}
-
-
-@dataclasses.dataclass(frozen=True)
-class ParallelPhases(Phase):
-    """Phases run on disjoint groups of the records: parallel composition under add/remove-one.
-
-    Each group's phases read only the records of that group, and which group a record belongs to
-    is decided by the record's own values (e.g. its label), so adding or removing one record
-    changes the data of exactly one group. The other phases of the run (``shared``: those outside
-    this object, e.g. a noisy count of the groups) see every record. Epsilon is then the maximum,
-    over the groups, of the shared phases composed with that group's phases
-    (:func:`~dpgen_jax.privacy.epsilon` computes each composition with one accountant and takes the
-    maximum); :func:`~dpgen_jax.privacy.calibrate` calibrates each group on its own, so that every
-    group meets the target.
-
-    Args:
-        name: Name of the phase in the report.
-        groups: ``((group name, (phase, ...)), ...)``: at least one group; inner phases must be
-            stated under add/remove-one (or no relation) and must not nest another
-            ``ParallelPhases``. Phase names must be unique across groups.
-
-    Privacy:
-        No single ``dp_accounting`` event: :meth:`event` raises, and the accounting functions of
-        :mod:`dpgen_jax.privacy` handle this phase themselves. Valid under add/remove-one only
-        (under replace-one a record may move between two groups).
-    """
-
-    name: str
-    groups: tuple
-
-    def __post_init__(self) -> None:
-        _v.name(self.name, "ParallelPhases")
-        ctx = f"ParallelPhases {self.name!r}"
-        if isinstance(self.groups, (str, bytes)) or not isinstance(self.groups, (tuple, list)) \
-                or not self.groups:
-            raise ValueError(f"{ctx}: expected groups to be a non-empty sequence of (name, phases), "
-                             f"got groups={self.groups!r}.")
-        groups, seen = [], set()
-        for item in self.groups:
-            if not (isinstance(item, (tuple, list)) and len(item) == 2):
-                raise ValueError(f"{ctx}: expected each group to be (name, phases), got {item!r}.")
-            group, phases = item
-            _v.name(group, ctx)
-            phases = tuple(phases)
-            for q in phases:
-                if not isinstance(q, Phase) or isinstance(q, ParallelPhases):
-                    raise TypeError(f"{ctx}: group {group!r} holds {q!r}; expected privacy phases "
-                                    "(not another ParallelPhases).")
-                if q.neighbouring_relation not in (None, NeighboringRelation.ADD_OR_REMOVE_ONE):
-                    raise ValueError(f"{ctx}: phase {q.name!r} of group {group!r} is stated under "
-                                     f"{relation_name(q.neighbouring_relation)}; parallel "
-                                     "composition holds under add/remove-one only.")
-                if q.name in seen:
-                    raise ValueError(f"{ctx}: phase name {q.name!r} appears twice.")
-                seen.add(q.name)
-            groups.append((group, phases))
-        if len({g for g, _ in groups}) != len(groups):
-            raise ValueError(f"{ctx}: group names must be unique, got {[g for g, _ in groups]}.")
-        object.__setattr__(self, "groups", tuple(groups))
-
-    @property
-    def steps(self) -> int:
-        """The most steps any group ran (0 when no group touched its records)."""
-        return max((q.steps for _, qs in self.groups for q in qs), default=0)
-
-    @property
-    def inner(self) -> tuple[Phase, ...]:
-        """Every group's phases, in order."""
-        return tuple(q for _, qs in self.groups for q in qs)
-
-    def event(self) -> dpa.DpEvent:
-        raise TypeError(f"ParallelPhases {self.name!r} has no single dp_accounting event: "
-                        "privacy.epsilon, report and calibrate account it as the maximum over its "
-                        "groups.")
-
-    @property
-    def neighbouring_relation(self) -> NeighboringRelation:
-        return NeighboringRelation.ADD_OR_REMOVE_ONE
-
-    @property
-    def mechanism(self) -> str:
-        return "parallel_composition"
-
-    @property
-    def spends_privacy(self) -> bool:
-        return any(q.spends_privacy for q in self.inner)
-
-    def _parameters(self) -> dict[str, Any]:
-        return {"groups": [g for g, _ in self.groups]}

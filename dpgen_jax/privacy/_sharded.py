@@ -173,6 +173,21 @@ class MixtureAnalyticAccountant(_pa.PrivacyAccountant):
     run with ``accountant="rdp"``, which composes any event with the mixture.
     """
 
+    HEADLINE_LABEL = "proven, selection-conditioned bound, exact"
+    """How the report's console line labels a headline this accountant computed."""
+
+    REPORT_SENTENCE = (
+        "Epsilon is the exact selection-conditioned bound: delta(eps) = sum over c of "
+        "Binomial(c; steps, 1 / num_shards) * delta_Gauss(eps; mu_c), with mu_c^2 = c * "
+        "rows_per_step / noise_multiplier^2 plus the mu^2 of the other Gaussian phases, summed "
+        "over every c (no truncation, no discretisation), inverted by bisection rounding up.")
+    """The report's sentence on how the headline was computed."""
+
+    UNSUPPORTED_HINT = (
+        "The proven bound of a sharded phase composes exactly only with Gaussian "
+        "releases (histograms, DP-EM); use accountant='rdp' for other phases.")
+    """Why a phase it cannot compose with is refused, and what to use."""
+
     def __init__(self, neighboring_relation: NeighboringRelation = NeighboringRelation.ADD_OR_REMOVE_ONE):
         super().__init__(neighboring_relation)
         self._mu_sq = 0.0

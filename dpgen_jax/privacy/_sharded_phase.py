@@ -15,8 +15,8 @@ from typing import Any, Literal
 import dp_accounting as dpa
 
 from dpgen_jax import _validate as _v
-from dpgen_jax.privacy._phases import NeighboringRelation, Phase
-from dpgen_jax.privacy._sharded import ShardedMixtureDpEvent
+from dpgen_jax.privacy._phases import NeighboringRelation, Phase, noise_std_of
+from dpgen_jax.privacy._sharded import MixtureAnalyticAccountant, ShardedMixtureDpEvent
 
 ShardAccounting = Literal["proven", "assumed", "paper", "strict"]
 SHARD_ACCOUNTINGS: tuple[str, ...] = ("proven", "assumed", "paper")
@@ -27,6 +27,35 @@ ASSUMED_SHARD_SENTENCE = (
     "assumes each step's shard choice is fresh although critics keep state; not a proven bound"
 )
 """The words that label every number computed with ``accounting="assumed"``."""
+
+PAPER_RDP_ORDERS: tuple[float, ...] = tuple(float(a) for a in range(2, 257))
+"""Integer orders 2..256, autodp's grid, used only for ``ShardedSanitizerPhase(accounting="paper")``."""
+
+_SENTENCES = {  # the report's sentence for each accounting ({names}: the phases' names)
+    "proven": (
+        "Sharded phases {names} (proven, selection-conditioned bound): each step queries one of "
+        "num_shards disjoint shards chosen uniformly and independently, and shard membership "
+        "comes from data-independent randomness. The bound reveals every step's shard choice and "
+        "the record's shard to the adversary: a step on another shard does not depend on the "
+        "record, and each of the c ~ Binomial(steps, 1 / num_shards) steps on its shard is "
+        "bounded by one Gaussian of noise multiplier noise_multiplier / sqrt(rows_per_step) "
+        "whatever state the discriminator carries; delta(eps) is the exact average over c. It "
+        "makes no assumption about the discriminators' state between steps; it assumes that no "
+        "state is shared across shards (no shared temporary generator, no batch statistics "
+        "across shards) and that the discriminators are never released."),
+    "assumed": (
+        "Sharded phases {names} (assumed accounting: " + ASSUMED_SHARD_SENTENCE + "): each step is "
+        "treated as a fresh Poisson subsample of rate 1 / num_shards releasing one Gaussian of "
+        "noise multiplier noise_multiplier / sqrt(rows_per_step), although a discriminator "
+        "keeps the records it has seen in its state for every later step on its shard."),
+    "paper": (
+        "Sharded phases {names} use the GS-WGAN paper's accounting (each of steps * "
+        "rows_per_step rows treated as an independent release sampled without replacement "
+        "at rate 1 / num_shards, replace-one, integer RDP orders 2..256, classic conversion). "
+        "It reproduces the published number but is NOT a valid bound: the rows of a step "
+        "share one shard selection, and it understates epsilon many times over; use the proven "
+        "accounting for any claim."),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,10 +209,54 @@ class ShardedSanitizerPhase(Phase):
     def noise_multiplier_or_none(self) -> float:
         return self.noise_multiplier
 
-    def _with_noise_multiplier(self, noise_multiplier: float) -> ShardedSanitizerPhase:
+    @staticmethod
+    def row_sensitivity(clip_norm: float) -> float:
+        """2C: two rows' gradients clipped to C differ by at most 2C (per-row replacement)."""
+        return 2.0 * clip_norm
+
+    @classmethod
+    def sanitizer_noise_std(cls, clip_norm: float, noise_multiplier: float) -> float:
+        """sigma * 2C, the :attr:`noise_std` of a phase with clip norm C and noise multiplier sigma,
+        for the sanitiser's own arguments (:func:`dpgen_jax.dpsgd.sanitize_rows`)."""
+        return noise_std_of(noise_multiplier, cls.row_sensitivity(clip_norm))
+
+    @property
+    def noise_sensitivity(self) -> float | None:
+        """2C (:meth:`row_sensitivity`); None while the clip norm is unknown."""
+        return None if self.clip_norm is None else self.row_sensitivity(self.clip_norm)
+
+    def _no_noise_std(self) -> str:
+        return f"ShardedSanitizerPhase {self.name!r} has no clip_norm yet, so no noise std."
+
+    def unsupported_reason(self, accountant: str) -> str | None:
+        if self.accounting == "paper" and accountant != "rdp":
+            return ("The paper accounting is RDP-only (sampling without replacement under "
+                    "replace-one); use accountant='rdp', conversion='classic'.")
+        return None
+
+    @property
+    def rdp_orders(self) -> tuple[float, ...] | None:
+        """:data:`PAPER_RDP_ORDERS` for the paper accounting, else None (the default grid)."""
+        return PAPER_RDP_ORDERS if self.accounting == "paper" else None
+
+    @property
+    def exact_accountant(self) -> type | None:
+        """The proven bound's exact accountant (:class:`MixtureAnalyticAccountant`) once it runs steps."""
+        return MixtureAnalyticAccountant if self.accounting == "proven" and self.steps > 0 else None
+
+    def assumed_accounting(self) -> tuple[ShardedSanitizerPhase, str] | None:
+        """The proven phase with each step's shard choice assumed fresh, labelled."""
+        if self.accounting != "proven":
+            return None
+        return dataclasses.replace(self, accounting="assumed"), ASSUMED_SHARD_SENTENCE
+
+    def assumption(self) -> tuple[int, str]:
+        return ({"proven": 50, "assumed": 51, "paper": 52}[self.accounting], _SENTENCES[self.accounting])
+
+    def with_noise_multiplier(self, noise_multiplier: float) -> ShardedSanitizerPhase:
         return dataclasses.replace(self, noise_multiplier=noise_multiplier)
 
-    def _parameters(self) -> dict[str, Any]:
+    def report_parameters(self) -> dict[str, Any]:
         params: dict[str, Any] = {
             "accounting": self.accounting,
             "num_shards": self.num_shards,
