@@ -7,6 +7,7 @@ Sub-packages (see ``docs/architecture.md``):
 - :mod:`dpgen_jax.dpsgd`: Poisson sampling, per-example clipping (ghost norms, vmap), DP steps.
 - :mod:`dpgen_jax.models`: Flax modules.
 - :mod:`dpgen_jax.synthesizers`: one module per method.
+- :mod:`dpgen_jax.advice`: which method to fit for a table's public shape and budget (``recommend``).
 - :mod:`dpgen_jax.metrics`: the papers' evaluation metrics.
 """
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from dpgen_jax import data, synthesizers
+from dpgen_jax import advice, data, synthesizers
 from dpgen_jax.synthesizers import dp_sactgan
 
 
@@ -29,9 +29,9 @@ def test_a_wide_plan_is_refused_by_name_and_a_smaller_batch_is_not(monkeypatch):
 
 def test_recommend_ranks_it_unusable_on_a_wide_table(monkeypatch):
     monkeypatch.setattr(dp_sactgan, "physical_memory", lambda: 24e9)
-    ranked = synthesizers.recommend(data.binary_schema(1071), 2000, 3.0)
+    ranked = advice.recommend(data.binary_schema(1071), 2000, 3.0)
     row = next(r for r in ranked if r.method == "dp-sactgan")
     assert not row.usable and "attention" in row.unavailable
     assert all(not r.usable for r in ranked[ranked.index(row):])
-    narrow = next(r for r in synthesizers.recommend(data.adult_schema(), 32_561, 1.0) if r.method == "dp-sactgan")
+    narrow = next(r for r in advice.recommend(data.adult_schema(), 32_561, 1.0) if r.method == "dp-sactgan")
     assert narrow.usable

@@ -1,29 +1,34 @@
-"""Method advice (``synthesizers._recommend``): every registered method ranked with numeric reasons,
+"""Method advice (``dpgen_jax.advice``): every registered method ranked with numeric reasons,
 the unusable ones last; the first choice against the grid with the scored dataset left out; the
 collapse flags of the sharded methods; the noise-to-signal ratio against the plan's own fields; the
 shipped evidence against the committed leaderboard; the dataset facts against the benchmark's
-loaders; argument checks. Plans read no data, so everything but the dataset-fact checks is public."""
+loaders (one table of facts); the evidence shipped as package data; argument checks. Plans read no
+data, so everything but the dataset-fact checks is public."""
 
 from __future__ import annotations
 
+import importlib.resources
 import json
 import math
 import pathlib
 import re
 import statistics
 import sys
+import tomllib
 
 import pytest
 
 from dpgen_jax import data, privacy, synthesizers
-from dpgen_jax.synthesizers._recommend import (
+from dpgen_jax.advice import (
     BENCHMARK_DATASETS,
     DPSGD,
+    EVIDENCE_FILE,
     FAMILIES,
     SHARDED,
     build_evidence,
     choose_method,
     collapse_rules,
+    evidence_path,
     format_recommendations,
     load_evidence,
     plan_summary,
@@ -221,7 +226,7 @@ def test_shipped_evidence_equals_what_the_leaderboard_gives(board, adult_schema)
     for p in shipped["plans"]:
         if (p["dataset"], p["epsilon"]) in {("adult-small", 3.0), ("adult", 1.01)}:
             facts = BENCHMARK_DATASETS[p["dataset"]]
-            summary = plan_summary(p["method"], facts.schema(), facts.num_records, p["epsilon"])
+            summary = plan_summary(p["method"], facts.schema_for(), facts.num_records, p["epsilon"])
             for family in FAMILIES:
                 fresh = summary.statistic(family)
                 assert p[family] == (None if fresh is None else pytest.approx(fresh, rel=1e-6)), (p, family)
@@ -239,24 +244,44 @@ def test_shipped_evidence_equals_a_full_regeneration(board, tmp_path):
             assert a[family] == (None if b[family] is None else pytest.approx(b[family], rel=1e-6)), (a, family)
 
 
-def test_dataset_facts_match_the_benchmarks_definitions():
+def test_the_benchmark_reads_the_one_table_of_dataset_facts():
+    """Each built-in dataset is registered once: its facts here, its loader in experiments/_datasets.py."""
     from experiments import _datasets
 
+    assert set(_datasets.LOADERS) == set(BENCHMARK_DATASETS)
     for name, facts in BENCHMARK_DATASETS.items():
-        assert _datasets.DATASETS[name].schema_for(False) == facts.schema()
-    assert BENCHMARK_DATASETS["adult-small"].num_records == _datasets.ADULT_SMALL_ROWS
+        ds = _datasets.DATASETS[name]
+        assert (ds.name, ds.description, ds.schema) == (name, facts.description, facts.schema)
+        assert ds.label == facts.label
+        assert ds.schema_for(True) == facts.schema_for(True) and ds.schema_for(False) == facts.schema_for(False)
     shipped = load_evidence()["datasets"]
+    assert all(BENCHMARK_DATASETS[name].num_records == d["num_records"] for name, d in shipped.items())
     assert shipped["adult"]["columns"] == 13 and shipped["cardio"]["columns"] == 12
+    with pytest.raises(ValueError, match="'mimic-like'"):  # no recorded N or majority rate
+        build_evidence({"cells": [{"dataset": "mimic-like"}]}, plans=False)
+
+
+def test_the_evidence_ships_as_package_data():
+    """The evidence is read through importlib.resources (as from an installed package), and
+    pyproject.toml ships it with the package."""
+    resource = importlib.resources.files("dpgen_jax.advice") / EVIDENCE_FILE
+    assert resource.is_file() and json.loads(resource.read_text()) == load_evidence()
+    assert evidence_path() == pathlib.Path(str(resource))
+    package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    assert package_data["dpgen_jax.advice"] == [EVIDENCE_FILE]
+    assert not any(EVIDENCE_FILE in files for pkg, files in package_data.items() if pkg != "dpgen_jax.advice")
 
 
 def test_dataset_facts_match_the_data(adult_dir, cardio_path):
     train, test = data.load_adult(adult_dir)
     assert len(train) == BENCHMARK_DATASETS["adult"].num_records
+    from experiments import _datasets
+
+    small, _ = _datasets.DATASETS["adult-small"].load(adult_dir, False)
+    assert len(small) == BENCHMARK_DATASETS["adult-small"].num_records
     assert test["salary"].value_counts(normalize=True).max() == pytest.approx(
         BENCHMARK_DATASETS["adult"].majority_rate, abs=1e-12)
-    from experiments import cardio_gswgan
-
-    train, _, test = data.cardio_split(data.load_cardio(cardio_path), seed=cardio_gswgan.SPLIT_SEED)
+    train, _, test = data.cardio_split(data.load_cardio(cardio_path))
     assert len(train) == BENCHMARK_DATASETS["cardio"].num_records
     assert test["cardio"].value_counts(normalize=True).max() == pytest.approx(
         BENCHMARK_DATASETS["cardio"].majority_rate, abs=1e-12)
