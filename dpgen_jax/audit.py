@@ -30,7 +30,7 @@ of the runs, and bounds epsilon with jax-privacy's Clopper-Pearson test at pre-r
 thresholds (:func:`epsilon_lower_bound_many_runs`).
 
 Layers: this module may import ``dpsgd``, ``privacy``, ``data``, ``models`` and ``synthesizers``;
-nothing of ours imports it except ``experiments.audit`` and its tests. The deliberately broken
+nothing of ours imports it except ``experiments.studies.audit`` and its tests. The deliberately broken
 variants (``broken="noise_off"``, ``"half_noise"`` or ``"no_clip"``) exist only to show that the
 audit detects a broken mechanism; no synthesizer can reach them.
 """

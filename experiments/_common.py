@@ -9,17 +9,22 @@ One seed writes into ``DIR``; several write ``DIR/seed-S/`` each and ``DIR/summa
 per-seed values and their medians. Every run writes ``report.json`` with the keys of
 :data:`REPORT_KEYS` (and method-specific metrics under their own keys), ``synthetic.csv``,
 ``model.npz`` (the release file), ``metrics.json``, ``summary.md`` and plots.
+
+A run's settings are one typed value, :class:`RunSpec` (built from the flags by
+:func:`spec_from_args`, or directly by the benchmark); ``--quick`` modes read each method's smoke
+schedule (:func:`quick_schedule`).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import pathlib
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 
@@ -34,6 +39,79 @@ SUMMARY_KEYS = ("epsilon", "epsilon_paper_accounting", "rf_salary_accuracy", "ts
                 "jsd.total", "kl_mu.total", "wall_seconds")
 
 PRIVACY_ARGS_HELP = "target epsilon under the headline accountant (PLD); 'inf' trains non-privately"
+
+QUICK_MAX_SECONDS = 5.0
+"""The time budget of a ``--quick`` fit of a method without a smoke schedule."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """What one experiment run fits: the method and the common flags, checked.
+
+    Attributes:
+        method: the registry name (``synthesizers.available()``).
+        epsilon: the target epsilon (``inf``: non-private), or None with a ``preset``.
+        preset: one of the method's published settings, or None.
+        delta: delta.
+        num_records: a public N for the sampling rates, or None (the row count, reported as
+            treated as public).
+        overrides: configuration fields and speed flags of the method (``synthesizers.create``).
+        devices: fit on a mesh of this many devices (1: no mesh).
+        progress: progress bars inside the fit.
+        max_seconds: the fit's time budget, or None.
+    """
+
+    method: str
+    epsilon: float | None = None
+    preset: str | None = None
+    delta: float = 1e-5
+    num_records: int | None = None
+    overrides: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    devices: int = 1
+    progress: bool = True
+    max_seconds: float | None = None
+
+
+def quick_schedule(method: str) -> tuple[dict[str, Any], float | None]:
+    """``(overrides, max_seconds)`` of a ``--quick`` fit of ``method``: its smoke schedule
+    (``synthesizers.get(method).SMOKE``) with no time budget, or, for a method without one, its
+    defaults under :data:`QUICK_MAX_SECONDS`."""
+    from dpgen_jax import synthesizers
+
+    smoke = dict(synthesizers.get(method).SMOKE)
+    return smoke, (None if smoke else QUICK_MAX_SECONDS)
+
+
+def quick_evaluate_options() -> dict[str, Any]:
+    """``metrics.evaluate`` options of a ``--quick`` run: a 50-tree forest for the label accuracy."""
+    from dpgen_jax import metrics
+
+    return {"label_protocol": metrics.LabelAccuracyProtocol(n_estimators=50)}
+
+
+def spec_from_args(args, p: argparse.ArgumentParser, *, method: str | None = None,
+                   sets: Sequence[str] | None = None, quick: bool = False, **changes) -> RunSpec:
+    """The :class:`RunSpec` of the common flags of :func:`parser` (a bad value exits through
+    ``p.error``, before anything is written): ``method`` (default ``args.method``), its
+    ``--set`` values (``sets``, default ``args.overrides``) over its smoke schedule with
+    ``quick``, then any field in ``changes``."""
+    from dpgen_jax import synthesizers  # the one parser of --set FIELD=VALUE (the CLI's too)
+
+    method = args.method if method is None else method
+    if args.epsilon is not None and not (args.epsilon > 0 or math.isinf(args.epsilon)):
+        p.error(f"--epsilon={args.epsilon} must be > 0 or inf")
+    devices = getattr(args, "devices", 1)
+    if devices < 1:
+        p.error(f"--devices={devices} must be >= 1")
+    try:
+        user = synthesizers.config_overrides(method, args.overrides if sets is None else sets)
+    except ValueError as exc:
+        p.error(str(exc))
+    smoke, max_seconds = quick_schedule(method) if quick else ({}, None)
+    spec = RunSpec(method=method, epsilon=args.epsilon, preset=args.preset, delta=args.delta,
+                   num_records=args.num_records, overrides={**smoke, **user}, devices=devices,
+                   progress=not args.no_progress, max_seconds=max_seconds)
+    return dataclasses.replace(spec, **changes)
 
 
 def parser(prog: str, doc: str, method: str, presets: Sequence[str] | None = None
@@ -145,7 +223,8 @@ def _default(o):
     raise TypeError(f"not JSON-serialisable: {type(o).__name__}")
 
 
-def _lookup(report: dict, dotted: str):
+def lookup(report: dict, dotted: str) -> float | None:
+    """The finite number at the dotted path of ``report`` (e.g. ``"jsd.total"``), else None."""
     node: Any = report
     for part in dotted.split("."):
         if not isinstance(node, dict) or part not in node:
@@ -154,34 +233,25 @@ def _lookup(report: dict, dotted: str):
     return finite_or_none(node) if isinstance(node, (int, float)) and not isinstance(node, bool) else None
 
 
-def run(args, p: argparse.ArgumentParser, run_one: Callable[[Any, int | None, pathlib.Path], dict],
+def run(spec: RunSpec, seeds: Sequence[int | None] | None, out: pathlib.Path,
+        run_one: Callable[[RunSpec, int | None, pathlib.Path], dict],
         summary_keys: Sequence[str] = SUMMARY_KEYS) -> dict:
-    """Checks the common flags, then ``run_one(args, seed, out)`` per seed (+ a summary)."""
-    if args.epsilon is not None and not (args.epsilon > 0 or math.isinf(args.epsilon)):
-        p.error(f"--epsilon={args.epsilon} must be > 0 or inf")
-    devices = getattr(args, "devices", 1)
-    if devices < 1:
-        p.error(f"--devices={devices} must be >= 1")
-    if devices > 1:
-        host_devices(devices)
-    from dpgen_jax import synthesizers  # the one parser of --set FIELD=VALUE (the CLI's too)
-
-    try:
-        args.config_overrides = synthesizers.config_overrides(args.method, args.overrides)
-    except ValueError as exc:
-        p.error(str(exc))
-    args.out.mkdir(parents=True, exist_ok=True)
-    seeds = args.seeds or [None]
+    """``run_one(spec, seed, folder)`` per seed: one seed into ``out``, several into
+    ``out/seed-S/`` with ``out/summary.json`` (per-seed values and medians)."""
+    if spec.devices > 1:
+        host_devices(spec.devices)
+    out.mkdir(parents=True, exist_ok=True)
+    seeds = list(seeds or [None])
     if len(seeds) == 1:
-        return run_one(args, seeds[0], args.out)
-    reports = {s: run_one(args, s, args.out / f"seed-{s}") for s in seeds}
+        return run_one(spec, seeds[0], out)
+    reports = {s: run_one(spec, s, out / f"seed-{s}") for s in seeds}
     summary: dict[str, Any] = {"seeds": seeds, "per_seed": {}, "median": {}}
     for key in summary_keys:
-        values = {str(s): _lookup(r, key) for s, r in reports.items()}
+        values = {str(s): lookup(r, key) for s, r in reports.items()}
         summary["per_seed"][key] = values
         finite = [v for v in values.values() if v is not None]
         summary["median"][key] = statistics.median(finite) if finite else None
-    write_json(args.out / "summary.json", summary)
+    write_json(out / "summary.json", summary)
     print(json.dumps(summary["median"], indent=2))
     return summary
 
@@ -204,18 +274,18 @@ def print_privacy(report: dict) -> None:
         print(f"  - {a}")
 
 
-def fit_sample_evaluate(args, seed, out: pathlib.Path, *, train, test, schema, n_samples: int,
+def fit_sample_evaluate(spec: RunSpec, seed, out: pathlib.Path, *, train, test, schema, n_samples: int,
                         label: str | None = None, published=None, config=None,
-                        max_seconds: float | None = None, eval_seed: int | None = None,
-                        reuse_real: dict | None = None, evaluate_options: dict | None = None,
-                        timings: dict | None = None, sampler=None):
-    """Fits ``args.method``, samples, saves the model and rows, evaluates and writes plots.
+                        eval_seed: int | None = None, reuse_real: dict | None = None,
+                        evaluate_options: dict | None = None, timings: dict | None = None,
+                        sampler=None):
+    """Fits ``spec.method``, samples, saves the model and rows, evaluates and writes plots.
 
     When the fitted model covers only some of the schema's columns (``model.schema``, e.g.
     DP-WGAN's ``preprocessing="paper"``), the real rows are evaluated on those columns too.
 
     The keyword arguments after ``config`` are optional (the benchmark suite uses them):
-    ``max_seconds`` is the fit's time budget; ``eval_seed`` the seed of ``metrics.evaluate``
+    ``eval_seed`` the seed of ``metrics.evaluate``
     (default: the run's seed, 0 for an unseeded run); ``reuse_real`` a previous ``evaluate``
     result on the same real rows whose real-data scores are reused; ``evaluate_options`` more
     keyword arguments of ``metrics.evaluate``; ``timings``, a dict that receives the wall seconds
@@ -228,12 +298,12 @@ def fit_sample_evaluate(args, seed, out: pathlib.Path, *, train, test, schema, n
 
     out.mkdir(parents=True, exist_ok=True)
     timings = {} if timings is None else timings
-    model = synthesizers.create(args.method, config, **getattr(args, "config_overrides", {}))
+    model = synthesizers.create(spec.method, config, **spec.overrides)
     t = time.perf_counter()
-    mesh = device_mesh(getattr(args, "devices", 1))
-    model.fit(train, schema, epsilon=args.epsilon, delta=args.delta, preset=args.preset,
-              num_records=args.num_records, seed=seed, progress=not args.no_progress,
-              max_seconds=max_seconds, mesh=mesh)
+    mesh = device_mesh(spec.devices)
+    model.fit(train, schema, epsilon=spec.epsilon, delta=spec.delta, preset=spec.preset,
+              num_records=spec.num_records, seed=seed, progress=spec.progress,
+              max_seconds=spec.max_seconds, mesh=mesh)
     timings["fit"] = time.perf_counter() - t
     if model.schema != schema:  # the method models a subset of the columns (e.g. DP-WGAN's "paper")
         schema = model.schema
@@ -257,7 +327,7 @@ def fit_sample_evaluate(args, seed, out: pathlib.Path, *, train, test, schema, n
     return model, synthetic, result, privacy
 
 
-def report(args, *, dataset: str, seed, model, result: dict, t0: float, **extra) -> dict:
+def report(spec: RunSpec, *, dataset: str, seed, model, result: dict, t0: float, **extra) -> dict:
     """The ``report.json`` of one run: :data:`REPORT_KEYS`, then method-specific ``extra`` keys."""
     from dpgen_jax import library_versions
 
@@ -269,11 +339,11 @@ def report(args, *, dataset: str, seed, model, result: dict, t0: float, **extra)
         "method": model.METHOD,
         "dataset": dataset,
         "seed": seed,
-        "target_epsilon": finite_or_none(args.epsilon),
+        "target_epsilon": finite_or_none(spec.epsilon),
         "epsilon": finite_or_none(privacy["epsilon"]),
         "epsilon_paper_accounting": finite_or_none(paper.get("epsilon")),
         "paper_accounting": paper.get("label"),
-        "delta": args.delta,
+        "delta": spec.delta,
         "privacy": privacy,
         "rf_salary_accuracy": label_acc.get("synthetic"),
         "tstr_auroc": tstr.get("synthetic"),

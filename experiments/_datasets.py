@@ -1,6 +1,8 @@
 """The benchmark's datasets: a small registry (:data:`DATASETS`, :func:`register_dataset`) and the
-built-in datasets (Adult, adult-small, mimic-like, adult-like, cardio, planted-binary).
-``docs/benchmark.md`` shows how to add one; ``experiments.benchmark`` and
+loaders of the built-in datasets (Adult, adult-small, mimic-like, adult-like, cardio, planted-binary).
+Their public facts (description, schema, sizes, seeds) are the advice's table,
+``dpgen_jax.advice.BENCHMARK_DATASETS``; this module pairs each with its loader (and the papers'
+published numbers). ``docs/benchmark.md`` shows how to add one; ``experiments.benchmark`` and
 ``experiments._leaderboard`` read it.
 """
 
@@ -11,8 +13,18 @@ import pathlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from dpgen_jax.advice import BENCHMARK_DATASETS, BenchmarkDataset
+from dpgen_jax.advice._datasets import (  # noqa: F401  (read by experiments.studies.wide_tables, adult_dpsactgan)
+    ADULT_ROWS,
+    ADULT_SMALL_ROWS,
+    ADULT_SMALL_SEED,
+    PLANTED_SEED,
+    PLANTED_TRAIN,
+    QUICK_ROWS,
+    mimic_shape as _mimic_shape,
+    planted_shape as _planted_shape,
+)
 from experiments import _common
-
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,8 +48,7 @@ class Dataset:
     label: str | None = None
     published: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
-    def schema_for(self, quick: bool):
-        return self.schema(quick) if callable(self.schema) else self.schema
+    schema_for = BenchmarkDataset.schema_for  # the same rule: a schema, or a function quick -> schema
 
 
 DATASETS: dict[str, Dataset] = {}
@@ -49,10 +60,6 @@ def register_dataset(dataset: Dataset) -> Dataset:
         raise ValueError(f"a benchmark dataset named {dataset.name!r} is already registered.")
     DATASETS[dataset.name] = dataset
     return dataset
-
-
-QUICK_ROWS = (600, 400)  # quick mode: (train, test) rows
-ADULT_SMALL_ROWS, ADULT_SMALL_SEED = 1000, 0
 
 
 def _adult(data_dir, quick):
@@ -71,10 +78,6 @@ def _adult_small(data_dir, quick):
     return train.iloc[rows].reset_index(drop=True), test.iloc[:QUICK_ROWS[1]].reset_index(drop=True) if quick else test
 
 
-def _mimic_shape(quick):
-    return (QUICK_ROWS[0] + QUICK_ROWS[1], 12) if quick else (46_520, 1071)
-
-
 def _mimic_like(data_dir, quick):
     from dpgen_jax import data
 
@@ -88,16 +91,8 @@ def _mimic_like(data_dir, quick):
 def _adult_like(data_dir, quick):
     from dpgen_jax import data
 
-    n_train, n_test = QUICK_ROWS if quick else (32_561, 16_281)
+    n_train, n_test = QUICK_ROWS if quick else ADULT_ROWS
     return data.adult_like(n_train, seed=0), data.adult_like(n_test, seed=1)
-
-
-PLANTED_SHAPE, PLANTED_QUICK_SHAPE = (2000, 1000), (400, 60)  # (rows, columns), before the split
-PLANTED_SEED, PLANTED_TRAIN = 0, 0.8  # the table's and the split's numpy seed; training share
-
-
-def _planted_shape(quick):
-    return PLANTED_QUICK_SHAPE if quick else PLANTED_SHAPE
 
 
 def _planted_binary(data_dir, quick):
@@ -118,38 +113,28 @@ def _planted_binary(data_dir, quick):
 def _cardio(data_dir, quick):
     """The thesis's split of the cardio file found by ``data.find_cardio`` (``$DPGEN_CARDIO_PATH`` or
     the user cache; ``--data-dir`` names Adult's folder): train on 56,000 rows, test on 7,000."""
-    from experiments import cardio_gswgan
+    from dpgen_jax import data
 
-    train, _validation, test = cardio_gswgan.load_split(None)
+    train, _validation, test = data.cardio_split(data.load_cardio(None))
     if quick:
         return train.iloc[:QUICK_ROWS[0]].reset_index(drop=True), test.iloc[:QUICK_ROWS[1]].reset_index(drop=True)
     return train, test
 
 
-def _register_builtin() -> None:
-    from dpgen_jax import data, metrics
+LOADERS = {"adult": _adult, "adult-small": _adult_small, "mimic-like": _mimic_like, "adult-like": _adult_like,
+           "cardio": _cardio, "planted-binary": _planted_binary}
+"""The loader of each built-in dataset (its facts: ``advice.BENCHMARK_DATASETS``)."""
 
-    adult_published = {"dp-auto-gan": metrics.published.DP_AUTO_GAN_ADULT,
-                       "dp-sactgan": metrics.published.DP_SACTGAN_ADULT}
-    register_dataset(Dataset("adult", "UCI Adult, train 32,561 / test 16,281 rows", data.adult_schema(),
-                             _adult, "salary", adult_published))
-    register_dataset(Dataset(
-        "adult-small", f"{ADULT_SMALL_ROWS:,} rows drawn from Adult's training rows (numpy seed "
-        f"{ADULT_SMALL_SEED}), tested on Adult's 16,281 test rows", data.adult_schema(), _adult_small,
-        "salary"))
-    register_dataset(Dataset(
-        "mimic-like", "MIMIC-like binary stand-in (46,520 x 1,071, seed 0), first 60 % train, next "
-        "20 % test", lambda quick: data.binary_schema(_mimic_shape(quick)[1]), _mimic_like))
-    register_dataset(Dataset(
-        "adult-like", "a licence-free stand-in with Adult's format (data.adult_like; not Adult)",
-        data.adult_schema(), _adult_like, "salary"))
-    register_dataset(Dataset(
-        "cardio", "Kaggle cardiovascular disease (GS-WGAN's thesis table), the thesis's stratified split: "
-        "train 56,000 / test 7,000 rows (validation 7,000 unused)", data.cardio_schema(), _cardio, "cardio"))
-    register_dataset(Dataset(
-        "planted-binary", "all-binary 2,000 x 1,000 with 50 planted pairs and 50 planted triples "
-        "(data.planted_binary, seed 0), rows split 80 / 20 at random (seed 0)",
-        lambda quick: data.binary_schema(_planted_shape(quick)[1]), _planted_binary))
+
+def _register_builtin() -> None:
+    from dpgen_jax import metrics
+
+    published = {"adult": {"dp-auto-gan": metrics.published.DP_AUTO_GAN_ADULT,
+                           "dp-sactgan": metrics.published.DP_SACTGAN_ADULT}}
+    for name, load in LOADERS.items():
+        facts = BENCHMARK_DATASETS[name]
+        register_dataset(Dataset(name, facts.description, facts.schema, load, facts.label,
+                                 published.get(name, {})))
 
 
 _register_builtin()

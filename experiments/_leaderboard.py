@@ -50,7 +50,7 @@ PUBLISHED_PATHS = {"label_accuracy.synthetic": "rf_accuracy", "jsd.total": "jsd_
 
 
 def _get(report: dict, path: str):
-    return _common._lookup(report, path)
+    return _common.lookup(report, path)
 
 
 def cell_row(rep: dict) -> dict[str, Any]:

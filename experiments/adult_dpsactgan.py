@@ -41,6 +41,8 @@ Adult: Becker & Kohavi (1996), doi:10.24432/C5XW20, CC BY 4.0.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import functools
 import json
 import math
 import pathlib
@@ -66,38 +68,15 @@ SUMMARY_KEYS = (*_common.SUMMARY_KEYS, *SEED_METRICS, "fit_seconds")
 #: Methods the issue's goals compare DP-SACTGAN against.
 GOAL_RIVALS = ("dp-auto-gan", "independent")
 
-CITATION = (
-    "Li and Wang (2023), \"A self-attention-based differentially private tabular GAN with high "
-    "data utility\", arXiv:2312.13031"
-)
-# The other rows of the paper's Table 1 (Adult, logistic regression: ACC in percentage points,
-# AUC, F1) and Table 3 (Adult: WD, JSD, Diff Cor), all labelled epsilon 1; the DP-SACTGAN row is
-# metrics.published.DP_SACTGAN_ADULT.
-_SEED_TABLE_ROWS = {
-    "CTAB-GAN+": (5.046576, 0.056005, 0.08038, 0.015372, 0.080305, 1.25747),
-    "CTGAN": (5.282015, 0.361938, 0.20729, 0.199956, 0.723736, 2.39017),
-    "DP-GAN": (5.077285, 0.482824, 0.22059, 0.151921, 0.409907, 2.29194),
-    "PATE-GAN": (46.852288, 0.389049, 0.31661, 0.392529, 0.51769, 2.12781),
-}
 
 
 def published() -> tuple:
     """The paper's Tables 1 and 3 on Adult as ``metrics.PublishedResults`` records, DP-SACTGAN
-    first (``metrics.published.DP_SACTGAN_ADULT``), then its four comparison models."""
-    from dpgen_jax import metrics
+    first (``metrics.published.DP_SACTGAN_ADULT``), then its four comparison models
+    (``metrics.published.DP_SACTGAN_PAPER_RIVALS``)."""
+    from dpgen_jax.metrics import published as pub
 
-    base = metrics.published.DP_SACTGAN_ADULT
-    rows = [base]
-    for model, row in _SEED_TABLE_ROWS.items():
-        values = {path: {1.0: (v / 100 if path == SEED_METRICS[0] else v)}
-                  for path, v in zip(SEED_METRICS, row, strict=True)}
-        rows.append(metrics.PublishedResults(
-            method=model, dataset="UCI Adult", citation=CITATION, epsilons=(1.0,), delta=None,
-            values=values, sources=dict(base.sources),
-            notes=(f"{model} as run and reported by the DP-SACTGAN paper, labelled epsilon 1; the "
-                   "paper does not say which of its comparison models were differentially private.",
-                   *base.notes)))
-    return tuple(rows)
+    return (pub.DP_SACTGAN_ADULT, *pub.DP_SACTGAN_PAPER_RIVALS)
 
 
 def load(data_dir, quick: bool):
@@ -128,73 +107,71 @@ def split_sets(pairs: Sequence[str], methods: Sequence[str]) -> dict[str, list[s
     return out
 
 
-#: ``--quick``'s tiny schedule of DP-SACTGAN (the other methods take the benchmark's).
-QUICK_SACTGAN = {"generator_steps": 20, "batch_size": 32, "chunk_size": 10, "em_iterations": 3}
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    """What every method's runs of one comparison share."""
+
+    split: tuple  # (train, test)
+    root: pathlib.Path  # OUT: real_scores.json, comparison.json
+    dataset: str  # the name in report.json
+    command: str
+    quick: bool
+    resume: bool
 
 
-def quick_sets(method: str) -> list[str]:
-    """The tiny schedule of ``method`` (``experiments.benchmark.QUICK_OVERRIDES``, and
-    :data:`QUICK_SACTGAN`) as ``FIELD=VALUE`` strings."""
-    from experiments.benchmark import QUICK_OVERRIDES
-
-    tiny = {**QUICK_OVERRIDES, "dp-sactgan": QUICK_SACTGAN}.get(method, {})
-    return [f"{k}={json.dumps(list(v) if isinstance(v, tuple) else v)}" for k, v in tiny.items()]
-
-
-def _finished(args, seed, out: pathlib.Path) -> dict | None:
+def _finished(comp: Comparison, spec: _common.RunSpec, seed, out: pathlib.Path) -> dict | None:
     """With ``--resume``: the ``report.json`` of a finished run of the same method, data, seed,
     target epsilon (or preset), delta, quick mode and configuration overrides; else None."""
     path = out / "report.json"
-    if not args.resume or not path.exists():
+    if not comp.resume or not path.exists():
         return None
     rep = json.loads(path.read_text())
     proto = rep.get("protocol") or {}
-    same = (rep.get("method") == args.method and rep.get("dataset") == args.dataset
-            and rep.get("seed") == seed and rep.get("delta") == args.delta
-            and rep.get("target_epsilon") == _common.finite_or_none(args.epsilon)
-            and (rep.get("privacy") or {}).get("preset") == args.preset
-            and proto.get("quick") == args.quick and proto.get("overrides") == json.loads(json.dumps(args.config_overrides)))
+    same = (rep.get("method") == spec.method and rep.get("dataset") == comp.dataset
+            and rep.get("seed") == seed and rep.get("delta") == spec.delta
+            and rep.get("target_epsilon") == _common.finite_or_none(spec.epsilon)
+            and (rep.get("privacy") or {}).get("preset") == spec.preset
+            and proto.get("quick") == comp.quick
+            and proto.get("overrides") == json.loads(json.dumps(dict(spec.overrides))))
     if same:
-        print(f"[{out}] resumed: {args.method} seed {seed} is done with the same settings")
+        print(f"[{out}] resumed: {spec.method} seed {seed} is done with the same settings")
     return rep if same else None
 
 
-def run_one(args, seed, out: pathlib.Path) -> dict:
+def run_one(comp: Comparison, spec: _common.RunSpec, seed, out: pathlib.Path) -> dict:
     """One method and seed: fit, sample, evaluate, ``report.json`` (or a finished run's, with
     ``--resume``)."""
-    from dpgen_jax import data, metrics
-    from experiments.benchmark import QUICK_MAX_SECONDS
+    from dpgen_jax import data
 
-    done = _finished(args, seed, out)
+    done = _finished(comp, spec, seed, out)
     if done is not None:
         return done
     from experiments._leaderboard import machine
 
     at_start = machine()  # the load of the machine the timings were taken on
     t0 = time.perf_counter()
-    train, test = args.split
-    cache = args.root / "real_scores.json"
+    train, test = comp.split
+    cache = comp.root / "real_scores.json"
     prior = json.loads(cache.read_text()) if cache.exists() else None
-    options = {"label_protocol": metrics.LabelAccuracyProtocol(n_estimators=50)} if args.quick else {}
+    options = _common.quick_evaluate_options() if comp.quick else {}
     timings: dict[str, float] = {}
     model, _, result, privacy = _common.fit_sample_evaluate(
-        args, seed, out, train=train, test=test, schema=data.adult_ctab_schema(), n_samples=len(train),
+        spec, seed, out, train=train, test=test, schema=data.adult_ctab_schema(), n_samples=len(train),
         label=LABEL, published=published(), eval_seed=EVAL_SEED, reuse_real=prior,
-        evaluate_options=options, timings=timings,
-        max_seconds=QUICK_MAX_SECONDS if args.quick and args.method not in args.quick_methods else None)
+        evaluate_options=options, timings=timings)
     if prior is None:
         _common.write_json(cache, result)
     diff_cor = result.get("diff_cor") or {}
     return _common.finish(out, _common.report(
-        args, dataset=args.dataset, seed=seed, model=model, result=result, t0=t0,
+        spec, dataset=comp.dataset, seed=seed, model=model, result=result, t0=t0,
         lr_utility=result.get("lr_utility"), wasserstein_mean=result.get("wasserstein_mean"),
         js_distance_mean=result.get("js_distance_mean"),
         diff_cor={"value": diff_cor.get("value"), "columns": diff_cor.get("columns")},
         fit_seconds=timings["fit"], sample_seconds=timings["sample"],
         evaluate_seconds=timings["evaluate"],
-        protocol={"eval_seed": EVAL_SEED, "quick": args.quick, "n_train": len(train),
-                  "n_test": len(test), "n_synthetic": len(train), "overrides": args.config_overrides,
-                  "accountant": privacy["accountant"], "command": args.command,
+        protocol={"eval_seed": EVAL_SEED, "quick": comp.quick, "n_train": len(train),
+                  "n_test": len(test), "n_synthetic": len(train), "overrides": dict(spec.overrides),
+                  "accountant": privacy["accountant"], "command": comp.command,
                   "machine_at_start": at_start}))
 
 
@@ -203,7 +180,7 @@ def _per_method(result: dict, seeds: list) -> tuple[dict, dict]:
     seeds, the report itself for one)."""
     if "per_seed" in result:
         return result["per_seed"], result["median"]
-    values = {key: _common._lookup(result, key) for key in SUMMARY_KEYS}
+    values = {key: _common.lookup(result, key) for key in SUMMARY_KEYS}
     return {key: {str(seeds[0]): v} for key, v in values.items()}, values
 
 
@@ -368,14 +345,15 @@ def main(argv=None) -> dict:
     args = p.parse_args(argv)
     if unknown or len(set(methods)) != len(methods):
         p.error(f"--methods {methods}: expected distinct methods among {sorted(synthesizers.available())}")
-    if args.epsilon is not None and not (args.epsilon > 0 or math.isinf(args.epsilon)):
-        p.error(f"--epsilon={args.epsilon} must be > 0 or inf")
     try:
         sets = split_sets(args.overrides, methods)
-        for m in methods:
-            synthesizers.config_overrides(m, sets[m])  # every --set checked before any fit
     except ValueError as exc:
         p.error(str(exc))
+    # every --set (and the common flags) checked before anything is written; --quick: the
+    # method's smoke schedule (none: its defaults under a time budget)
+    specs = {m: _common.spec_from_args(args, p, method=m, sets=sets[m], quick=args.quick,
+                                       preset=args.preset if i == 0 else None)
+             for i, m in enumerate(methods)}
     command = "python -m experiments.adult_dpsactgan " + " ".join(sys.argv[1:] if argv is None else argv)
     args.out.mkdir(parents=True, exist_ok=True)
     if args.plan_only:
@@ -388,23 +366,20 @@ def main(argv=None) -> dict:
                             "target_epsilon": _common.finite_or_none(args.epsilon),
                             "preset": args.preset, "seeds": seeds, "methods": {}}
     epsilon, preset = args.epsilon, args.preset
-    quick_methods = {m for m in methods if quick_sets(m)}
+    shared = Comparison(split=split, root=args.out, dataset=dataset, command=command, quick=args.quick,
+                        resume=args.resume)
     for i, m in enumerate(methods):
-        margs = argparse.Namespace(**vars(args))
-        margs.method, margs.out, margs.root, margs.split = m, args.out / m, args.out, split
-        margs.dataset, margs.command, margs.quick_methods = dataset, command, quick_methods
-        margs.overrides = (quick_sets(m) if args.quick else []) + sets[m]
-        margs.preset = preset if i == 0 else None
-        margs.epsilon = epsilon
-        print(f"== {m} on {dataset}: " + (f"preset {margs.preset}" if margs.preset else f"epsilon {epsilon}"))
-        per_seed, median = _per_method(_common.run(margs, p, run_one, SUMMARY_KEYS), seeds)
+        spec = dataclasses.replace(specs[m], epsilon=epsilon)
+        print(f"== {m} on {dataset}: " + (f"preset {spec.preset}" if spec.preset else f"epsilon {epsilon}"))
+        per_seed, median = _per_method(_common.run(
+            spec, args.seeds, args.out / m, functools.partial(run_one, shared), SUMMARY_KEYS), seeds)
         comp["methods"][m] = {"per_seed": per_seed, "median": median}
         if i == 0 and preset is not None:  # the rivals at the epsilon the preset reached
             eps = median.get("epsilon")
             epsilon = math.inf if eps is None else eps
             comp["comparison_epsilon"] = _common.finite_or_none(epsilon)
     comp["published"] = {r.method: {k: r.at(k)[0] for k in SEED_METRICS} for r in published()}
-    comp["published_citation"] = CITATION
+    comp["published_citation"] = published()[0].citation
     comp["goals"] = goals({m: v["median"] for m, v in comp["methods"].items()})
     if "dp-sactgan" in comp["methods"]:
         med = comp["methods"]["dp-sactgan"]["median"]

@@ -6,8 +6,8 @@ Usage::
     python -m experiments.adult_table2 --out runs/table2                 # trains what is missing
     python -m experiments.adult_table2 --out runs/table2 --no-train      # tabulates finished runs only
 
-Every (method, preset) is one run of the method's experiment module with ``--preset P --seeds S``
-into ``RUNS/<method>/<preset>/`` (default ``RUNS = OUT/runs``); a run whose ``report.json`` files
+Every (method, preset) is one run of ``python -m experiments.reproduce METHOD adult --preset P
+--seeds S`` into ``RUNS/<method>/<preset>/`` (default ``RUNS = OUT/runs``); a run whose ``report.json`` files
 exist for every seed is reused, not retrained, after checking that it is the run asked for
 (method, preset, seeds, DP-WGAN's columns). DP-WGAN uses the paper's preprocessing (its nine
 discrete columns). Each cell is the median over the seeds of that value (the total is the median
@@ -20,28 +20,24 @@ the paper's basic-composition counterparts of 0.36 / 0.51 / 1.01).
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import pathlib
 import statistics
 
-from experiments import _common, adult_baselines
+from dpgen_jax.metrics import PAPER_DIVERSITY_FEATURES as FEATURES
+from experiments import _common, reproduce
 
 EPSILONS = (0.36, 0.51, 1.01)
-# method -> (published record name, experiment module, columns in the paper's order: a preset
-# "paper-E", or "eps-E" for a fit calibrated to epsilon E; extra flags)
+# method -> (published record in metrics.published, columns in the paper's order: a preset
+# "paper-E", or "eps-E" for a fit calibrated to epsilon E; extra flags of experiments.reproduce)
 METHODS = {
-    "dp-auto-gan": ("DP-auto-GAN", "experiments.adult_dpautogan",
-                    ("paper-0.36", "paper-0.51", "paper-1.01"), ()),
-    "dp-wgan": ("DP-WGAN", "experiments.adult_baselines", ("paper-0.36", "paper-0.51", "paper-1.01"),
-                ("--method", "dp-wgan", "--set", "preprocessing=paper")),
-    "dp-vae": ("DP-VAE", "experiments.adult_baselines", ("paper-0.36", "paper-0.51", "paper-1.01"),
-               ("--method", "dp-vae")),
+    "dp-auto-gan": ("DP_AUTO_GAN_ADULT", ("paper-0.36", "paper-0.51", "paper-1.01"), ()),
+    "dp-wgan": ("DP_WGAN_ADULT", ("paper-0.36", "paper-0.51", "paper-1.01"), ("--set", "preprocessing=paper")),
+    "dp-vae": ("DP_VAE_ADULT", ("paper-0.36", "paper-0.51", "paper-1.01"), ()),
     # DP-SYN has no published setting to reproduce (its paper gives no noise levels; DP-auto-GAN's
     # authors ran its code at these epsilons): the columns are fits calibrated to them ("eps-E").
-    "dp-syn": ("DP-SYN", "experiments.adult_dpsyn", ("eps-0.5", "eps-0.8", "eps-1.4"), ()),
+    "dp-syn": ("DP_SYN_ADULT", ("eps-0.5", "eps-0.8", "eps-1.4"), ()),
 }
-FEATURES = adult_baselines.EIGHT
 ROWS = ([("jsd", f) for f in FEATURES] + [("jsd", "total")] + [("kl_mu", f) for f in FEATURES]
         + [("kl_mu", "total"), ("argmax_decoding.jsd", "total"), ("argmax_decoding.kl_mu", "total"),
            ("rf_salary_accuracy", None), ("epsilon", None), ("epsilon_paper_accounting", None),
@@ -49,26 +45,17 @@ ROWS = ([("jsd", f) for f in FEATURES] + [("jsd", "total")] + [("kl_mu", f) for 
 
 
 def available_methods() -> list[str]:
-    """The methods of the table that can run here (DP-SYN needs its method and experiment)."""
+    """The methods of the table that are registered here."""
     from dpgen_jax import synthesizers
 
-    out = []
-    for name, (_, module, _, _) in METHODS.items():
-        if name not in synthesizers.available():
-            continue
-        try:
-            importlib.import_module(module)
-        except ImportError:
-            continue
-        out.append(name)
-    return out
+    return [name for name in METHODS if name in synthesizers.available()]
 
 
 def published_record(method: str):
+    """The method's published record (``metrics.published``)."""
     from dpgen_jax.metrics import published
 
-    label = METHODS[method][0]
-    return published.DP_AUTO_GAN_ADULT if label == "DP-auto-GAN" else adult_baselines.published(label)
+    return getattr(published, METHODS[method][0])
 
 
 def _reports(folder: pathlib.Path, seeds) -> dict | None:
@@ -110,15 +97,15 @@ def run_or_reuse(method: str, preset: str, folder: pathlib.Path, args) -> dict |
     with ``--no-train``)."""
     reports = _reports(folder, args.seeds)
     if reports is None and not args.no_train:
-        _, module, _, extra = METHODS[method]
+        extra = METHODS[method][2]
         target = (["--epsilon", preset.removeprefix("eps-")] if preset.startswith("eps-")
                   else ["--preset", preset])
-        argv = [*extra, *target, "--seeds", *map(str, args.seeds), "--out", str(folder)]
+        argv = [method, "adult", *extra, *target, "--seeds", *map(str, args.seeds), "--out", str(folder)]
         if args.data_dir is not None:
             argv += ["--data-dir", str(args.data_dir)]
         if args.no_progress:
             argv.append("--no-progress")
-        importlib.import_module(module).main(argv)
+        reproduce.main(argv)
         reports = _reports(folder, args.seeds)
     if reports is not None:
         _check_run(reports, method, preset, folder)
@@ -167,14 +154,14 @@ def _cell(ours, theirs) -> str:
 def build_table(results: dict) -> str:
     """Markdown: one row per value, one column per (method, epsilon); 'ours (published)'."""
     methods = [m for m in METHODS if m in results]
-    head = ["value"] + [f"{METHODS[m][0]} {p.removeprefix('paper-').removeprefix('eps-')}" for m in methods
-                        for p in METHODS[m][2]]
+    head = ["value"] + [f"{published_record(m).method} {p.removeprefix('paper-').removeprefix('eps-')}"
+                        for m in methods for p in METHODS[m][1]]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for key, feature in ROWS:
         row = _row_name(key, feature)
         cells = [row]
         for m in methods:
-            for i, preset in enumerate(METHODS[m][2]):
+            for i, preset in enumerate(METHODS[m][1]):
                 med = (results[m].get(preset) or {}).get("median") or {}
                 cells.append(_cell(med.get(row), _published_value(m, row, i)))
         lines.append("| " + " | ".join(cells) + " |")
@@ -201,7 +188,7 @@ def main(argv=None):
         p.error(f"method(s) {missing} are not available here (registered method and experiment module).")
     results: dict = {m: {} for m in METHODS if m in methods}  # the paper's column order
     for m in sorted(methods, key=("dp-wgan", "dp-vae", "dp-auto-gan", "dp-syn").index):  # fast first
-        for preset in METHODS[m][2]:
+        for preset in METHODS[m][1]:
             reports = run_or_reuse(m, preset, runs / m / preset, args)
             results[m][preset] = None if reports is None else {
                 "folder": str(runs / m / preset), "seeds": args.seeds, "median": medians(reports)}

@@ -9,7 +9,8 @@ Usage::
     python -m experiments.benchmark --leaderboard-only --out runs/benchmark   # rebuild the tables
 
 Every cell (dataset, method, epsilon, seed) fits the method at its default schedule (plus any
-``--set METHOD:FIELD=VALUE``), samples as many rows as the training split, evaluates them with
+``--set METHOD:FIELD=VALUE``; with ``--quick``, its smoke schedule ``SMOKE`` on a few hundred rows,
+or its defaults under a 5-second budget for a method without one), samples as many rows as the training split, evaluates them with
 ``metrics.evaluate`` and writes its folder ``OUT/<dataset>/<method>/eps-<epsilon>/seed-<seed>/``
 with the files of the experiment contract (``report.json`` ...). A cell is done when its
 ``report.json`` exists: a rerun skips it, so the grid can be built over several sessions and a
@@ -23,6 +24,7 @@ method that lands later is added by running the suite again. A cell that fails w
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import pathlib
@@ -37,20 +39,6 @@ from experiments._datasets import DATASETS, Dataset, register_dataset  # noqa: F
 
 # ----------------------------------------------------------------------------- cells
 
-QUICK_OVERRIDES: dict[str, dict[str, Any]] = {
-    "dp-auto-gan": dict(ae_steps=20, critic_steps=20, critic_steps_per_generator_step=5,
-                        chunk_size=10, ae_batch_size=32, critic_batch_size=32,
-                        generator_batch_size=32, ae_clip_norm=0.05),
-    "mst": dict(estimation_iters=100, selection_iters=50),
-    "aim": dict(max_rounds=3, round_iters=100, estimation_iters=100),
-    "gem": dict(max_rounds=3, round_steps=20, final_steps=20, score_samples=1000),
-    "dp-wgan": dict(critic_steps=20, batch_size=64, chunk_size=10),
-    "dp-vae": dict(steps=40, batch_size=32, chunk_size=20),
-    "dp-syn": dict(epochs=1.0, em_iterations=3, chunk_size=20),
-    "gs-wgan": dict(pretrain_iterations=4, generator_steps=20, pretrain_chunk=4, chunk_size=10),
-}
-"""Tiny schedules of ``--quick`` by method; any other method is bounded by ``QUICK_MAX_SECONDS``."""
-QUICK_MAX_SECONDS = 5.0
 EVAL_SEED = 0
 """One evaluation seed for every cell: the forests and triples of ``metrics.evaluate`` are the same
 for every method and run seed, so differences between cells come from the synthetic rows."""
@@ -64,43 +52,40 @@ def _real_cache(out: pathlib.Path, dataset: str) -> pathlib.Path:
     return out / dataset / "real_scores.json"
 
 
-def run_cell(ds: Dataset, split, method: str, epsilon: float, seed: int, out: pathlib.Path, *,
-             delta: float, overrides: dict, quick: bool, progress: bool, command: str) -> dict:
-    """Fits, samples, evaluates and writes one cell; returns its ``report.json``."""
+def run_cell(ds: Dataset, split, spec: _common.RunSpec, seed: int, out: pathlib.Path, *,
+             quick: bool, command: str) -> dict:
+    """Fits, samples, evaluates and writes one cell (``spec``: the method, its target epsilon,
+    delta and overrides); returns its ``report.json``."""
     from dpgen_jax import metrics
 
     train, test = split
     schema = ds.schema_for(quick)
-    d = cell_dir(out, ds.name, method, epsilon, seed)
-    args = argparse.Namespace(method=method, epsilon=epsilon, delta=delta, preset=None,
-                              num_records=None, no_progress=not progress, config_overrides=overrides)
+    d = cell_dir(out, ds.name, spec.method, spec.epsilon, seed)
     cache = _real_cache(out, ds.name)
     prior = json.loads(cache.read_text()) if cache.exists() else None
-    options = {"label_protocol": metrics.LabelAccuracyProtocol(n_estimators=50)} if quick else {}
+    options = _common.quick_evaluate_options() if quick else {}
     from experiments._leaderboard import machine
 
     machine = machine()
     t0, timings = time.perf_counter(), {}
     kwargs = dict(train=train, test=test, schema=schema, n_samples=len(train), label=ds.label,
-                  published=ds.published.get(method), max_seconds=QUICK_MAX_SECONDS if quick else None,
-                  eval_seed=EVAL_SEED, evaluate_options=options, timings=timings)
+                  published=ds.published.get(spec.method), eval_seed=EVAL_SEED,
+                  evaluate_options=options, timings=timings)
     try:
-        model, _, result, privacy = _common.fit_sample_evaluate(args, seed, d, reuse_real=prior, **kwargs)
-    except ValueError as exc:
-        if prior is None or "reuse_real" not in str(exc):
-            raise
-        model, _, result, privacy = _common.fit_sample_evaluate(args, seed, d, **kwargs)
+        model, _, result, privacy = _common.fit_sample_evaluate(spec, seed, d, reuse_real=prior, **kwargs)
+    except metrics.RealScoresMismatch:  # the cached real scores are another run's: recompute them
+        model, _, result, privacy = _common.fit_sample_evaluate(spec, seed, d, **kwargs)
         prior = None
     if prior is None:
         _common.write_json(cache, result)
     rep = _common.report(
-        args, dataset=ds.name, seed=seed, model=model, result=result, t0=t0,
+        spec, dataset=ds.name, seed=seed, model=model, result=result, t0=t0,
         accountant=privacy["accountant"], fit_seconds=timings["fit"],
         evaluate_seconds=timings["evaluate"], tv_1way=result.get("tv_1way"),
         marginal_l1_3way=result.get("marginal_l1_3way"),
         dimension_wise_summary=result.get("dimension_wise_summary"),
-        board={c.key: _common._lookup(result, c.path) for m in metrics.METRICS for c in m.board},
-        benchmark={"quick": quick, "overrides": overrides, "eval_seed": EVAL_SEED,
+        board={c.key: _common.lookup(result, c.path) for m in metrics.METRICS for c in m.board},
+        benchmark={"quick": quick, "overrides": dict(spec.overrides), "eval_seed": EVAL_SEED,
                    "command": command, "machine_at_start": machine})
     _common.write_json(d / "report.json", rep)
     (d / "error.json").unlink(missing_ok=True)
@@ -159,10 +144,14 @@ def main(argv=None) -> dict:
     if not all(e > 0 and math.isfinite(e) for e in epsilons):
         p.error(f"--epsilons {epsilons}: every epsilon must be finite and > 0")
     seeds = args.seeds if args.seeds is not None else ([0] if args.quick else [0, 1, 2])
+    specs: dict[str, _common.RunSpec] = {}
     try:
         sets = parse_sets(args.overrides, methods)
-        overrides = {m: {**(QUICK_OVERRIDES.get(m, {}) if args.quick else {}),
-                         **synthesizers.config_overrides(m, sets[m])} for m in methods}
+        for m in methods:  # --quick: the method's smoke schedule (none: its defaults under a budget)
+            smoke, max_seconds = _common.quick_schedule(m) if args.quick else ({}, None)
+            specs[m] = _common.RunSpec(
+                method=m, delta=args.delta, overrides={**smoke, **synthesizers.config_overrides(m, sets[m])},
+                progress=args.progress, max_seconds=max_seconds)
     except ValueError as exc:
         p.error(str(exc))
     runnable = []
@@ -187,9 +176,8 @@ def main(argv=None) -> dict:
             splits[ds_name] = ds.load(args.data_dir, args.quick)
         d = cell_dir(args.out, ds_name, method, eps, seed)
         try:
-            rep = run_cell(ds, splits[ds_name], method, eps, seed, args.out, delta=args.delta,
-                           overrides=overrides[method], quick=args.quick, progress=args.progress,
-                           command=command)
+            rep = run_cell(ds, splits[ds_name], dataclasses.replace(specs[method], epsilon=eps), seed,
+                           args.out, quick=args.quick, command=command)
             bar.write(f"[{ds_name} {method} eps={eps:g} seed={seed}] RF {rep['rf_salary_accuracy']}, "
                       f"epsilon {rep['epsilon']} ({rep['accountant']}), fit {rep['fit_seconds']:.1f} s, "
                       f"cell {rep['wall_seconds']:.1f} s")

@@ -178,7 +178,7 @@ def test_tiny_phase_over_several_keys(seed):
 
 @pytest.mark.slow
 def test_experiment_writes_report_and_table(adult_dir, tmp_path):
-    from experiments import audit as experiment
+    from experiments.studies import audit as experiment
 
     rep = experiment.main(["--epsilons", "4", "--broken-epsilons", "4", "--steps", "30",
                            "--canaries", "200", "--seed", "0", "--data-dir", str(adult_dir),

@@ -195,7 +195,7 @@ def test_every_family_and_variant_at_both_claims(family, claim):
 
 
 def test_experiment_many_run_rows_and_commands(tmp_path):
-    from experiments import audit as experiment
+    from experiments.studies import audit as experiment
 
     rep = experiment.main(["--mechanism", "histograms-independent", "--epsilons", "4",
                            "--variants", "sound", "noise_off", "--runs", "2000", "--seed", "0",
@@ -206,6 +206,6 @@ def test_experiment_many_run_rows_and_commands(tmp_path):
     assert "| broken (noise_off) | 4.000 |" in text
     # a row re-run alone by its printed command gives the same numbers
     cmd = rep["runs"][0]["command"].split()
-    assert cmd[:3] == ["python", "-m", "experiments.audit"]
+    assert cmd[:3] == ["python", "-m", "experiments.studies.audit"]
     alone = experiment.main(cmd[3:-1] + [str(tmp_path / "alone")])
     assert alone["runs"][0]["epsilon_lower_bound"] == rep["runs"][0]["epsilon_lower_bound"]

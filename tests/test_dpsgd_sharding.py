@@ -575,7 +575,7 @@ def test_ambient_mesh_is_scoped_and_one_device_is_no_mesh():
 @pytest.mark.slow
 def test_multidevice_benchmark_writes_its_rows(tmp_path):
     out = tmp_path / "md"
-    subprocess.run([sys.executable, "-m", "experiments.multidevice", "--out", str(out), "--quick",
+    subprocess.run([sys.executable, "-m", "experiments.speed.multidevice", "--out", str(out), "--quick",
                     "--devices", "1,2", "--batches", "64", "--rounds", "3", "--target-seconds", "0.02"],
                    cwd=ROOT, check=True, capture_output=True, text=True, timeout=900,
                    env={**os.environ, "PYTHONPATH": str(ROOT)})

@@ -73,11 +73,11 @@ def _check_summary(out: pathlib.Path, seeds: list[int], reports: dict[int, dict]
 
 @pytest.fixture(scope="module")
 def mimic_run(tmp_path_factory, xla_cache_home):
-    from experiments import mimic_like_dpautogan
+    from experiments import reproduce
 
     out = tmp_path_factory.mktemp("mimic_like")
-    summary = mimic_like_dpautogan.main([
-        "--epsilon", "inf", "--seeds", "0", "1", "--n-rows", "500", "--n-features", "12",
+    summary = reproduce.main([
+        "dp-auto-gan", "mimic-like", "--quick", "--epsilon", "inf", "--seeds", "0", "1",
         "--set", "ae_steps=4", "--set", "critic-steps=5", "--no-progress", "--out", str(out)])
     return out, summary
 
@@ -93,7 +93,7 @@ def test_mimic_like_experiment_writes_its_outputs(mimic_run):
         report = _strict_load(d / "report.json")
         assert set(report) == MIMIC_REPORT_KEYS
         assert report["method"] == "dp-auto-gan" and report["seed"] == seed
-        assert report["dataset"] == "mimic_like(n_rows=500, n_features=12, seed=0)"
+        assert report["dataset"] == "mimic-like (quick)"  # 1,000 rows x 12 columns
         assert report["rf_salary_accuracy"] is None and report["tstr_auroc"] is None
         assert report["paper_accounting"] is None
         # Non-private: every epsilon is null, never Infinity.
@@ -106,20 +106,20 @@ def test_mimic_like_experiment_writes_its_outputs(mimic_run):
         assert report["wall_seconds"] >= sum(report["train_seconds"].values()) > 0
         assert 0 <= report["probability_mean_abs_diff"] <= 1
         synthetic = pd.read_csv(d / "synthetic.csv")
-        assert len(synthetic) == 100  # the validation split: 20 % of 500 rows
-        assert data.TableEncoder(schema).encode(synthetic).shape == (100, 12)
+        assert len(synthetic) == 200  # as many as the test split: the next 20 % of 1,000 rows
+        assert data.TableEncoder(schema).encode(synthetic).shape == (200, 12)
         assert "dimension_wise_probability" in _strict_load(d / "metrics.json")
         assert {"dimension_wise.png", "dimension_wise_probability.png"} <= {
             p.name for p in d.glob("*.png")}
         reports[seed] = report
     s = _check_summary(out, [0, 1], reports, (
-        "epsilon", "probability_mean_abs_diff", "train_seconds.autoencoder", "wall_seconds"))
+        "epsilon", "probability_mean_abs_diff", "prediction_mean_abs_diff", "wall_seconds"))
     assert s["median"]["epsilon"] is None
     assert summary == s
 
 
 def test_experiment_arguments_are_checked(tmp_path, capsys):
-    from experiments import adult_dpautogan, mimic_like_dpautogan
+    from experiments import reproduce
 
     for argv in (["--epsilon", "0", "--out", str(tmp_path)],
                  ["--epsilon", "-1", "--out", str(tmp_path)],
@@ -129,16 +129,42 @@ def test_experiment_arguments_are_checked(tmp_path, capsys):
                  ["--epsilon", "1", "--set", "critic_stepz=4", "--out", str(tmp_path)],
                  ["--epsilon", "1", "--set", "critic_steps", "--out", str(tmp_path)]):
         with pytest.raises(SystemExit) as info:
-            adult_dpautogan.main(argv)
+            reproduce.main(["dp-auto-gan", "adult", *argv])
         assert info.value.code == 2
-    with pytest.raises(SystemExit):
-        mimic_like_dpautogan.main(["--preset", "paper-1.01", "--out", str(tmp_path)])
+    for argv in (["dp-auto-gan", "mimic-like", "--preset", "paper-1.01"],  # an Adult preset
+                 ["dp-gan", "adult", "--epsilon", "1"], ["dp-vae", "mimic", "--epsilon", "1"],
+                 ["dp-vae", "adult", "--epsilon", "1", "--set", "critic_steps=3"]):
+        with pytest.raises(SystemExit) as info:
+            reproduce.main([*argv, "--out", str(tmp_path)])
+        assert info.value.code == 2
     err = capsys.readouterr().err
     assert "--epsilon=0.0 must be > 0 or inf" in err
     assert "not allowed with argument" in err
-    assert "invalid choice: 'paper-0.81'" in err
+    assert "invalid choice: 'paper-0.81'" in err and "invalid choice: 'paper-1.01'" in err
+    assert "invalid choice: 'dp-gan'" in err and "invalid choice: 'mimic'" in err
     assert "has no field 'critic_stepz'" in err and "expected FIELD=VALUE" in err
+    assert "has no field 'critic_steps'" in err
     assert not any(tmp_path.iterdir())  # nothing was written
+
+
+def test_quick_reproduction_reads_the_smoke_schedule(tmp_path, xla_cache_home):
+    """``--quick``: the method's smoke schedule (its SMOKE, the user's --set on top) on the
+    dataset's quick rows; published numbers beside ours where the paper reports the pair."""
+    from dpgen_jax import synthesizers
+    from experiments import reproduce
+
+    out = tmp_path / "vae"
+    rep = reproduce.main(["dp-vae", "adult-like", "--quick", "--epsilon", "1", "--seeds", "0",
+                          "--set", "steps=6", "--no-progress", "--out", str(out)])
+    smoke = synthesizers.get("dp-vae").SMOKE
+    assert [p["steps"] for p in rep["privacy"]["phases"]] == [6]
+    assert rep["privacy"]["phases"][0]["batch_size"] == smoke["batch_size"]
+    assert rep["dataset"] == "adult-like (quick)" and rep["columns"] == data.adult_schema().names
+    assert len(pd.read_csv(out / "synthetic.csv")) == 600
+    assert rep["argmax_decoding"]["jsd"]["total"] >= 0
+    assert reproduce.published_record("dp-vae", "adult") is metrics.published.DP_VAE_ADULT
+    assert reproduce.published_record("dp-auto-gan", "adult") is metrics.published.DP_AUTO_GAN_ADULT
+    assert reproduce.published_record("dp-vae", "adult-like") is None
 
 
 # --------------------------------------------------------------------------------------------
@@ -149,11 +175,11 @@ def test_experiment_arguments_are_checked(tmp_path, capsys):
 @pytest.mark.slow
 def test_adult_experiment_end_to_end(adult_dir, tmp_path, xla_cache_home):
     from dpgen_jax import synthesizers
-    from experiments import adult_dpautogan
+    from experiments import reproduce
 
     out = tmp_path / "adult"
-    adult_dpautogan.main([
-        "--epsilon", "1.0", "--seeds", "0", "1", "--set", "ae_steps=20", "--set", "critic_steps=20",
+    reproduce.main([
+        "dp-auto-gan", "adult", "--epsilon", "1.0", "--seeds", "0", "1", "--set", "ae_steps=20", "--set", "critic_steps=20",
         "--set", "ae_clip_norm=0.05", "--no-progress", "--data-dir", str(adult_dir), "--out", str(out)])
     _all_json_strict(out)
     schema = data.adult_schema()
@@ -205,11 +231,11 @@ def test_adult_experiment_end_to_end(adult_dir, tmp_path, xla_cache_home):
 @pytest.mark.slow
 def test_cardio_gswgan_experiment_end_to_end(cardio_path, tmp_path, xla_cache_home):
     from dpgen_jax import synthesizers
-    from experiments import cardio_gswgan
+    from experiments import reproduce
 
     out = tmp_path / "cardio"
-    cardio_gswgan.main([
-        "--epsilon", "10", "--seeds", "0", "--set", "generator_steps=20", "--set", "num_shards=50",
+    reproduce.main([
+        "gs-wgan", "cardio", "--epsilon", "10", "--seeds", "0", "--set", "generator_steps=20", "--set", "num_shards=50",
         "--set", "snapshot_every=10", "--no-progress", "--data-dir", str(cardio_path), "--out", str(out)])
     _all_json_strict(out)
     report = _strict_load(out / "report.json")  # one seed: the run's files sit in --out itself
@@ -229,7 +255,7 @@ def test_cardio_gswgan_experiment_end_to_end(cardio_path, tmp_path, xla_cache_ho
 
 @pytest.mark.slow
 def test_gswgan_frontier_quick_chooses_on_validation_and_resumes(cardio_path, tmp_path, xla_cache_home):
-    from experiments import gswgan_frontier
+    from experiments.studies import gswgan_frontier
 
     out = tmp_path / "frontier"
     argv = ["--quick", "--out", str(out), "--data-dir", str(cardio_path), "--epsilons", "10"]
@@ -259,7 +285,7 @@ def test_gswgan_frontier_quick_chooses_on_validation_and_resumes(cardio_path, tm
 def test_throughput_quick_writes_rows_with_the_documented_keys(tmp_path):
     out = tmp_path / "tp"
     subprocess.run(
-        [sys.executable, "-m", "experiments.throughput", "--quick", "--out", str(out), "--no-torch",
+        [sys.executable, "-m", "experiments.speed.throughput", "--quick", "--out", str(out), "--no-torch",
          "--rounds", "3", "--target-seconds", "0.02"],
         cwd=ROOT, check=True, capture_output=True, text=True, timeout=600)
     result = _strict_load(out / "throughput.json")

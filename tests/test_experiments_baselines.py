@@ -1,7 +1,8 @@
-"""The baselines' experiment and the Table 2 assembly, end to end on tiny schedules.
+"""The baselines' reproduction and the Table 2 assembly, end to end on tiny schedules.
 
-``experiments.adult_baselines`` runs on ``data.adult_like`` (the public stand-in in Adult's
-format), so no Adult file is needed; the checks are on the files of the experiment contract.
+``experiments.reproduce dp-wgan|dp-vae adult-like --quick`` runs on ``data.adult_like`` (the
+public stand-in in Adult's format), so no Adult file is needed; the checks are on the files of the
+experiment contract.
 ``experiments.adult_table2`` is run with ``--no-train`` on a finished run made here: it must
 tabulate it without training (its data folder does not exist), leave the missing runs empty, and
 refuse a folder holding another run.
@@ -15,10 +16,10 @@ import statistics
 import pandas as pd
 import pytest
 
-from dpgen_jax import data, synthesizers
-from experiments import _common, adult_baselines, adult_table2
+from dpgen_jax import data, metrics, synthesizers
+from experiments import _common, adult_table2, reproduce
 
-ROWS = 600
+TRAIN_ROWS = 600  # the quick rows of adult-like
 TINY = {"dp-vae": ["--set", "steps=4", "--set", "batch_size=32"],  # explicit values beat the preset
         "dp-wgan": ["--set", "critic_steps=4", "--set", "batch_size=32", "--set", "hidden=[8]",
                     "--set", "preprocessing=paper"]}
@@ -29,9 +30,8 @@ def _load(path):
 
 
 def _run(method, out, *extra, preset="paper-0.36", seeds=("0", "1")):
-    return adult_baselines.main(["--method", method, "--preset", preset, "--seeds", *seeds,
-                                 "--dataset", "adult-like", "--adult-like-rows", str(ROWS),
-                                 *TINY[method], *extra, "--no-progress", "--out", str(out)])
+    return reproduce.main([method, "adult-like", "--quick", "--preset", preset, "--seeds", *seeds,
+                           *TINY[method], *extra, "--no-progress", "--out", str(out)])
 
 
 @pytest.fixture(scope="module")
@@ -50,18 +50,18 @@ def _check_run(folder, method):
         rep = _load(d / "report.json")
         assert set(rep) == set(_common.REPORT_KEYS) | {"columns", "argmax_decoding"}
         assert rep["method"] == method and rep["seed"] == seed
-        assert rep["dataset"] == f"adult_like(n_rows={ROWS}, seed=7)"
+        assert rep["dataset"] == "adult-like (quick)"
         assert rep["privacy"]["preset"] == folder.name and rep["target_epsilon"] is None
         assert any("preset's noise multiplier is the paper's" in a for a in rep["privacy"]["assumptions"])
         model = synthesizers.load(d / "model.npz")
         assert model.privacy_report() == rep["privacy"]
         assert rep["columns"] == model.schema.names
         synthetic = pd.read_csv(d / "synthetic.csv", dtype={"education-num": str})
-        assert list(synthetic.columns) == rep["columns"] and len(synthetic) == 400  # 2/3 of 600
+        assert list(synthetic.columns) == rep["columns"] and len(synthetic) == TRAIN_ROWS
         data.TableEncoder(model.schema).encode(synthetic)
         assert _load(d / "metrics.json")["meta"]["columns"] == rep["columns"]
         for key in ("jsd", "kl_mu"):
-            assert rep[key]["total"] == pytest.approx(sum(rep[key][f] for f in adult_baselines.EIGHT))
+            assert rep[key]["total"] == pytest.approx(sum(rep[key][f] for f in adult_table2.FEATURES))
             assert rep["argmax_decoding"][key]["total"] >= 0
         reports[seed] = rep
     summary = _load(folder / "summary.json")
@@ -115,16 +115,19 @@ def test_table2_refuses_a_folder_holding_another_run(runs, tmp_path):
                            "--methods", "dp-vae", "--no-train"])
 
 
-def test_baseline_experiment_arguments_are_checked(tmp_path, capsys):
-    for argv in (["--preset", "paper-0.36", "--out", str(tmp_path)],               # no --method
-                 ["--method", "dp-gan", "--epsilon", "1", "--out", str(tmp_path)],
-                 ["--method", "dp-vae", "--preset", "paper-2", "--out", str(tmp_path)],
-                 ["--method", "dp-vae", "--epsilon", "1", "--set", "critic_steps=3", "--out", str(tmp_path)],
-                 ["--method", "dp-vae", "--epsilon", "1", "--dataset", "mimic", "--out", str(tmp_path)]):
+def test_baseline_arguments_are_checked(tmp_path, capsys):
+    for argv in (["--preset", "paper-0.36", "--out", str(tmp_path)],               # no method
+                 ["dp-vae", "adult", "--preset", "paper-2", "--out", str(tmp_path)]):
         with pytest.raises(SystemExit) as info:
-            adult_baselines.main(argv)
+            reproduce.main(argv)
         assert info.value.code == 2
     err = capsys.readouterr().err
-    assert "the following arguments are required: --method" in err
-    assert "invalid choice: 'paper-2'" in err and "has no field 'critic_steps'" in err
+    assert "the following arguments are required: method, dataset" in err
+    assert "invalid choice: 'paper-2'" in err
     assert not any(tmp_path.iterdir())
+
+
+def test_table2_reads_the_published_records_of_the_library():
+    assert adult_table2.published_record("dp-wgan") is metrics.published.DP_WGAN_ADULT
+    assert adult_table2.published_record("dp-syn").epsilons == (0.5, 0.8, 1.4)
+    assert metrics.published.DP_WGAN_ADULT.at("jsd.total") == [1.29, 2.41, 0.73]

@@ -1,4 +1,4 @@
-"""``experiments.small_tables``: the small-table search writes every fit and the medians, scored on
+"""``experiments.studies.small_tables``: the small-table search writes every fit and the medians, scored on
 held-out generated rows only."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from experiments import small_tables
+from experiments.studies import small_tables
 
 
 def test_small_tables_search_writes_every_fit_and_the_medians(tmp_path):

@@ -1,4 +1,4 @@
-"""``experiments.wide_tables``: cells run in their own processes, a cell past its time limit is
+"""``experiments.studies.wide_tables``: cells run in their own processes, a cell past its time limit is
 recorded as a timeout (not lost), the planted groups are the ones scored, and the report and
 summary are written."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from experiments import wide_tables
+from experiments.studies import wide_tables
 
 
 def _args(tmp_path, **kw):

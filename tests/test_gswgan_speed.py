@@ -1,4 +1,4 @@
-"""The GS-WGAN pretraining speed benchmark (experiments/gswgan_pretrain.py) and its torch reference.
+"""The GS-WGAN pretraining speed benchmark (experiments/speed/gswgan_pretrain.py) and its torch reference.
 
 No timed assertions: these tests check that the contenders compute the same thing (the Python
 loop of single-shard JIT calls against ``gs_wgan.pretrain``'s vmap; torch's critic loss against
@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 
 from dpgen_jax.synthesizers import gs_wgan
-from experiments import gswgan_pretrain as bench
-from experiments import torch_reference as tr
+from experiments.speed import gswgan_pretrain as bench
+from experiments.speed import torch_reference as tr
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 WIDTH = 12
@@ -176,7 +176,7 @@ def test_torch_batch_normalised_networks_match_jax(torch_ref):
 @pytest.mark.slow
 def test_cli_on_cardios_shape_with_the_theses_normalisation_on_two_devices(tmp_path):
     out = tmp_path / "speed"
-    cmd = [sys.executable, "-m", "experiments.gswgan_pretrain", "--quick", "--out", str(out),
+    cmd = [sys.executable, "-m", "experiments.speed.gswgan_pretrain", "--quick", "--out", str(out),
            "--table", "cardio-like", "--norm", "batch", "--devices", "2",
            "--discriminators", "2", "--full-k", "9", "--iterations", "1", "--full-k-iterations", "1"]
     if not tr.gswgan_available()[0]:
@@ -195,7 +195,7 @@ def test_cli_on_cardios_shape_with_the_theses_normalisation_on_two_devices(tmp_p
 @pytest.mark.slow
 def test_cli_writes_the_report(tmp_path):
     out = tmp_path / "speed"
-    cmd = [sys.executable, "-m", "experiments.gswgan_pretrain", "--quick", "--out", str(out),
+    cmd = [sys.executable, "-m", "experiments.speed.gswgan_pretrain", "--quick", "--out", str(out),
            "--discriminators", "2", "--full-k", "8", "--iterations", "1", "--full-k-iterations", "1"]
     torch_ok = tr.gswgan_available()[0]
     if not torch_ok:

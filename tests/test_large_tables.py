@@ -1,5 +1,5 @@
 """Large tables: the epoch schedules stop growing past a step cap, and the million-row experiment's
-cells record time, memory and the privacy report (``experiments/large_tables.py``)."""
+cells record time, memory and the privacy report (``experiments/studies/large_tables.py``)."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def test_a_capped_schedule_needs_less_noise_at_a_larger_table():
 
 
 def test_large_tables_cell_records_time_memory_and_epsilon(tmp_path):
-    from experiments import large_tables
+    from experiments.studies import large_tables
 
     cell = large_tables.run_cell("independent", 3000, 1.0, 0, {})
     json.dumps(cell)

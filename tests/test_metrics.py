@@ -569,7 +569,7 @@ def test_published_records_are_consistent():
 def test_the_metric_table_drives_evaluate_and_the_docs(identical_result):
     """Every key a metric of the table writes is in evaluate's result (or null with a reason),
     its time is recorded under the metric's name, and docs/metrics.md names every key."""
-    from dpgen_jax.metrics._table import result_keys
+    from dpgen_jax.metrics._registry import result_keys
 
     keys = result_keys()
     assert len(keys) == len(set(keys))

@@ -19,7 +19,7 @@ from sklearn.metrics import f1_score, roc_auc_score
 
 from dpgen_jax import data, metrics
 from dpgen_jax.data import Schema, TableEncoder
-from dpgen_jax.metrics._tables import prepare
+from dpgen_jax.metrics._inputs import prepare
 
 #: A six-column slice of the Adult layout: two integer columns (one heavy-tailed), three discrete
 #: ones and the binary label; rows come from the licence-free stand-in data.adult_like.

@@ -8,7 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("opacus")
 
-from experiments import torch_reference as tr  # noqa: E402
+from experiments.speed import torch_reference as tr  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing:UserWarning")
 

@@ -4,7 +4,7 @@ Every metric is a function over pandas frames plus the public :class:`~dpgen_jax
 frames are validated (``dpgen_jax.data.check_frame``) and encoded by the data layer's
 ``TableEncoder``. ``docs/metrics.md`` defines each metric and names its source paper.
 
-- :func:`evaluate`: all of them at once (the table :data:`METRICS`; :func:`register_metric` adds one), as a JSON-serialisable dict; :func:`write_report`
+- :func:`evaluate`: all of them at once (the registry :data:`METRICS`; :func:`register_metric` adds one), as a JSON-serialisable dict; :func:`write_report`
   writes it with plots and a markdown summary, beside published numbers when given
   (``write_report(..., published=metrics.published.DP_AUTO_GAN_ADULT)``).
 - Predictive: :func:`dimension_wise_probability`, :func:`dimension_wise_prediction`,
@@ -41,7 +41,7 @@ from dpgen_jax.metrics._divergence import (
     smoothing_mu,
 )
 from dpgen_jax.metrics._downstream import LabelAccuracyProtocol, label_accuracy, lr_utility, tstr_auroc
-from dpgen_jax.metrics._evaluate import evaluate
+from dpgen_jax.metrics._evaluate import RealScoresMismatch, evaluate
 from dpgen_jax.metrics._fidelity import (
     MARGINAL_BINS,
     choose_subsets,
@@ -60,7 +60,7 @@ from dpgen_jax.metrics._marginals import (
 )
 from dpgen_jax.metrics._published import PublishedResults
 from dpgen_jax.metrics._report import summary_markdown, write_report
-from dpgen_jax.metrics._table import METRICS, BoardColumn, Headline, Metric, MetricInputs, register_metric
+from dpgen_jax.metrics._registry import METRICS, BoardColumn, Headline, Metric, MetricInputs, register_metric
 
 __all__ = [
     "METRICS",
@@ -94,6 +94,7 @@ __all__ = [
     "one_way_marginals",
     "pca_projection",
     "published",
+    "RealScoresMismatch",
     "smoothing_mu",
     "summary_markdown",
     "three_way_marginal",

@@ -16,7 +16,7 @@ import pandas as pd
 from scipy.stats import chi2_contingency
 
 from dpgen_jax.data import Schema
-from dpgen_jax.metrics._tables import Table, prepare_frames, missing_as_value
+from dpgen_jax.metrics._inputs import Table, prepare_frames, missing_as_value
 
 #: ``evaluate`` computes Diff-Cor for schemas with at most this many columns (the cost grows with
 #: the number of column pairs); call :func:`diff_cor` directly for wider tables.

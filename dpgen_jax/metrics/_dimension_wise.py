@@ -16,8 +16,8 @@ from sklearn.metrics import f1_score, r2_score, roc_auc_score
 from threadpoolctl import threadpool_limits
 
 from dpgen_jax.data import Schema, TableEncoder
-from dpgen_jax.metrics._models import fit_recording_convergence, forest_predict, source_flag
-from dpgen_jax.metrics._tables import Table, check_features, check_schema, prepare, missing_as_value
+from dpgen_jax.metrics._forest import fit_recording_convergence, forest_predict, source_flag
+from dpgen_jax.metrics._inputs import Table, check_features, check_schema, prepare, missing_as_value
 
 Metric = Literal["auroc", "f1_binary", "f1_micro", "r2"]
 

@@ -15,7 +15,7 @@ import pandas as pd
 
 from dpgen_jax.data import Schema
 from dpgen_jax.data._check import show_values
-from dpgen_jax.metrics._tables import Table, check_features, check_schema, prepare, missing_as_value
+from dpgen_jax.metrics._inputs import Table, check_features, check_schema, prepare, missing_as_value
 
 #: The eight features summed into the "All" rows of the DP-auto-GAN paper's Tables 2 and 5-7.
 PAPER_DIVERSITY_FEATURES: tuple[str, ...] = (

@@ -17,8 +17,8 @@ from sklearn.model_selection import train_test_split
 from threadpoolctl import threadpool_limits
 
 from dpgen_jax.data import Schema, TableEncoder
-from dpgen_jax.metrics._models import Score, fit_recording_convergence, forest_predict, source_flag
-from dpgen_jax.metrics._tables import (
+from dpgen_jax.metrics._forest import Score, fit_recording_convergence, forest_predict, source_flag
+from dpgen_jax.metrics._inputs import (
     Table,
     check_int,
     check_label,

@@ -1,4 +1,4 @@
-"""``evaluate``: every metric of the table (``metrics/_table.py``) on one (real train, real test,
+"""``evaluate``: every metric of the registry (``metrics/_registry.py``) on one (real train, real test,
 synthetic) triple."""
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from dpgen_jax.metrics._fidelity import (
     resolve_spacing,
 )
 from dpgen_jax.metrics._marginals import DEFAULT_HISTOGRAM_BINS, DEFAULT_TRIPLES
-from dpgen_jax.metrics._table import METRICS, MetricInputs
+from dpgen_jax.metrics._registry import METRICS, MetricInputs
 from dpgen_jax.metrics._dimension_wise import DIMENSION_WISE_TREES, is_all_binary
-from dpgen_jax.metrics._tables import (
+from dpgen_jax.metrics._inputs import (
     Table,
     check_int,
     check_label,
@@ -279,6 +279,10 @@ def _real_fingerprint(
     return h.hexdigest()
 
 
+class RealScoresMismatch(ValueError):
+    """``reuse_real`` was computed on other real rows or settings than the call's."""
+
+
 def _check_reuse(reuse_real: Any, fingerprint: str) -> dict[str, Any] | None:
     if reuse_real is None:
         return None
@@ -286,7 +290,7 @@ def _check_reuse(reuse_real: Any, fingerprint: str) -> dict[str, Any] | None:
         raise TypeError(f"reuse_real must be a dict returned by evaluate, got {type(reuse_real).__name__}.")
     theirs = reuse_real["meta"].get("real_fingerprint")
     if theirs != fingerprint:
-        raise ValueError(
+        raise RealScoresMismatch(
             "reuse_real was computed on different real rows or settings (meta.real_fingerprint "
             f"{str(theirs)[:12]}... != {fingerprint[:12]}...); the real-data rows, schema, label, seed, "
             "label_protocol and tune_tstr must all be the same."

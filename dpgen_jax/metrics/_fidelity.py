@@ -21,7 +21,7 @@ from scipy.stats import wasserstein_distance
 from dpgen_jax.data import BinSpacing, Schema, bin_edges, bin_index
 from dpgen_jax.data._check import show_values
 from dpgen_jax.metrics._divergence import distribution_from_codes, jensen_shannon
-from dpgen_jax.metrics._tables import Table, check_int, prepare_frames, missing_as_value
+from dpgen_jax.metrics._inputs import Table, check_int, prepare_frames, missing_as_value
 
 #: Default number of public bins of a continuous column in the marginal distances.
 MARGINAL_BINS = 20

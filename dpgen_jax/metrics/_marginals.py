@@ -15,7 +15,7 @@ from sklearn.decomposition import PCA
 from threadpoolctl import threadpool_limits
 
 from dpgen_jax.data import Column, Schema, TableEncoder
-from dpgen_jax.metrics._tables import Table, check_int, check_schema, prepare, missing_as_value
+from dpgen_jax.metrics._inputs import Table, check_int, check_schema, prepare, missing_as_value
 
 #: Default number of equal-width histogram bins of a continuous column in the marginal plots (the
 #: paper does not fix it).

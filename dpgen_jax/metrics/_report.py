@@ -19,8 +19,8 @@ from dpgen_jax.metrics._plots import (
     plot_pca,
 )
 from dpgen_jax.metrics._published import PublishedResults
-from dpgen_jax.metrics._table import METRICS
-from dpgen_jax.metrics._tables import check_same_columns, check_schema, prepare, missing_as_value
+from dpgen_jax.metrics._registry import METRICS
+from dpgen_jax.metrics._inputs import check_same_columns, check_schema, prepare, missing_as_value
 
 
 def _num(v: Any, digits: int = 4) -> str:

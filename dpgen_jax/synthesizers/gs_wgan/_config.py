@@ -16,7 +16,7 @@ CRITIC_SCHEDULES = ("all", "selected")
 # The speed settings this method reads and their defaults (synthesizers.Flags).
 FLAGS = Flags(chunk_size=500, shard_group=32, pretrain_chunk=50)
 #: The smallest proven epsilon at which GS-WGAN's frontier on cardio reached TSTR AUROC 0.70
-#: (experiments.gswgan_frontier, docs/gs-wgan.md); below it a fit's report says what to expect.
+#: (experiments.studies.gswgan_frontier, docs/gs-wgan.md); below it a fit's report says what to expect.
 LEARNS_FROM_EPSILON = 100.0
 
 # The thesis's settings (sigma 1.07, B 32, C 1) at its five shard counts K: the thesis's K itself

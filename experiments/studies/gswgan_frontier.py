@@ -2,16 +2,16 @@
 
 Usage::
 
-    python -m experiments.gswgan_frontier --out runs/gswgan-frontier [--epsilons 1 3 10 30 100]
+    python -m experiments.studies.gswgan_frontier --out runs/gswgan-frontier [--epsilons 1 3 10 30 100]
         [--configs NAME ...] [--seed 0] [--data-dir FILE] [--devices D]
-    python -m experiments.gswgan_frontier --quick --out runs/gswgan-frontier-quick   # minutes
+    python -m experiments.studies.gswgan_frontier --quick --out runs/gswgan-frontier-quick   # minutes
 
 For every target epsilon (the proven, selection-conditioned bound, ``docs/privacy.md``) and every
 configuration of :data:`CONFIGS` (public hyperparameters: batch, shard size hence K, steps,
 learning rate), GS-WGAN is fitted on cardio's 56,000 training rows (``data.cardio_split``, seed 0)
 with ``fit(epsilon=E)`` calibrating sigma, keeps its generator every ``snapshot_every`` steps, and
 picks the snapshot with the best plain logistic-regression TSTR AUROC on the 7,000 real
-**validation** rows (``cardio_gswgan.validation_sampler``). The configuration reported at each
+**validation** rows (``reproduce.validation_sampler``). The configuration reported at each
 epsilon is the one with the best validation score; only then are the test rows read: its 63,000
 synthetic rows get the thesis's tuned TSTR AUROC on the 7,000 test rows
 (``metrics.tstr_auroc(tune=True)``). The other configurations' plain test AUROC is listed for
@@ -37,7 +37,7 @@ import math
 import pathlib
 import time
 
-from experiments import _common, cardio_gswgan
+from experiments import _common, reproduce
 
 EPSILONS = (1.0, 3.0, 10.0, 30.0, 100.0)
 SNAPSHOT_EVERY = 250
@@ -71,7 +71,7 @@ QUICK = {"epsilons": (10.0, 100.0), "configs": ("default", "K1"), "samples": 200
 
 
 def _parse(argv):
-    p = argparse.ArgumentParser(prog="python -m experiments.gswgan_frontier", description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(prog="python -m experiments.studies.gswgan_frontier", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--out", type=pathlib.Path, required=True)
     p.add_argument("--epsilons", type=float, nargs="+", default=None, help=f"default {list(EPSILONS)}")
@@ -99,14 +99,14 @@ def fit_one(args, epsilon: float, name: str, splits, out: pathlib.Path) -> dict:
     schema = data.cardio_schema()
     overrides = dict(CONFIGS[name][1], **(QUICK["overrides"] if args.quick else {}))
     overrides["snapshot_every"] = QUICK["snapshot_every"] if args.quick else SNAPSHOT_EVERY
-    n_samples = QUICK["samples"] if args.quick else cardio_gswgan.N_SAMPLES
+    n_samples = QUICK["samples"] if args.quick else reproduce.CARDIO_SAMPLES
     t0 = time.perf_counter()
     model = synthesizers.create("gs-wgan", **overrides).fit(
         train, schema, epsilon=epsilon, delta=args.delta, seed=args.seed, progress=False,
         mesh=_common.device_mesh(args.devices))
     fit_seconds = time.perf_counter() - t0
     selection: dict = {}
-    rows = cardio_gswgan.validation_sampler(validation, schema, "cardio", selection)(
+    rows = reproduce.validation_sampler(validation, schema, "cardio", selection)(
         model, n_samples, args.seed + 10_000)
     out.mkdir(parents=True, exist_ok=True)
     rows.to_csv(out / "synthetic.csv", index=False)
@@ -187,7 +187,7 @@ def choose(results: list[dict], args, splits, out: pathlib.Path) -> list[dict]:
 
 
 def markdown(results: list[dict], chosen: list[dict], floor: dict | None = None) -> str:
-    ref = cardio_gswgan.THESIS_REFERENCE
+    ref = reproduce.thesis_reference()
     lines = ["# GS-WGAN on cardio: TSTR AUROC against the proven epsilon", "",
              "Chosen per epsilon on the 7,000 validation rows (plain LR TSTR of each configuration's "
              "best snapshot); test AUROC with the thesis's tuned TSTR on the 7,000 test rows. Real rows: "
@@ -234,7 +234,7 @@ def plot(chosen: list[dict], path: pathlib.Path, proven: dict[str, float], floor
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    ref = cardio_gswgan.THESIS_REFERENCE
+    ref = reproduce.thesis_reference()
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.plot([r["epsilon"] for r in chosen], [r["test_auroc_tuned"] for r in chosen], "o-",
             label="GS-WGAN, best configuration on validation")
@@ -262,7 +262,7 @@ def main(argv=None) -> dict:
     args = _parse(argv)
     if args.devices > 1:
         _common.host_devices(args.devices)
-    splits = cardio_gswgan.load_split(args.data_dir)
+    splits = reproduce.load_split("cardio", args.data_dir, False)
     args.out.mkdir(parents=True, exist_ok=True)
     results = []
     for eps in args.epsilons:
@@ -284,7 +284,7 @@ def main(argv=None) -> dict:
     chosen = choose(results, args, splits, args.out)
     floor = untrained_floor(splits, args.out, args.quick)
     summary = {"seed": args.seed, "chosen": chosen, "fits": results, "target_auroc": TARGET_AUROC, "floor": floor,
-               "thesis_reference": cardio_gswgan.THESIS_REFERENCE, "quick": args.quick}
+               "thesis_reference": reproduce.thesis_reference(), "quick": args.quick}
     _common.write_json(args.out / "frontier.json", summary)
     text = markdown(results, chosen, floor)
     (args.out / "frontier.md").write_text(text)

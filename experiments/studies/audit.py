@@ -3,9 +3,9 @@ one DP-SGD step, the generator-side sanitiser, the Gaussian histograms and DP-EM
 
 Usage::
 
-    python -m experiments.audit --epsilons 1 4 --variants sound noise_off no_clip --out runs/audit
-    python -m experiments.audit --mechanism sanitizer --epsilons 1 4 --seed 0 --out runs/audit-san
-    python -m experiments.audit --mechanism dp-em --epsilons 4 --variants half_noise --seed 0 \\
+    python -m experiments.studies.audit --epsilons 1 4 --variants sound noise_off no_clip --out runs/audit
+    python -m experiments.studies.audit --mechanism sanitizer --epsilons 1 4 --seed 0 --out runs/audit-san
+    python -m experiments.studies.audit --mechanism dp-em --epsilons 4 --variants half_noise --seed 0 \\
         --out runs/audit-dp-em
 
 ``--mechanism autoencoder`` (the default): the autoencoder phase of DP-auto-GAN (the
@@ -69,7 +69,7 @@ def row_key(root, variant: str, epsilon: float):
 
 def row_command(args, variant: str, epsilon: float) -> str:
     """The command that re-runs one row alone (same numbers when seeded)."""
-    parts = ["python -m experiments.audit", f"--mechanism {args.mechanism}",
+    parts = ["python -m experiments.studies.audit", f"--mechanism {args.mechanism}",
              f"--epsilons {epsilon:g}", f"--variants {variant}"]
     if args.mechanism == "autoencoder":
         if args.steps is not None:
@@ -191,7 +191,7 @@ def _audit_many(args, variant: str, eps: float, key):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m experiments.audit",
+    p = argparse.ArgumentParser(prog="python -m experiments.studies.audit",
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--mechanism", choices=MECHANISMS, default="autoencoder")
     p.add_argument("--epsilons", type=float, nargs="+", default=[1.0, 4.0])

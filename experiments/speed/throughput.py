@@ -2,15 +2,15 @@
 
 Usage::
 
-    python -m experiments.throughput --quick --out runs/throughput [--threads 1] [--device cpu]
-    python -m experiments.throughput --out runs/mimic --models mimic_autoencoder --batches 256,512,1024 --no-end-to-end
+    python -m experiments.speed.throughput --quick --out runs/throughput [--threads 1] [--device cpu]
+    python -m experiments.speed.throughput --out runs/mimic --models mimic_autoencoder --batches 256,512,1024 --no-end-to-end
 
 Protocol:
 
 * Every row times whole optimizer steps with batch sampling included: the JAX rows run the
   fused step of :func:`dpgen_jax.dpsgd.make_dp_step` (Poisson sampling inside the compiled graph,
   clipping, noise, SGD update), ``n`` steps per compiled call; the non-private JAX row uses the
-  same sampler with the plain gradient. Torch rows (``experiments.torch_reference``) sample with
+  same sampler with the plain gradient. Torch rows (``experiments.speed.torch_reference``) sample with
   ``torch.rand(m) < q`` inside every timed step.
 * Both frameworks get the same thread count (default 1), the same model, the same initial
   weights, the same data, clip norm, noise multiplier and SGD learning rate.
@@ -64,7 +64,7 @@ ROW_KEYS = (
 
 def _parse(argv):
     p = argparse.ArgumentParser(
-        prog="python -m experiments.throughput",
+        prog="python -m experiments.speed.throughput",
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
@@ -693,7 +693,7 @@ def main(argv=None) -> dict:
         raise SystemExit("--device gpu: JAX sees no GPU on this machine.")
     torch_ref, skipped = None, None
     if not args.no_torch:
-        from experiments import torch_reference
+        from experiments.speed import torch_reference
 
         ok, reason = torch_reference.available()
         if ok:

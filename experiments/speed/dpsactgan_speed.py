@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m experiments.dpsactgan_speed --out runs/dpsactgan-speed [--threads 1] [--quick]
+    python -m experiments.speed.dpsactgan_speed --out runs/dpsactgan-speed [--threads 1] [--quick]
 
 DP-SACTGAN privatises the B x width matrix of gradients with respect to the generated rows (one
 clip per row, one noise draw), so a DP step should cost about what the non-private step costs:
@@ -26,7 +26,7 @@ Each contender runs ``--steps`` steps inside one compiled ``lax.fori_loop`` (ste
 ``fold_in(key, t)``), compiled ahead of time (compile seconds reported separately), one untimed
 warm-up call, then ``--rounds`` interleaved rounds (order rotating); the median and p10/p90 of
 milliseconds per step, wall and process CPU time. Threads are pinned as
-``experiments.throughput`` pins them. The goal (issue 14) is a DP / non-private ratio <= 1.2.
+``experiments.speed.throughput`` pins them. The goal (issue 14) is a DP / non-private ratio <= 1.2.
 
 Writes ``OUT/dpsactgan_speed.json`` and prints a table.
 """
@@ -39,7 +39,7 @@ import pathlib
 import sys
 import time
 
-from experiments.throughput import _configure_threads, _machine, _stats
+from experiments.speed.throughput import _configure_threads, _machine, _stats
 
 GOAL = 1.2
 CRITIC_GOAL = 1.5
@@ -48,7 +48,7 @@ FULL = {"steps": 50, "rounds": 7}
 
 
 def _parse(argv):
-    p = argparse.ArgumentParser(prog="python -m experiments.dpsactgan_speed",
+    p = argparse.ArgumentParser(prog="python -m experiments.speed.dpsactgan_speed",
                                 description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--out", required=True, type=pathlib.Path, help="output folder")

@@ -1,6 +1,6 @@
 """PyTorch / Opacus reference implementations of the benchmarked DP-SGD steps.
 
-The throughput harness (``experiments/throughput.py``) compares dpgen_jax's DP-SGD steps with the
+The throughput harness (``experiments/speed/throughput.py``) compares dpgen_jax's DP-SGD steps with the
 torch implementations users know. This module builds those torch rows, written for this project
 (nothing copied), from weights handed in from JAX so both frameworks compute the same function:
 
@@ -21,7 +21,7 @@ method divides the noised clipped sum by the *expected* batch size ``q * m`` and
 ``PrivacyEngine``/``DPDataLoader`` (we sample ourselves) and without an accountant hook; its noise
 uses ``secure_mode=False``, like the JAX side.
 
-GS-WGAN pretraining (``gswgan_*``, used by ``experiments/gswgan_pretrain.py``): the tabular GS-WGAN
+GS-WGAN pretraining (``gswgan_*``, used by ``experiments/speed/gswgan_pretrain.py``): the tabular GS-WGAN
 networks of ``dpgen_jax.models.gs_wgan_networks`` (generator ``z(32) -> 128 -> LayerNorm -> ReLU ->
 256 -> LayerNorm -> ReLU -> width -> tanh``, critic ``width -> 128 -> LayerNorm -> LeakyReLU(0.2) ->
 1``; ``norm="batch"``: BatchNorm on the batch's statistics in place of LayerNorm, as the thesis's

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m experiments.gswgan_collapse --out runs/gswgan-collapse [--variants NAME ...] [--cardio PATH]
+    python -m experiments.studies.gswgan_collapse --out runs/gswgan-collapse [--variants NAME ...] [--cardio PATH]
 
 Each variant trains GS-WGAN without noise (``private=False``: no clipping, no noise) through the
 functional API, on ``data.cardio_like(20000, seed=0)`` (or the first 20,000 training rows of the
@@ -106,7 +106,7 @@ def markdown(rows: list[dict], source: str) -> str:
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(prog="python -m experiments.gswgan_collapse", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m experiments.studies.gswgan_collapse", description=__doc__.split("\n")[0])
     p.add_argument("--out", type=pathlib.Path, required=True)
     p.add_argument("--variants", nargs="+", choices=sorted(VARIANTS), default=list(VARIANTS))
     p.add_argument("--cardio", default=None, help="path of cardio_train.csv (default: the generated stand-in)")

@@ -1,4 +1,4 @@
-"""Model helpers shared by the predictive metrics: deterministic forest votes, convergence
+"""Random-forest helpers shared by the predictive metrics: deterministic forest votes, convergence
 bookkeeping and the flags that record both in a result."""
 
 from __future__ import annotations

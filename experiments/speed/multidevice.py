@@ -2,14 +2,14 @@
 
 Usage::
 
-    python -m experiments.multidevice --out runs/multidevice [--quick] [--devices 1,2,4]
-    python -m experiments.multidevice --out runs/multidevice-gpu --platform gpu --devices 1,2,4
+    python -m experiments.speed.multidevice --out runs/multidevice [--quick] [--devices 1,2,4]
+    python -m experiments.speed.multidevice --out runs/multidevice-gpu --platform gpu --devices 1,2,4
 
 Protocol:
 
 * One worker process per device count D (``XLA_FLAGS=--xla_force_host_platform_device_count=D``
   on CPU; on GPUs the first D visible GPUs). Each worker builds the DP-auto-GAN Adult autoencoder
-  step of ``experiments.throughput`` (same model, weights, data, clip norm, noise and SGD update,
+  step of ``experiments.speed.throughput`` (same model, weights, data, clip norm, noise and SGD update,
   through its ``_jax_runner`` timing helper) inside ``dpsgd.data_parallel(dpsgd.data_mesh(D))``,
   so that the padded Poisson batch is split over the D devices (D = 1: the ordinary step).
 * Each worker compiles every (batch size, method) first (the first call, one step, is the reported
@@ -33,7 +33,7 @@ import subprocess
 import sys
 import time
 
-from experiments import throughput
+from experiments.speed import throughput
 
 MODEL = "adult_autoencoder"
 METHODS = ("ghost", "vmap")
@@ -43,7 +43,7 @@ PARITY_RTOL = 1e-4
 
 
 def _parse(argv):
-    p = argparse.ArgumentParser(prog="python -m experiments.multidevice",
+    p = argparse.ArgumentParser(prog="python -m experiments.speed.multidevice",
                                 description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--out", type=pathlib.Path, help="output folder (required unless --worker)")
@@ -145,7 +145,7 @@ def _spawn(args, devices: int) -> subprocess.Popen:
         env[var] = str(args.threads)
     root = pathlib.Path(__file__).resolve().parents[1]
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
-    cmd = [sys.executable, "-m", "experiments.multidevice", "--worker", "--worker-devices",
+    cmd = [sys.executable, "-m", "experiments.speed.multidevice", "--worker", "--worker-devices",
            str(devices), "--batches", ",".join(map(str, args.batches)), "--methods",
            ",".join(args.methods), "--target-seconds", str(args.target_seconds), "--rounds",
            str(args.rounds), "--threads", str(args.threads)]

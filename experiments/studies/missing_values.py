@@ -2,8 +2,8 @@
 
 Usage::
 
-    python -m experiments.missing_values --method dp-auto-gan --epsilon 1 --seeds 0 1 2 --out runs/missing-dpautogan
-    python -m experiments.missing_values --method independent --epsilon 1 --seeds 0 1 2 --out runs/missing-independent
+    python -m experiments.studies.missing_values --method dp-auto-gan --epsilon 1 --seeds 0 1 2 --out runs/missing-dpautogan
+    python -m experiments.studies.missing_values --method independent --epsilon 1 --seeds 0 1 2 --out runs/missing-independent
 
 Takes UCI Adult (or ``--dataset adult-like``, the licence-free stand-in), removes a fraction
 ``--gaps`` (default 0.2) of one continuous column's values (``--column``, default hours-per-week)
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import pathlib
 import time
 
@@ -74,18 +75,18 @@ def load(args):
     return train, test, schema, f"{name} with {args.gaps:g} of {args.column} missing"
 
 
-def run_one(args, seed, out: pathlib.Path) -> dict:
+def run_one(args, spec: _common.RunSpec, seed, out: pathlib.Path) -> dict:
     t0 = time.perf_counter()
     train, test, schema, dataset = load(args)
     model, synthetic, result, _ = _common.fit_sample_evaluate(
-        args, seed, out, train=train, test=test, schema=schema, n_samples=len(train), label="salary")
+        spec, seed, out, train=train, test=test, schema=schema, n_samples=len(train), label="salary")
     real_rate = float(train[args.column].isna().mean())
     syn_rate = float(synthetic[args.column].isna().mean())
     missing = {"column": args.column, "gaps": args.gaps, "gap_seed": args.gap_seed,
                "real_rate": real_rate, "synthetic_rate": syn_rate,
                "abs_difference": abs(syn_rate - real_rate)}
     print(f"missing rate of {args.column}: real {real_rate:.4f}, synthetic {syn_rate:.4f}")
-    return _common.finish(out, _common.report(args, dataset=dataset, seed=seed, model=model,
+    return _common.finish(out, _common.report(spec, dataset=dataset, seed=seed, model=model,
                                               result=result, t0=t0, missing=missing))
 
 
@@ -97,7 +98,7 @@ def main(argv=None):
     method = pre.parse_known_args(argv)[0].method
     if method not in synthesizers.available():
         raise SystemExit(f"--method={method!r}; expected one of {sorted(synthesizers.available())}.")
-    p = _common.parser("python -m experiments.missing_values", __doc__, method)
+    p = _common.parser("python -m experiments.studies.missing_values", __doc__, method)
     p.add_argument("--method", default="dp-auto-gan", choices=sorted(synthesizers.available()))
     p.add_argument("--dataset", choices=DATASETS, default="adult")
     p.add_argument("--adult-like-rows", type=int, default=48842, help="rows of data.adult_like")
@@ -107,7 +108,8 @@ def main(argv=None):
     args = p.parse_args(argv)
     if not 0 < args.gaps < 1:
         p.error(f"--gaps={args.gaps} must lie in (0, 1)")
-    return _common.run(args, p, run_one, SUMMARY_KEYS)
+    spec = _common.spec_from_args(args, p)
+    return _common.run(spec, args.seeds, args.out, functools.partial(run_one, args), SUMMARY_KEYS)
 
 
 if __name__ == "__main__":

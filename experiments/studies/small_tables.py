@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m experiments.small_tables --method dp-auto-gan --epsilon 3 --rows 1000 --seeds 0 1 2 \\
+    python -m experiments.studies.small_tables --method dp-auto-gan --epsilon 3 --rows 1000 --seeds 0 1 2 \\
         --variants '{}' '{"critic_epochs": 300}' '{"ae_epochs": 100, "critic_epochs": 300}' \\
         --out runs/small-dpautogan
 
@@ -57,7 +57,7 @@ def run_variant(method: str, variant: dict, rows: int, epsilon: float, seed: int
 
 
 def main(argv=None) -> list[dict]:
-    p = argparse.ArgumentParser(prog="python -m experiments.small_tables", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m experiments.studies.small_tables", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--method", required=True)
     p.add_argument("--epsilon", type=float, default=3.0)

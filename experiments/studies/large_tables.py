@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m experiments.large_tables --rows 1000000 --epsilon 1 --seed 0 \\
+    python -m experiments.studies.large_tables --rows 1000000 --epsilon 1 --seed 0 \\
         --methods dp-auto-gan dp-syn --out runs/million
 
 Each method fits in its own process (so its peak memory is its own) on ``data.adult_like(rows,
@@ -73,7 +73,7 @@ def run(args) -> dict:
     cells = []
     for method in args.methods:
         path = out / f"{method}.json"
-        cmd = [sys.executable, "-m", "experiments.large_tables", "--child", "--method", method,
+        cmd = [sys.executable, "-m", "experiments.studies.large_tables", "--child", "--method", method,
                "--rows", str(args.rows), "--epsilon", str(args.epsilon), "--seed", str(args.seed),
                "--cell-out", str(path)] + [x for kv in args.overrides for x in ("--set", kv)]
         cell = _common.run_child(cmd, path, args.timeout, method=method)
@@ -97,7 +97,7 @@ def run(args) -> dict:
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(prog="python -m experiments.large_tables", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m experiments.studies.large_tables", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rows", type=int, default=1_000_000)
     p.add_argument("--epsilon", type=float, default=1.0)

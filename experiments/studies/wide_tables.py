@@ -5,7 +5,7 @@ and 50 pairwise-independent XOR triples; ``experiments/_datasets.py``) and ``mim
 (46,520 x 1,071 binary columns) at one epsilon, each fit in its own process under a time limit,
 and scores the synthetic rows against the training rows::
 
-    python -m experiments.wide_tables --epsilon 3 --seeds 0 1 2 --methods independent gem mst aim \\
+    python -m experiments.studies.wide_tables --epsilon 3 --seeds 0 1 2 --methods independent gem mst aim \\
         --timeout 1800 --out runs/wide
 
 Per cell: ``fit_seconds`` (or ``status: "timeout"`` with the limit, or ``"error"`` with its last
@@ -67,14 +67,15 @@ def score(train, synthetic, schema, pairs, triples) -> dict:
 def run_cell(dataset: str, method: str, epsilon: float, seed: int, quick: bool) -> dict:
     """One fit and its scores (runs in the child process)."""
     from dpgen_jax import synthesizers
-    from experiments import _datasets, benchmark
+    from experiments import _common, _datasets
 
     ds = _datasets.DATASETS[dataset]
-    schema = ds.schema(quick) if callable(ds.schema) else ds.schema
+    schema = ds.schema_for(quick)
     train, _test = ds.load(None, quick)
-    overrides = benchmark.QUICK_OVERRIDES.get(method, {}) if quick else {}
+    overrides, max_seconds = _common.quick_schedule(method) if quick else ({}, None)
     t0 = time.perf_counter()
-    model = synthesizers.create(method, **overrides).fit(train, schema, epsilon=epsilon, seed=seed)
+    model = synthesizers.create(method, **overrides).fit(train, schema, epsilon=epsilon, seed=seed,
+                                                         max_seconds=max_seconds)
     fit_seconds = time.perf_counter() - t0
     synthetic = model.sample(len(train), seed=seed)
     pairs, triples = planted_groups(quick) if dataset == "planted-binary" else ([], [])
@@ -101,7 +102,7 @@ def run(args) -> dict:
                     cells.append(json.loads(path.read_text()))
                     continue
                 path.parent.mkdir(parents=True, exist_ok=True)
-                cmd = [sys.executable, "-m", "experiments.wide_tables", "--child", "--dataset", dataset,
+                cmd = [sys.executable, "-m", "experiments.studies.wide_tables", "--child", "--dataset", dataset,
                        "--method", method, "--seed", str(seed), "--epsilon", str(args.epsilon),
                        "--cell-out", str(path)] + (["--quick"] if args.quick else [])
                 cell = _common.run_child(cmd, path, args.timeout, dataset=dataset, method=method, seed=seed)
@@ -138,7 +139,7 @@ def run(args) -> dict:
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(prog="python -m experiments.wide_tables", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m experiments.studies.wide_tables", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--epsilon", type=float, default=3.0)
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])

@@ -1,4 +1,4 @@
-"""The table of metrics: every metric :func:`~dpgen_jax.metrics.evaluate` computes, registered once.
+"""The metric registry: every metric :func:`~dpgen_jax.metrics.evaluate` computes, registered once.
 
 A :class:`Metric` names the result keys it writes, says whether it applies to a schema and its
 inputs (or why not: each of its keys is then null with that reason), computes its values, and
@@ -49,8 +49,8 @@ from dpgen_jax.metrics._marginals import (
     pca_projection_from_arrays,
     three_way_marginal_from_tables,
 )
-from dpgen_jax.metrics._models import Score, note_from_flag, source_flag
-from dpgen_jax.metrics._tables import Table
+from dpgen_jax.metrics._forest import Score, note_from_flag, source_flag
+from dpgen_jax.metrics._inputs import Table
 
 
 @dataclasses.dataclass(frozen=True)

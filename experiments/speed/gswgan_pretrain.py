@@ -2,9 +2,9 @@
 
 Usage::
 
-    python -m experiments.gswgan_pretrain --out runs/gswgan-pretrain [--threads 1]
-    python -m experiments.gswgan_pretrain --quick --out runs/gswgan-pretrain-quick
-    python -m experiments.gswgan_pretrain --table cardio-like --norm batch --devices 2 \
+    python -m experiments.speed.gswgan_pretrain --out runs/gswgan-pretrain [--threads 1]
+    python -m experiments.speed.gswgan_pretrain --quick --out runs/gswgan-pretrain-quick
+    python -m experiments.speed.gswgan_pretrain --table cardio-like --norm batch --devices 2 \
         --out runs/gswgan-pretrain-cardio     # the thesis-M1500 schedule on cardio's shape
 
 GS-WGAN (Chen, Orekondy and Fritz 2020, NeurIPS) pretrains K discriminators, each on its own data
@@ -21,7 +21,7 @@ benchmark times, side by side in one run:
   (compiled once, reused for every shard) that initialises a critic and a temporary generator and
   runs I iterations of ``gs_wgan.pretrain_iteration`` in a ``lax.fori_loop``, with the keys that
   ``pretrain`` gives that shard (so (a) computes what (v) computes; the run checks it).
-* **(b) torch, the authors' structure** (``experiments.torch_reference.time_gswgan_pretrain``):
+* **(b) torch, the authors' structure** (``experiments.speed.torch_reference.time_gswgan_pretrain``):
   the same shards (same rows), same B, same iterations; per shard a fresh critic, temporary
   generator and Adam optimizers, 5 critic updates then 1 generator update per iteration.
 
@@ -30,7 +30,7 @@ excluded and reported separately (ahead-of-time ``lower().compile()``); one unti
 each; then ``--rounds`` interleaved rounds (the order rotates every round), reporting the median
 and p10/p90 over rounds, of wall time and of process CPU time (the load-robust measure on a
 shared machine when every contender runs on one thread). All contenders get the same thread
-count (default 1, pinned as ``experiments.throughput`` pins it: XLA flags and
+count (default 1, pinned as ``experiments.speed.throughput`` pins it: XLA flags and
 ``OMP/MKL/OPENBLAS_NUM_THREADS`` before JAX is imported, ``torch.set_num_threads``). Times are
 converted to seconds per discriminator-iteration and extrapolated linearly to ``--full-k``
 discriminators x ``--full-iterations`` iterations (the thesis's schedule: 2000 iterations,
@@ -64,7 +64,7 @@ import pathlib
 import sys
 import time
 
-from experiments.throughput import _configure_threads, _machine, _stats
+from experiments.speed.throughput import _configure_threads, _machine, _stats
 
 TABLES = {"adult-like": 32561, "cardio-like": 56000}  # rows: Adult's training rows, cardio's split
 GOALS = {"loop": 3.0, "torch": 5.0}  # the issue's targets: (v) faster than (a) by 3x, (b) by 5x
@@ -93,7 +93,7 @@ def default_full_k(table: str = "adult-like") -> int:
 
 def _parse(argv):
     p = argparse.ArgumentParser(
-        prog="python -m experiments.gswgan_pretrain",
+        prog="python -m experiments.speed.gswgan_pretrain",
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
@@ -581,7 +581,7 @@ def main(argv=None) -> dict:
     if args.no_torch:
         skipped = "torch contender (--no-torch)"
     else:
-        from experiments import torch_reference
+        from experiments.speed import torch_reference
 
         ok, reason = torch_reference.gswgan_available()
         if ok:
