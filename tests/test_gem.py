@@ -39,7 +39,7 @@ class TestGEMContract(SynthesizerContract):
         fine = None if finer is None else (finer.codes(frame), gem.refinement(disc, finer))
         params, _, rounds, one_way, fine_probs = gem.fit_released(
             cfg, disc.codes(frame), disc.sizes, jax.random.key(self.SEED), phases=model.fitted_phases(), fine=fine)
-        assert [r.cliques for r in rounds] == [r.cliques for r in model._state["rounds"]]
+        assert [r.cliques for r in rounds] == [r.cliques for r in model.fitted_release.diagnostics["rounds"]]
         labels = np.zeros(len(disc.sizes), np.int32)  # one component: AIM's schedule decouples nothing
         sampler = {"labels": labels, "one_way": one_way}
         return {"generator": params, "sampler": sampler if fine_probs is None else {**sampler, "fine": fine_probs}}
@@ -131,7 +131,7 @@ def test_annealing_spends_exactly_the_planned_units():
     planted = _xor_table(1500, 1)
     cfg = dict(TINY, max_rounds=12, anneal=True)
     model = synthesizers.create("gem", **cfg).fit(planted.frame, planted.schema, epsilon=0.2, seed=0)
-    rounds = model._state["rounds"]
+    rounds = model.fitted_release.diagnostics["rounds"]
     units = [r.units for r in rounds]
     assert sum(units) == 12 and any(r.annealed for r in rounds) and len(rounds) < 12
     level = 1
@@ -144,7 +144,7 @@ def test_annealing_spends_exactly_the_planned_units():
     assert model.privacy_report()["epsilon"] == pytest.approx(0.2, rel=1e-3)
     # Without noise nothing anneals: every round is one unit.
     exact = synthesizers.create("gem", **cfg).fit(planted.frame, planted.schema, epsilon=math.inf, seed=0)
-    assert [r.units for r in exact._state["rounds"]] == [1] * 12
+    assert [r.units for r in exact.fitted_release.diagnostics["rounds"]] == [1] * 12
 
 
 def test_drawn_codes_follow_the_generator_probabilities():
@@ -271,7 +271,7 @@ def test_pair_candidates_find_planted_pairs_outside_the_random_workload(tmp_path
     def fit(**kw):
         return synthesizers.create("gem", **small, **kw).fit(frame, schema, epsilon=20.0, seed=0)
     with_pairs, without = fit(), fit(pair_candidates=False)
-    chosen = {tuple(sorted(c)) for r in with_pairs._state["rounds"] for c in r.cliques}
+    chosen = {tuple(sorted(c)) for r in with_pairs.fitted_release.diagnostics["rounds"] for c in r.cliques}
     assert set(pairs) <= chosen
     assert not set(pairs) & set(sm.candidates(sm.workload(
         gem.discretizer(with_pairs.fitted_config, schema).sizes, 3, 10_000, size=50, seed=0)))
@@ -284,7 +284,7 @@ def test_pair_candidates_find_planted_pairs_outside_the_random_workload(tmp_path
     # released (post-processing of the selections) and survive a save and load
     labels = np.asarray(with_pairs.released["sampler"]["labels"])
     np.testing.assert_array_equal(labels, gem.components(
-        [c for r in with_pairs._state["rounds"] for c in r.cliques], 120))
+        [c for r in with_pairs.fitted_release.diagnostics["rounds"] for c in r.cliques], 120))
     assert 1 < labels.max() + 1 < 120
     with_pairs.save(tmp_path / "gem.npz")
     again = synthesizers.load(tmp_path / "gem.npz")
@@ -351,7 +351,7 @@ def test_learns_a_planted_triple_the_one_way_reference_cannot():
     model = synthesizers.create("gem", max_rounds=6, round_steps=150, final_steps=300, batch_size=256,
                                 hidden=(64,), noise_dim=16, score_samples=3000)
     model.fit(frame, schema, epsilon=math.inf, seed=0)
-    assert any(set(c) == set(idx) for r in model._state["rounds"] for c in r.cliques)
+    assert any(set(c) == set(idx) for r in model.fitted_release.diagnostics["rounds"] for c in r.cliques)
     syn = model.sample(4000, seed=1).to_numpy().astype(np.int64)
     got = np.mean(np.bitwise_xor.reduce(syn[:, idx], axis=1) == 0)
     indep = synthesizers.create("independent").fit(frame, schema, epsilon=math.inf, seed=0)
@@ -359,7 +359,7 @@ def test_learns_a_planted_triple_the_one_way_reference_cannot():
     assert base < 0.6 and got > 0.85
 
 
-def test_calibration_moves_the_chosen_columns_rates_to_the_target_and_keeps_the_kernels():
+def test_one_way_bias_fit_moves_the_chosen_columns_rates_to_the_target_and_keeps_the_kernels():
     """A generator far from its one-way target (a random start at He's scale): a few bias shifts
     take the mean probabilities of the chosen columns to the target (the fixed noise batch's
     mean exactly in the limit, a fresh batch's within sampling error), leave the other columns'
@@ -378,16 +378,16 @@ def test_calibration_moves_the_chosen_columns_rates_to_the_target_and_keeps_the_
 
     before = mean_probs(params, jax.random.key(3))
     assert np.abs(before[:2] - target[:2]).max() > 0.05  # far from the target to begin with
-    out = gem.calibrate(params, mask, jnp.asarray(target), columns, jax.random.key(1), net=net,
-                        noise_dim=4, n=20_000, iterations=8)
+    out = gem.fit_one_way_bias(params, mask, jnp.asarray(target), columns, jax.random.key(1), net=net,
+                               noise_dim=4, n=20_000, iterations=8)
     after = mean_probs(out, jax.random.key(3))
     np.testing.assert_allclose(after[:2], target[:2], atol=0.01)
     np.testing.assert_allclose(after[2], before[2], rtol=1e-5, atol=1e-7)  # a column not chosen
     for name in params:
         np.testing.assert_array_equal(out[name]["kernel"], params[name]["kernel"])
     assert not np.array_equal(out["layer_1"]["bias"], params["layer_1"]["bias"])
-    same = gem.calibrate(params, mask, jnp.asarray(target), columns, jax.random.key(1), net=net,
-                         noise_dim=4, n=100, iterations=0)
+    same = gem.fit_one_way_bias(params, mask, jnp.asarray(target), columns, jax.random.key(1), net=net,
+                                noise_dim=4, n=100, iterations=0)
     np.testing.assert_array_equal(same["layer_1"]["bias"], params["layer_1"]["bias"])
 
 

@@ -1,0 +1,235 @@
+"""GEM (Liu, Vietri and Wu 2021, "Iterative Methods for Private Synthetic Data: Unifying Framework
+and New Methods", NeurIPS): AIM's select-measure loop with a generator network in place of the
+graphical model. See ``docs/gem.md``.
+
+The table is discretised on public bins (``data.Discretizer``, as for MST and AIM). The budget is
+AIM's, cut into units before any row is read (``_select_measure.unit_noise_multipliers``): the d
+one-way histograms released together, then R rounds, each one exponential-mechanism selection and
+one Gaussian measurement of a marginal.
+
+1. **Workload** (public): the ``workload_degree``-way marginals with at most ``max_cells`` cells,
+   all of them or a random subset of ``workload_size`` drawn from ``workload_seed`` (wide tables);
+   the candidates are its downward closure with AIM's weights.
+2. **Rounds.** Select the candidate whose marginal the generator approximates worst (AIM's score
+   w_r (||M_r(D) - M_r(G)||_1 - sqrt(2 / pi) sigma n_r), sensitivity the largest weight; the
+   generator's marginals are counts of ``score_samples`` rows it draws, scaled to the released
+   total), measure it with Gaussian noise, then fit the generator to every measurement so far:
+   ``round_steps`` Adam steps in one compiled program, each on a fresh batch of ``batch_size``
+   noise vectors.
+3. **The generator**: an MLP from N(0, I) noise to one softmax per column over its bins, so each
+   noise vector is a product distribution and the model is their mixture (GEM's). The marginal of
+   a measured clique is the batch mean of the product of its columns' probabilities, so the loss
+   (L1 between these marginals, scaled to the released total, and the noisy counts, each
+   measurement weighted by 1 / its noise standard deviation) is differentiable. The outputs are
+   laid out as d columns of S bins (S: the most bins of any column, padding bins masked), so the
+   softmaxes, the one-way term and sampling are dense operations. Marginals whose
+   columns' bin counts round up to the same powers of two are stacked and computed together (a
+   Khatri-Rao product and one batched matmul; stacks grow by doubling), so a round compiles a new
+   program only when a new padded shape appears or a stack doubles.
+4. **Components** (``independent_components``, the wide-table default): the generator's draws are
+   decoupled between the connected components of the measured marginals' graph (each component's
+   columns permuted across the rows together), so columns no measurement joins are independent,
+   as in a graphical model fitted to the same measurements.
+5. **Finer one-way release** (``one_way_refine``, off by default): continuous columns' one-way
+   histograms on finer bins nested in the model's, summed for the fit and used at sampling to
+   place a value inside its bin.
+
+Accounting: the same units as AIM (every round one unit, or AIM's annealing with ``anneal``: a
+round of m units costs m of each): the one-way release,
+R unit selections (``privacy.ExponentialMechanismPhase``) and R unit measurements
+(``privacy.GaussianPhase``), composed with the RDP accountant (the exponential mechanism has no
+PLD event); fixed before data is read, calibrated by one common factor. Everything else reads only
+released values (post-processing).
+
+Functional API (re-exported here): :func:`discretizer`, :func:`privacy_phases` (``_config``);
+:func:`bin_mask`, :func:`probabilities`, :func:`measured`, :func:`group_marginals`,
+:func:`fit_steps`, :func:`draw_codes`, :func:`fit_one_way_bias` (``_generator``);
+:func:`fine_discretizer`, :func:`refinement`, :func:`coarse_histograms`, :func:`refine_codes`
+(``_refinement``); :func:`components`, :func:`decouple`, :func:`one_way_probabilities`
+(``_sampling``); :func:`fit_released` (``_rounds``).
+Class API: :class:`GEM` (``synthesizers.create("gem")``), here.
+"""
+
+from __future__ import annotations
+
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dpgen_jax.data._discrete import numpy_rng
+from dpgen_jax.synthesizers import _select_measure as sm
+from dpgen_jax.synthesizers._base import Release, register
+from dpgen_jax.synthesizers.gem._config import (
+    DEFAULTS, PAIR_WIDTH_LIMIT, WIDE_DEFAULTS, GEMConfig, discretizer, privacy_phases)
+from dpgen_jax.synthesizers.gem._generator import (
+    ONE_WAY_FLOOR, Group, Measured, bin_mask, bucket, draw_codes, fit_one_way_bias, fit_steps, group_marginals,
+    init, last_layer, measured, mixture_marginal, network, optimizer, probabilities)
+from dpgen_jax.synthesizers.gem._refinement import (
+    Refinement, coarse_histograms, fine_discretizer, refine_codes, refinement)
+from dpgen_jax.synthesizers.gem._rounds import Round, fit_released
+from dpgen_jax.synthesizers.gem._sampling import components, decouple, one_way_probabilities
+
+Clique = sm.Clique
+PAPER_ACCOUNTING = ("zCDP of the one-way release and of every round summed and converted with the "
+                    "bound of Canonne, Kamath and Steinke (2020), as AIM's reference code")
+
+
+@register
+class GEM(sm.MarginalSynthesizer):
+    """GEM with a scikit-learn-like interface (no optional package needed).
+
+    Example:
+        >>> model = GEM().fit(train_df, data.adult_schema(), epsilon=1.0)  # doctest: +SKIP
+        >>> model.sample(1000)                                             # doctest: +SKIP
+    """
+
+    METHOD = "gem"
+    DESCRIPTION = ("AIM's rounds (a marginal chosen by the exponential mechanism, measured with "
+                   "Gaussian noise) fitting a generator network instead of a graphical model "
+                   "(Liu, Vietri and Wu 2021)")
+    CONFIG = GEMConfig
+    SMOKE = dict(bins=6, max_rounds=2, round_steps=10, final_steps=10, batch_size=32, hidden=(16,),
+                 noise_dim=4, score_samples=300)
+    DECODE_MODE = "sample"
+    PAPER_ACCOUNTING = PAPER_ACCOUNTING
+    NEEDS_MBI = False
+
+    def resolve_config(self, schema, preset=None):
+        config = super().resolve_config(schema, preset)
+        sizes = discretizer(config, schema).sizes
+        config = config.for_sizes(sizes)
+        if len(schema) >= config.workload_degree and not sm.workload(
+                sizes, config.workload_degree, config.max_cells, size=config.workload_size,
+                seed=config.workload_seed):
+            raise ValueError(f"max_cells={config.max_cells} leaves no {config.workload_degree}-way "
+                             "marginal of the schema in the workload.")
+        return config
+
+    def _phases(self, config, schema, num_records, private):
+        return privacy_phases(config, private=private)
+
+    def _train(self, plan, x, key, hooks) -> Release:
+        config = plan.config
+        t0 = time.perf_counter()
+        disc, finer = discretizer(config, plan.model_schema), fine_discretizer(config, plan.model_schema)
+        codes = disc.codes_from_encoded(x)
+        fine = None if finer is None else (finer.codes_from_encoded(x), refinement(disc, finer))
+        params, total, rounds, one_probs, fine_probs = fit_released(
+            config, codes, disc.sizes, key, private=plan.private, should_stop=hooks.should_stop,
+            phases=list(plan.phases) if plan.private else None, progress=hooks.progress("measure"), fine=fine)
+        names = plan.model_schema.names
+        listing = ", ".join("-".join(names[a] for a in c) for r in rounds for c in r.cliques)
+        units = sum(r.units * len(r.cliques) for r in rounds)
+        pairs = config.scores_pairs(disc.sizes)
+        notes = [
+            sm.bins_note(disc),
+            (f"{len(rounds)} rounds ran, annealed as AIM's (units per round: "
+             + ", ".join(str(r.units) for r in rounds) + f"; {units} of {config.max_rounds} units"
+             if config.anneal and plan.private else
+             f"{len(rounds)} of {config.max_rounds} rounds ran ({units} units")
+            + ", each unit one selection and one Gaussian measurement); the candidates (the marginals scored) are public: "
+            + ("every eligible marginal of the workload" if config.workload_size is None else
+               f"the closure of at most {config.workload_size} eligible "
+               f"{config.workload_degree}-way marginals drawn from the public seed "
+               f"{config.workload_seed}")
+            + (", and every 2-way marginal of at most "
+               f"{config.max_cells} cells, all with weight 1 (sensitivity 1)" if pairs else "")
+            + ". Selected marginals: " + listing + ".",
+            *([] if finer is None else [(
+                f"The one-way release measures each continuous column on {config.one_way_refine} "
+                f"times finer bins nested in the model's ({finer.describe()}); the fit reads their "
+                "sums on the model's bins.")]),
+            "Post-processing, not accounted because it reads only released values: the total "
+            "(the mean sum of the noisy one-way histograms), "
+            + ("the generator's initial output bias (the log of the one-way probabilities), "
+               if config.one_way_init else "")
+            + "the generator's fit "
+            f"({config.round_steps} Adam steps per round, {config.final_steps} at the end), "
+            + (f"its output bias moved {config.calibrate_iterations} times toward the one-way "
+               "probabilities, " if config.calibrate_iterations else "")
+            + "the scores' generator marginals and sampling"
+            + ("" if finer is None else " (a value's finer bin inside its bin drawn from the finer "
+               "one-way histogram, clipped at 0)") + ".",
+        ]
+        labels = (components([c for r in rounds for c in r.cliques], len(disc.sizes))
+                  if config.independent_components else np.zeros(len(disc.sizes), np.int32))
+        if config.independent_components:
+            notes.append(f"Sampling: the {int(labels.max()) + 1} connected components of the measured "
+                         "marginals' graph are drawn independently of each other (post-processing "
+                         "of the released selections).")
+        sampler = {"labels": jnp.asarray(labels), "one_way": jnp.asarray(one_probs)}
+        if fine_probs is not None:
+            sampler["fine"] = jnp.asarray(fine_probs)
+        released = {"generator": params, "sampler": sampler}
+        return Release(arrays=released,
+                           steps={"one_way": 1, "selection": units, "measure": units},
+                           seconds={"gem": time.perf_counter() - t0}, notes=tuple(notes),
+                           diagnostics={"rounds": rounds, "total": total})
+
+    def _sample_frame(self, n, key, mode):
+        del mode  # every column is drawn from its bins' probabilities
+        k_codes, k_values = jax.random.split(key)
+        cfg = self.fitted_config
+        disc = discretizer(cfg, self.model_schema)
+        mask = jnp.asarray(bin_mask(disc.sizes))
+        codes = np.asarray(draw_codes(self.released["generator"], mask, k_codes,
+                                      net=network(cfg, mask.size), n=n, noise_dim=cfg.noise_dim))
+        sampler = self.released["sampler"]
+        if cfg.independent_components:
+            codes = decouple(codes, np.asarray(sampler["labels"]),
+                             numpy_rng(jax.random.fold_in(key, 1)), np.asarray(sampler["one_way"]))
+        finer = fine_discretizer(cfg, self.model_schema)
+        if finer is None:
+            return disc.decode(codes, k_values)
+        codes = refine_codes(codes, refinement(disc, finer), np.asarray(sampler["fine"]),
+                             numpy_rng(jax.random.fold_in(key, 2)))
+        return finer.decode(codes, k_values)
+
+    def _release_shapes(self, config, schema, statistics):
+        d, widest = bin_mask(discretizer(config, schema).sizes).shape
+        sampler = {"labels": jax.ShapeDtypeStruct((d,), jnp.int32),
+                   "one_way": jax.ShapeDtypeStruct((d, widest), jnp.float32)}
+        finer = fine_discretizer(config, schema)
+        if finer is not None:
+            sampler["fine"] = jax.ShapeDtypeStruct((d, max(finer.sizes)), jnp.float32)
+        return {"generator": jax.eval_shape(lambda: init(config, d * widest, jax.random.key(0))),
+                "sampler": sampler}
+
+
+__all__ = [
+    "DEFAULTS",
+    "GEM",
+    "GEMConfig",
+    "Group",
+    "Measured",
+    "ONE_WAY_FLOOR",
+    "PAIR_WIDTH_LIMIT",
+    "Round",
+    "WIDE_DEFAULTS",
+    "bin_mask",
+    "components",
+    "decouple",
+    "one_way_probabilities",
+    "discretizer",
+    "fine_discretizer",
+    "fit_one_way_bias",
+    "refinement",
+    "refine_codes",
+    "coarse_histograms",
+    "Refinement",
+    "draw_codes",
+    "fit_released",
+    "fit_steps",
+    "init",
+    "bucket",
+    "group_marginals",
+    "last_layer",
+    "measured",
+    "mixture_marginal",
+    "network",
+    "optimizer",
+    "privacy_phases",
+    "probabilities",
+]

@@ -1,0 +1,235 @@
+"""GEM's configuration: :class:`GEMConfig`, its defaults (AIM's schedule and the wide-table one),
+the public binnings and the accounted phases. See ``docs/gem.md``."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+
+from dpgen_jax import _validate as _v
+from dpgen_jax.data._discrete import SPACINGS
+from dpgen_jax.synthesizers import _select_measure as sm
+from dpgen_jax.synthesizers._base import SynthesizerConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class GEMConfig(SynthesizerConfig):
+    """Hyperparameters of GEM (all public).
+
+    Attributes:
+        bins, bin_spacing: the public discretisation of continuous columns (``data.Discretizer``).
+        workload_degree, max_cells: the workload is the ``workload_degree``-way marginals with at
+            most ``max_cells`` cells (AIM's default: every 3-way marginal up to 10,000 cells).
+        workload_size, workload_seed: with more eligible marginals than ``workload_size``, a
+            public random subset of that many, drawn from ``workload_seed`` (None: all).
+        max_rounds: R, the rounds; each selects and measures ``measurements_per_round`` marginals
+            (one budget unit each), then fits the generator.
+        measurements_per_round: k, the marginals selected (each by its own exponential
+            mechanism, among those not yet chosen in the round) and measured per round.
+        measure_share: alpha, the share of a unit spent on the measurement (AIM's 0.9).
+        one_way_share: the share of the total budget spent on the one-way release (None: AIM's
+            alpha d / (alpha d + R k), every unit the same budget as the one-way release's per
+            column); the R k units share the rest.
+            These four left None take ``DEFAULTS`` (AIM's schedule: R 32, k 1, alpha 0.9), or
+            ``WIDE_DEFAULTS`` when pairs are candidates (R 8, k 8, alpha 0.5, one-way 0.88), as
+            does ``output_init_scale``.
+        pair_candidates: every 2-way marginal (up to ``max_cells`` cells) is a candidate, scored
+            at once from the one-hot Gram matrices of the real and generated rows, beside the
+            workload's other marginals; every candidate then has weight 1. None (auto): when the
+            workload is a random subset (a wide table, where the workload's closure holds few of
+            the pairs) and the columns have at most ``PAIR_WIDTH_LIMIT`` bins in all.
+        noise_dim, hidden: the generator (noise width, hidden widths, ReLU).
+        output_init_scale: the last layer's He-normal kernel is multiplied by this at
+            initialisation: below 1 the initial mixture is closer to one product distribution,
+            so columns nothing measured start (and tend to stay) closer to independent. None:
+            1 (``DEFAULTS``), 0.1 with pair candidates (``WIDE_DEFAULTS``).
+        one_way_init: the last layer's bias starts at the log of the released one-way
+            probabilities (``one_way_probabilities``, floored at ``1e-5``), so the initial mixture
+            is close to the independent model of the one-way release instead of uniform (an
+            Adam step moves a logit by about the learning rate, so from a uniform start a code of
+            rate 1 % takes thousands of steps to reach; ``docs/gem.md``). None: False
+            (``DEFAULTS``), True with pair candidates (``WIDE_DEFAULTS``).
+        independent_components: sample the components of the measured marginals' graph
+            (columns joined by a measured marginal) independently of each other: after the
+            generator draws the rows, each component's columns are permuted across the rows
+            together (every column's marginal and every measured marginal's distribution kept,
+            the rest of the generator's dependence between components removed), as a graphical
+            model fitted to the same measurements would (MST, AIM). A column no marginal
+            measured is a component of its own. The rounds' scores read the same sampler. None:
+            False (``DEFAULTS``: on Adult one component soon holds every column), True with pair
+            candidates (``WIDE_DEFAULTS``: a thousand columns, a hundred measured).
+        calibrate_iterations: after the last fit, the generator's output bias is shifted this many
+            times by the log ratio of the released one-way probabilities to the generator's own
+            (mean softmax over ``score_samples`` noise vectors), for every column of a component
+            of several columns (every column without ``independent_components``): each column's
+            rates move to the one-way release's while the rows' dependence (the kernels) is kept,
+            a raking of the generator to its one-way measurement (post-processing). 0: none.
+            None: 0 (``DEFAULTS``), 4 with pair candidates (``WIDE_DEFAULTS``).
+        anneal: AIM's annealing of the units (needs ``measurements_per_round`` 1): when a round's
+            fit moved the generator's marginal of the measured clique by at most the expected noise
+            (sqrt(2 / pi) sigma_t n_r in L1, total times the mixture's marginal over
+            ``batch_size`` fixed noise vectors, before the measurement and after the fit), the
+            next rounds spend 4 times the units (sigma halved, the selection's epsilon doubled);
+            when fewer than twice a round's units remain, one last round spends them all
+            (``_select_measure.round_units``). A round of m units costs exactly m unit selections
+            and m unit measurements, so the plan and the accounting are those of R units whatever
+            the path. None: False.
+        one_way_refine: the one-way release of each continuous column is measured on this many
+            times finer bins nested in the model's (``bins`` times this; an integer column at
+            most one bin per integer); the fit reads their sums on the model's bins, and sampling
+            draws a value inside its bin from the finer histogram instead of uniformly
+            (post-processing; the release's sensitivity is unchanged). 1 (default): off; on the
+            generated table that chooses the defaults 4 was worse, on Adult's peaked columns
+            better (``docs/gem.md``, step 10).
+        batch_size: noise vectors per gradient step.
+        round_steps: Adam steps before the first round and after each round's measurements;
+            ``final_steps`` more at the end. None: 400 (``DEFAULTS``; chosen on
+            ``data.adult_like``, ``docs/gem.md``), 200 with pair candidates (``WIDE_DEFAULTS``).
+        learning_rate: Adam's.
+        score_samples: rows drawn from the generator to estimate the candidates' marginals.
+        one_way_noise_multiplier, selection_noise_multiplier, measure_noise_multiplier: as AIM's
+            (zCDP-equivalent Gaussian noise multipliers of one unit); None: AIM's split of a total
+            rho of 1, scaled together by the calibration.
+        num_columns: d, set from the schema by the fit.
+    """
+
+    bins: int = 32
+    bin_spacing: str = "auto"
+    workload_degree: int = 3
+    max_cells: int = 10_000
+    workload_size: int | None = 2000
+    workload_seed: int = 0
+    max_rounds: int | None = None
+    measurements_per_round: int | None = None
+    measure_share: float | None = None
+    one_way_share: float | None = None
+    pair_candidates: bool | None = None
+    noise_dim: int = 64
+    hidden: tuple[int, ...] = (256, 256)
+    output_init_scale: float | None = None
+    one_way_init: bool | None = None
+    independent_components: bool | None = None
+    calibrate_iterations: int | None = None
+    anneal: bool | None = None
+    one_way_refine: int = 1
+    batch_size: int = 512
+    round_steps: int | None = None
+    final_steps: int = 1000
+    learning_rate: float = 1e-3
+    score_samples: int = 10_000
+    one_way_noise_multiplier: float | None = None
+    selection_noise_multiplier: float | None = None
+    measure_noise_multiplier: float | None = None
+    num_columns: int | None = None
+
+    def validate(self) -> GEMConfig:
+        _v.choice(self.bin_spacing, "bin_spacing", SPACINGS)
+        for name in ("bins", "workload_degree", "max_cells", "noise_dim", "batch_size", "score_samples",
+                     "one_way_refine"):
+            _v.count(getattr(self, name), name, 1)
+        for name in ("max_rounds", "measurements_per_round"):
+            if getattr(self, name) is not None:
+                _v.count(getattr(self, name), name, 1)
+        for name in ("round_steps", "calibrate_iterations"):
+            if getattr(self, name) is not None:
+                _v.count(getattr(self, name), name, 0)
+        for name in ("final_steps", "workload_seed"):
+            _v.count(getattr(self, name), name, 0)
+        if self.workload_size is not None:
+            _v.count(self.workload_size, "workload_size", 1)
+        if self.measure_share is not None and not 0.0 < _v.real(self.measure_share, "measure_share") < 1.0:
+            raise ValueError(f"Expected measure_share={self.measure_share!r} in (0, 1).")
+        if self.one_way_share is not None and not 0.0 < _v.real(self.one_way_share, "one_way_share") < 1.0:
+            raise ValueError(f"Expected one_way_share={self.one_way_share!r} in (0, 1) or None.")
+        if self.anneal and self.measurements_per_round not in (None, 1):
+            raise ValueError(f"anneal=True needs measurements_per_round=1 (AIM's rounds of one "
+                             f"marginal), got measurements_per_round={self.measurements_per_round}.")
+        for name in ("pair_candidates", "one_way_init", "independent_components", "anneal"):
+            if getattr(self, name) not in (None, True, False):
+                raise ValueError(f"Expected {name}={getattr(self, name)!r} to be True, False or "
+                                 "None (auto).")
+        _v.positive_finite(self.learning_rate, "learning_rate")
+        if self.output_init_scale is not None:
+            _v.positive_finite(self.output_init_scale, "output_init_scale")
+        if not self.hidden or any(isinstance(w, bool) or int(w) != w or w < 1 for w in self.hidden):
+            raise ValueError(f"Expected hidden={self.hidden!r} to be a non-empty tuple of widths >= 1.")
+        for name in ("one_way_noise_multiplier", "selection_noise_multiplier", "measure_noise_multiplier"):
+            if getattr(self, name) is not None:
+                _v.positive_finite(getattr(self, name), name)
+        if self.num_columns is not None:
+            _v.count(self.num_columns, "num_columns", 1)
+            if self.workload_degree > self.num_columns:
+                raise ValueError(f"workload_degree={self.workload_degree} exceeds the "
+                                 f"{self.num_columns} columns of the schema.")
+        return self
+
+    def for_sizes(self, sizes: Sequence[int]) -> GEMConfig:
+        """The configuration for columns of these bin counts (public): ``pair_candidates``
+        decided (:meth:`scores_pairs`), every unset schedule field from ``WIDE_DEFAULTS`` when
+        pairs are scored and from ``DEFAULTS`` otherwise, then :meth:`for_columns`."""
+        pairs = self.scores_pairs(sizes)
+        base = WIDE_DEFAULTS if pairs else DEFAULTS
+        fill = {k: v for k, v in base.items() if getattr(self, k) is None}
+        return self.replace(pair_candidates=pairs, **fill).for_columns(len(sizes))
+
+    def for_columns(self, d: int) -> GEMConfig:
+        """``num_columns=d``, every unset schedule field from ``DEFAULTS`` (:meth:`for_sizes`
+        chooses between these and the wide-table defaults) and every unset noise multiplier from
+        the split of a total rho of 1 (AIM's, or ``one_way_share``)."""
+        if self.num_columns not in (None, d):
+            raise ValueError(f"num_columns={self.num_columns} but the schema has {d} columns.")
+        fill = {k: v for k, v in DEFAULTS.items() if getattr(self, k) is None}
+        cfg = self.replace(num_columns=d, **fill).validate()
+        defaults = sm.unit_noise_multipliers(d, cfg.units(), cfg.measure_share, cfg.one_way_share)
+        return cfg.replace(**{k: v for k, v in defaults.items() if getattr(cfg, k) is None}).validate()
+
+    def units(self) -> int:
+        """R k: the budget units (one selection and one measurement each)."""
+        return self.max_rounds * self.measurements_per_round
+
+    def scores_pairs(self, sizes: Sequence[int]) -> bool:
+        """Whether every 2-way marginal is a candidate (``pair_candidates``; None: auto, see the
+        attribute). Public: it reads the schema's bin counts and the configuration only.
+
+        Raises:
+            ValueError: ``pair_candidates=True`` with more than ``PAIR_WIDTH_LIMIT`` bins in all.
+        """
+        width = int(sum(sizes))
+        if self.pair_candidates is True and width > PAIR_WIDTH_LIMIT:
+            raise ValueError(f"pair_candidates=True needs at most {PAIR_WIDTH_LIMIT} bins in all "
+                             f"(a {width} x {width} Gram matrix); these columns have {width}.")
+        if self.pair_candidates is not None:
+            return self.pair_candidates
+        if width > PAIR_WIDTH_LIMIT or self.workload_size is None or len(sizes) < 2:
+            return False
+        d, k = len(sizes), self.workload_degree
+        if math.comb(d, k) > sm.ENUMERATE_LIMIT:
+            return True
+        return len(sm.workload(sizes, k, self.max_cells)) > self.workload_size
+
+
+discretizer = sm.discretizer
+PAIR_WIDTH_LIMIT = 4096  # bins in all for pair_candidates: a (bins x bins) Gram matrix per round
+# The schedule left unset: AIM's (one marginal a round, 32 rounds, 90 % of a unit on its
+# measurement, the one-way release as large as alpha d units), 400 Adam steps a round ...
+DEFAULTS = dict(max_rounds=32, measurements_per_round=1, measure_share=0.9, one_way_share=None,
+                output_init_scale=1.0, one_way_init=False, independent_components=False,
+                round_steps=400, calibrate_iterations=0, anneal=False)
+# ... and, when every pair is a candidate (a wide table), fewer rounds of several marginals, more
+# of each unit on its selection (hundreds of thousands of candidates) and a fixed one-way share
+# (chosen on a generated table, data.planted_binary(2000, 1000, seed=7): docs/gem.md).
+WIDE_DEFAULTS = dict(max_rounds=8, measurements_per_round=8, measure_share=0.5, one_way_share=0.88,
+                     output_init_scale=0.1, one_way_init=True, independent_components=True,
+                     round_steps=200, calibrate_iterations=4, anneal=False)
+
+
+def privacy_phases(config: GEMConfig, *, steps: Mapping[str, int] | None = None,
+                   private: bool = True) -> list:
+    """The one-way Gaussian release, R unit selections and R unit measurements (AIM's units)."""
+    if config.num_columns is None or config.one_way_noise_multiplier is None:
+        raise ValueError("Resolve the configuration for a schema first (GEMConfig.for_sizes(sizes) or for_columns(d)).")
+    return sm.unit_phases(config.num_columns, config.units(), config.one_way_noise_multiplier,
+                          config.selection_noise_multiplier, config.measure_noise_multiplier,
+                          steps=steps, private=private)
+

@@ -1,0 +1,221 @@
+"""GEM's generator: the network from noise to one softmax per column, its initialisation, the
+measurements in the compiled layout, the Adam steps on the weighted L1 loss, drawing codes, and the
+nudge of its output bias toward the released one-way marginals. See ``docs/gem.md``."""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from dpgen_jax._typing import PyTree
+from dpgen_jax import models
+from dpgen_jax.synthesizers import _select_measure as sm
+from dpgen_jax.synthesizers.gem._config import GEMConfig
+
+Clique = sm.Clique
+
+
+def network(config: GEMConfig, width: int) -> models.MLP:
+    """The generator: ``hidden`` ReLU layers to ``width`` = d * S logits (S: the most bins of any
+    column), He-normal initialisation."""
+    return models.MLP(tuple(config.hidden) + (width,), activation="relu", init_scheme="he")
+
+
+def last_layer(params: PyTree) -> str:
+    """The name of the generator's output layer in ``params`` (``models.MLP`` names its layers
+    ``layer_0`` ... ``layer_L``)."""
+    return max(params, key=lambda name: int(name.rsplit("_", 1)[1]))
+
+
+ONE_WAY_FLOOR = 1e-5  # the smallest probability one_way_init sets (log 1e-5 = -11.5)
+
+
+def init(config: GEMConfig, width: int, key: jax.Array, one_way: np.ndarray | None = None) -> PyTree:
+    """He-normal parameters, the last layer's kernel times ``output_init_scale`` (how much the
+    initial mixture's columns depend on the noise, and so on each other); with ``one_way``
+    (``(d, S)`` probabilities, ``d S == width``) its bias the log of them (``one_way_init``)."""
+    params = network(config, width).init(key, jnp.zeros((1, config.noise_dim)))["params"]
+    last = last_layer(params)
+    layer = dict(params[last])
+    if config.output_init_scale not in (None, 1.0):
+        layer["kernel"] = layer["kernel"] * config.output_init_scale
+    if one_way is not None:
+        bias = np.log(np.maximum(np.asarray(one_way, np.float64), ONE_WAY_FLOOR)).reshape(-1)
+        if bias.size != width:
+            raise ValueError(f"one_way has {bias.size} entries for an output of width {width}.")
+        layer["bias"] = jnp.asarray(bias, layer["bias"].dtype)
+    return {**params, last: layer}
+
+
+def bin_mask(sizes: Sequence[int]) -> np.ndarray:
+    """``(d, S)`` True on each column's bins, S = max(sizes) (the padded layout of the outputs)."""
+    return np.arange(max(sizes))[None, :] < np.asarray(sizes)[:, None]
+
+
+def probabilities(net: models.MLP, params: PyTree, z: jax.Array, mask: jax.Array) -> jax.Array:
+    """``(n, d, S)``: one softmax per column over its bins, 0 on the padding bins (one dense
+    softmax over the padded layout: no per-column or segment operation, so a table of a thousand
+    columns compiles and runs as a table of ten)."""
+    d, width = mask.shape
+    logits = net.apply({"params": params}, z).reshape(z.shape[0], d, width)
+    return jax.nn.softmax(jnp.where(mask, logits, -jnp.inf), axis=-1)
+
+
+def bucket(size: int, widest: int) -> int:
+    """A column's padded width in a stacked marginal: the next power of two, at most ``widest``
+    (measurements whose columns' padded widths agree share one batched computation, so a round
+    seldom compiles a new program)."""
+    return min(1 << (int(size) - 1).bit_length(), int(widest))
+
+
+class Group(NamedTuple):
+    """The measured marginals of one padded shape, stacked (capacity a power of two).
+
+    Attributes:
+        columns: per position, ``(M,)`` the column (positions ordered by padded width; empty slots
+            use column 0 with weight 0).
+        target: ``(M, prod b_j)`` the noisy counts in that order, 0 on padding bins.
+        weight: ``(M,)`` 1 / the measurement's noise standard deviation (0: an empty slot).
+        widths: the padded widths b_j (static).
+    """
+
+    columns: tuple
+    target: jax.Array
+    weight: jax.Array
+    widths: tuple
+
+
+class Measured(NamedTuple):
+    """Everything measured so far, as the compiled loss reads it: the one-way histograms as one
+    ``(d, S)`` array (``one_way``, 0 on padding bins; ``one_weight`` 1 / their noise std) and the
+    rounds' marginals in :class:`Group` s."""
+
+    one_way: jax.Array
+    one_weight: jax.Array
+    groups: tuple
+
+
+jax.tree_util.register_pytree_node(
+    Group, lambda g: ((g.columns, g.target, g.weight), g.widths),
+    lambda widths, ch: Group(ch[0], ch[1], ch[2], widths))
+
+
+def measured(one_way: Sequence[np.ndarray], one_std: float,
+             log: Sequence[tuple[Clique, np.ndarray, float]], sizes: Sequence[int]) -> Measured:
+    """The measurements in the compiled layout: ``one_way`` the d noisy histograms (noise std
+    ``one_std``), ``log`` the rounds' ``(clique, flattened noisy counts, noise std)``."""
+    widest = max(sizes)
+    by_shape: dict[tuple[int, ...], list] = {}
+    for clique, y, std in log:
+        order = sorted(range(len(clique)), key=lambda i: (bucket(sizes[clique[i]], widest), clique[i]))
+        cols = [clique[i] for i in order]
+        table = np.transpose(np.asarray(y, np.float64).reshape([sizes[a] for a in clique]), order)
+        shape = tuple(bucket(sizes[a], widest) for a in cols)
+        table = np.pad(table, [(0, b - sizes[a]) for a, b in zip(cols, shape)])
+        by_shape.setdefault(shape, []).append((cols, table.ravel(), 1.0 / std))
+    groups = []
+    for shape in sorted(by_shape):
+        items = by_shape[shape]
+        cap = 1 << (len(items) - 1).bit_length()
+        items = items + [([0] * len(shape), np.zeros(math.prod(shape)), 0.0)] * (cap - len(items))
+        groups.append(Group(
+            tuple(jnp.asarray([it[0][j] for it in items], jnp.int32) for j in range(len(shape))),
+            jnp.asarray(np.stack([it[1] for it in items]), jnp.float32),
+            jnp.asarray([it[2] for it in items], jnp.float32), shape))
+    one = np.zeros((len(sizes), widest))
+    for j, y in enumerate(one_way):
+        one[j, :sizes[j]] = y
+    return Measured(jnp.asarray(one, jnp.float32), jnp.float32(1.0 / one_std), tuple(groups))
+
+
+def group_marginals(probs: jax.Array, group: Group) -> jax.Array:
+    """``(M, prod b_j)``: each stacked marginal of the mixture, the batch mean of the product of
+    its columns' probabilities (``probs``: ``(B, d, S)``), as a Khatri-Rao product of all but the
+    last position contracted with the last by a batched matmul."""
+    parts = [probs[:, cols, :b] for cols, b in zip(group.columns, group.widths)]
+    n, m = probs.shape[0], group.weight.shape[0]
+    left = parts[0]
+    for p in parts[1:-1]:
+        left = (left[..., :, None] * p[:, :, None, :]).reshape(n, m, -1)
+    if len(parts) == 1:
+        return jnp.mean(left, axis=0)
+    return (jnp.einsum("bmx,bmk->mxk", left, parts[-1]) / n).reshape(m, -1)
+
+
+def optimizer(config: GEMConfig) -> optax.GradientTransformation:
+    return optax.adam(config.learning_rate)
+
+
+@functools.partial(jax.jit, static_argnames=("net", "opt", "batch_size", "noise_dim"))
+def fit_steps(params, opt_state, meas: Measured, mask, total, key, steps, *, net, opt,
+              batch_size, noise_dim):
+    """``steps`` Adam steps (a traced count; one compilation per layout of ``meas``) on the
+    weighted L1 between the generator's marginals scaled to ``total`` and the noisy counts;
+    step t draws its noise from ``fold_in(key, t)``."""
+
+    def loss(p, z):
+        probs = probabilities(net, p, z, mask)
+        out = meas.one_weight * jnp.sum(jnp.abs(total * jnp.mean(probs, axis=0) - meas.one_way))
+        for g in meas.groups:
+            err = jnp.abs(total * group_marginals(probs, g) - g.target)
+            out = out + jnp.sum(g.weight[:, None] * err)
+        return out
+
+    def body(t, carry):
+        p, s = carry
+        z = jax.random.normal(jax.random.fold_in(key, t), (batch_size, noise_dim))
+        g = jax.grad(loss)(p, z)
+        upd, s = opt.update(g, s, p)
+        return optax.apply_updates(p, upd), s
+
+    return jax.lax.fori_loop(0, steps, body, (params, opt_state))
+
+
+@functools.partial(jax.jit, static_argnames=("net", "n", "noise_dim"))
+def draw_codes(params, mask, key, *, net, n, noise_dim):
+    """``(n, d)`` codes: a noise vector per row, each column drawn from its softmax (Gumbel-max
+    over the padded layout; padding bins have probability 0)."""
+    k_z, k_g = jax.random.split(key)
+    probs = probabilities(net, params, jax.random.normal(k_z, (n, noise_dim)), mask)
+    g = jnp.where(mask, jnp.log(jnp.maximum(probs, 1e-30)) + jax.random.gumbel(k_g, probs.shape), -jnp.inf)
+    return jnp.argmax(g, axis=-1).astype(jnp.int32)
+
+
+@functools.partial(jax.jit, static_argnames=("net", "noise_dim", "n", "iterations"))
+def fit_one_way_bias(params, mask, target, columns, key, *, net, noise_dim, n, iterations):
+    """``params`` with the last layer's bias shifted ``iterations`` times by
+    ``log(target) - log(mean probabilities)`` on the bins of ``columns`` (``(d,)`` booleans), the
+    mean over ``n`` fixed noise vectors; ``target`` ``(d, S)`` probabilities, floored at
+    ``ONE_WAY_FLOOR``. The kernels are kept: each column's rates move to ``target``'s, the
+    rows' dependence through the noise stays (a raking of the generator's one-way rates;
+    ``GEMConfig.calibrate_iterations``; post-processing, no noise calibrated here)."""
+    last = last_layer(params)
+    z = jax.random.normal(key, (n, noise_dim))
+    goal = jnp.log(jnp.maximum(target, ONE_WAY_FLOOR))
+    move = mask & columns[:, None]
+
+    def body(_, bias):
+        p = {**params, last: {**params[last], "bias": bias}}
+        now = jnp.log(jnp.maximum(jnp.mean(probabilities(net, p, z, mask), axis=0), 1e-30))
+        return bias + jnp.where(move, goal - now, 0.0).reshape(-1)
+
+    bias = jax.lax.fori_loop(0, iterations, body, params[last]["bias"])
+    return {**params, last: {**params[last], "bias": bias}}
+
+
+def mixture_marginal(net, params, z: jax.Array, mask: jax.Array, clique: Clique,
+                     sizes: Sequence[int]) -> np.ndarray:
+    """The generator's marginal of ``clique`` (probabilities, flattened in the clique's order):
+    the mean over the noise vectors ``z`` of the product of the columns' probabilities."""
+    probs = probabilities(net, params, z, mask)
+    out = probs[:, clique[0], :sizes[clique[0]]]
+    for a in clique[1:]:
+        out = (out[:, :, None] * probs[:, a, None, :sizes[a]]).reshape(z.shape[0], -1)
+    return np.asarray(jnp.mean(out, axis=0), np.float64)

@@ -1,0 +1,154 @@
+"""GEM's rounds on the private codes (:func:`fit_released`): the one-way release, then each round
+one or more exponential-mechanism selections, Gaussian measurements and a fit of the generator.
+See ``docs/gem.md``."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dpgen_jax.data._discrete import numpy_rng
+from dpgen_jax.synthesizers import _select_measure as sm
+from dpgen_jax.synthesizers.gem._config import GEMConfig, privacy_phases
+from dpgen_jax.synthesizers.gem._generator import (
+    bin_mask, draw_codes, fit_one_way_bias, fit_steps, init, measured, mixture_marginal, network, optimizer)
+from dpgen_jax.synthesizers.gem._refinement import Refinement, coarse_histograms
+from dpgen_jax.synthesizers.gem._sampling import components, decouple, one_way_probabilities
+
+Clique = sm.Clique
+
+
+class Round(NamedTuple):
+    cliques: tuple[Clique, ...]  # the marginals selected and measured, in order
+    seconds: float               # the round's wall time (selections, measurements, fit)
+    units: int = 1               # budget units of each selection and measurement (``anneal``)
+    annealed: bool = False       # the next rounds spend 4 times the units
+
+
+def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key: jax.Array, *,
+                 private: bool = True, should_stop: Callable[[], bool] | None = None,
+                 phases: Sequence | None = None, progress=None,
+                 fine: tuple[np.ndarray, Refinement] | None = None):
+    """The whole of GEM on the private codes. Returns the generator's parameters, the released
+    total (the mean of the noisy one-way histograms' sums), the rounds executed, the one-way
+    probabilities on the model's bins and those on the finer bins (None without ``fine``).
+    ``fine``: ``(codes on the finer bins, refinement)`` (``one_way_refine``): the one-way
+    release is measured on the finer bins (one record still adds one to one cell of each
+    column's histogram) and summed onto the model's.
+    ``private=False``: exact counts and the best candidate each round. ``should_stop`` is asked
+    before every round after the first (units not spent are not spent at all). ``phases``: the
+    accounted phases the noise is read from (default: :func:`privacy_phases` of ``config``)."""
+    d = len(sizes)
+    if config.num_columns != d:
+        raise ValueError(f"num_columns={config.num_columns} but the codes have {d} columns; "
+                         "resolve the configuration with GEMConfig.for_sizes(sizes).")
+    work = sm.workload(sizes, config.workload_degree, config.max_cells, size=config.workload_size,
+                       seed=config.workload_seed)
+    if not work:
+        raise ValueError(f"max_cells={config.max_cells} leaves no {config.workload_degree}-way "
+                         "marginal in the workload.")
+    cands = sm.candidates(work)
+    pairs = None
+    if config.scores_pairs(sizes):  # every pair, scored from Gram matrices; every weight 1
+        cands = {r: 1.0 for r in cands if len(r) != 2}
+        size = np.asarray(sizes, np.int64)
+        pairs = np.argwhere(np.triu(np.outer(size, size) <= config.max_cells, 1))
+        pair_cells = (size[pairs[:, 0]] * size[pairs[:, 1]]).astype(np.float64)
+        real_gram = sm.onehot_gram(codes, sizes)
+    keys = list(cands)
+    answers = {r: sm.counts(codes, sizes, r).astype(np.float64) for r in keys}
+    sensitivity = max(cands.values())
+    phases = {p.name: p for p in (privacy_phases(config) if phases is None else phases)}
+    sigma = phases["measure"].noise_multiplier if private else None
+    eps = phases["selection"].epsilon if private else None
+
+    k_one, k_init, k_rounds = jax.random.split(key, 3)
+    std1 = phases["one_way"].noise_std if private else None
+    singles = [(j,) for j in range(d)]
+    if fine is None:
+        one, fine_probs = sm.measure(codes, sizes, singles, std1, k_one), None
+    else:
+        fine_one = sm.measure(fine[0], fine[1].sizes, singles, std1, k_one)
+        one = coarse_histograms(fine_one, fine[1], sizes)
+        fine_probs = one_way_probabilities(fine_one, fine[1].sizes)
+    total = max(1.0, float(np.mean([y.sum() for y in one])))  # post-processing of the release
+    one_probs = one_way_probabilities(one, sizes)
+    log: list[tuple[Clique, np.ndarray, float]] = []
+
+    mask = jnp.asarray(bin_mask(sizes))
+    net, opt = network(config, mask.size), optimizer(config)
+    params = init(config, mask.size, k_init, one_probs if config.one_way_init else None)
+    state = opt.init(params)
+    static = dict(net=net, opt=opt, batch_size=config.batch_size, noise_dim=config.noise_dim)
+
+    def fit(p, s, k, steps):
+        return fit_steps(p, s, measured(one, std1 or 1.0, log, sizes), mask,
+                         jnp.float32(total), k, jnp.int32(steps), **static)
+
+    per_round = min(config.measurements_per_round, len(keys) + (0 if pairs is None else len(pairs)))
+    params, state = fit(params, state, jax.random.fold_in(k_rounds, 10**6), config.round_steps)
+    rounds: list[Round] = []
+    anneal = bool(private and config.anneal)
+    z_moved = (jax.random.normal(jax.random.fold_in(k_rounds, 10**6 + 3), (config.batch_size, config.noise_dim))
+               if anneal else None)
+    sigma_u, eps_u = sigma, eps
+    level, spent, t = 1, 0, 0
+    while spent < config.max_rounds:
+        if rounds and should_stop is not None and should_stop():
+            break
+        m, last = sm.round_units(level, config.max_rounds - spent) if anneal else (1, False)
+        sigma = None if sigma_u is None else sigma_u / math.sqrt(m)
+        eps = None if eps_u is None else eps_u * math.sqrt(m)
+        t0 = time.perf_counter()
+        k_sample, k_sel, k_meas, k_fit = jax.random.split(jax.random.fold_in(k_rounds, t), 4)
+        sample = np.asarray(draw_codes(params, mask, k_sample, net=net, n=config.score_samples,
+                                       noise_dim=config.noise_dim))
+        if config.independent_components:  # the sampler's rows (post-processing of the log)
+            sample = decouple(sample, components([c for c, _, _ in log], d),
+                              numpy_rng(jax.random.fold_in(k_sample, 1)), one_probs)
+        scale = total / config.score_samples
+        est = {r: sm.counts(sample, sizes, r) * scale for r in keys}
+        quality = sm.scores(cands, answers, est, sizes, sigma)
+        q = np.array([quality[r] for r in keys], np.float64)
+        if pairs is not None:
+            l1 = sm.pair_l1(real_gram, sm.onehot_gram(sample, sizes) * scale, sizes)
+            bias = 0.0 if sigma is None else sm.BIAS * sigma
+            q = np.concatenate([q, l1[pairs[:, 0], pairs[:, 1]] - bias * pair_cells])
+        chosen = sm.select_many(q, per_round, eps, numpy_rng(k_sel), sensitivity=sensitivity)
+        picked = tuple(keys[i] if i < len(keys) else tuple(int(a) for a in pairs[i - len(keys)])
+                       for i in chosen)
+        for j, r in enumerate(picked):
+            k_j = k_meas if j == 0 else jax.random.fold_in(k_meas, j)  # one per round: as before k
+            (y,) = sm.measure(codes, sizes, [r], sigma, k_j)
+            log.append((r, y, sigma or 1.0))
+        if anneal:
+            before = mixture_marginal(net, params, z_moved, mask, picked[0], sizes)
+        params, state = fit(params, state, k_fit, config.round_steps)
+        jax.block_until_ready(params)
+        annealed = False
+        if anneal and not last:  # AIM's rule, on the generator's marginal (post-processing)
+            moved = total * float(np.abs(mixture_marginal(net, params, z_moved, mask, picked[0], sizes)
+                                         - before).sum())
+            annealed = moved <= sm.BIAS * sigma * math.prod(sizes[a] for a in picked[0])
+            level = 4 * level if annealed else level
+        rounds.append(Round(picked, time.perf_counter() - t0, m, annealed))
+        spent, t = spent + m, t + 1
+        if progress is not None:
+            progress(spent, config.max_rounds)
+    params, _ = fit(params, state, jax.random.fold_in(k_rounds, 10**6 + 1), config.final_steps)
+    if config.calibrate_iterations:
+        columns = np.ones(d, bool)
+        if config.independent_components:  # a lone column is drawn from its histogram anyway
+            labels = components([c for r in rounds for c in r.cliques], d)
+            columns = np.bincount(labels)[labels] > 1
+        params = fit_one_way_bias(params, mask, jnp.asarray(one_probs), jnp.asarray(columns),
+                                  jax.random.fold_in(k_rounds, 10**6 + 2), net=net,
+                                  noise_dim=config.noise_dim, n=config.score_samples,
+                                  iterations=config.calibrate_iterations)
+    return params, total, rounds, one_probs, fine_probs
