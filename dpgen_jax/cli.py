@@ -26,8 +26,9 @@ real rows and is not private.
 This module is the ``cli`` layer: the commands and their parser. It may import every other layer
 and nothing imports it; the files it reads and writes are ``data``'s (``data.read_csv``,
 ``data.load_schema``, ``data.draft_schema``), the ``--set`` parser is
-``synthesizers.config_overrides`` (shared with the experiments) and the report table is
-``privacy.format_report``.
+``synthesizers.config_overrides`` (shared with the experiments), the report table is
+``privacy.format_report`` and the method advice (``recommend``, ``fit --method auto``, the collapse
+warning) is ``advice``'s.
 """
 
 from __future__ import annotations
@@ -123,10 +124,10 @@ def _auto_method(args) -> str:
         raise UsageError("--method auto needs a finite --epsilon (a preset belongs to one method).")
     if args.overrides:
         raise UsageError("--method auto takes no --set (configuration fields belong to one method).")
-    from dpgen_jax import data, synthesizers
+    from dpgen_jax import advice, data
 
-    method = synthesizers.choose_method(data.load_schema(args.schema), args.num_records, args.epsilon,
-                                        delta=args.delta)
+    method = advice.choose_method(data.load_schema(args.schema), args.num_records, args.epsilon,
+                                  delta=args.delta)
     print(f"--method auto: {method} (first in dpgen-jax recommend for this schema, N and epsilon)")
     return method
 
@@ -136,10 +137,10 @@ def _warn_if_flagged(args, schema) -> None:
     public --num-records (the warning states N) and a finite --epsilon."""
     if args.num_records is None or args.epsilon is None or math.isinf(args.epsilon):
         return
-    from dpgen_jax import synthesizers
+    from dpgen_jax import advice, synthesizers
 
-    text = synthesizers.warn_if_flagged(args.method, schema, args.num_records, args.epsilon, delta=args.delta,
-                                        overrides=synthesizers.config_overrides(args.method, args.overrides))
+    text = advice.warn_if_flagged(args.method, schema, args.num_records, args.epsilon, delta=args.delta,
+                                  overrides=synthesizers.config_overrides(args.method, args.overrides))
     if text is not None:
         warnings.warn(text, stacklevel=1)
 
@@ -249,17 +250,17 @@ def cmd_privacy(args) -> int:
         reason = model.unavailable_reason()
         raise UsageError(f"--method {args.method} cannot plan here: {reason or exc}") from None
     if model.USES_NUM_RECORDS:
-        notes = [f"The sampling rates use N={plan.num_records} records (given with --num-records)."]
+        notes = [f"The sampling rates use N={plan.records.n} records (given with --num-records)."]
     else:
         notes = [f"No record count enters this method's mechanisms: a fit takes any size it needs "
-                 f"from its own noisy counts, not from N. This plan uses N={plan.num_records} "
+                 f"from its own noisy counts, not from N. This plan uses N={plan.records.n} "
                  "(given with --num-records) only in place of such counts, so a fit's schedule "
                  "and epsilon can differ where they depend on them."]
     # The plan's own headline accountant (RDP for a method with phases only RDP interprets).
     report = privacy.report(plan.phases, plan.delta, accountant=plan.accountant,
-                            dataset_size=plan.num_records, assumptions=notes)
+                            dataset_size=plan.records.n, assumptions=notes)
     # The paper's accounting of the method, as fit() reports it (a method hook of the skeleton).
-    report["paper_accounting"] = model._paper_accounting(plan.config, plan.phases, plan.delta, report) if plan.private else None
+    report["paper_accounting"] = plan.paper_accounting(list(plan.phases), report)
     target = None if args.epsilon is None or math.isinf(args.epsilon) else args.epsilon
     report["method"], report["preset"], report["target_epsilon"] = args.method, args.preset, target
     report["noise"] = {p.name: p.noise_multiplier_or_none for p in privacy.flat_phases(plan.phases)
@@ -271,7 +272,7 @@ def cmd_privacy(args) -> int:
               "non-private" if math.isinf(args.epsilon) else f"target epsilon {args.epsilon:g}")
     from dpgen_jax import privacy
 
-    print(privacy.format_report(report, title=f"{args.method}: {target}, N={plan.num_records}, schema: "
+    print(privacy.format_report(report, title=f"{args.method}: {target}, N={plan.records.n}, schema: "
                                        f"{where} (no data read)"))
     if plan.private:
         noise = ", ".join(f"{k}={privacy.format_number(v, 6)}" for k, v in report["noise"].items())
@@ -281,17 +282,17 @@ def cmd_privacy(args) -> int:
 
 
 def cmd_recommend(args) -> int:
-    from dpgen_jax import data, synthesizers
+    from dpgen_jax import advice, data
 
     if not (math.isfinite(args.epsilon) and args.epsilon > 0):
         raise UsageError(f"--epsilon {args.epsilon} must be a finite number > 0.")
     if args.num_records < 1:
         raise UsageError(f"--num-records {args.num_records} must be a positive number of records.")
     schema = data.load_schema(args.schema)
-    ranked = synthesizers.recommend(schema, args.num_records, args.epsilon, delta=args.delta)
+    ranked = advice.recommend(schema, args.num_records, args.epsilon, delta=args.delta)
     print(f"methods for {args.schema} ({len(schema.columns)} columns), N={args.num_records} (public, given "
           f"with --num-records), epsilon {args.epsilon:g}, delta {args.delta:g} (no data read):")
-    print(synthesizers.format_recommendations(ranked))
+    print(advice.format_recommendations(ranked))
     return 0
 
 

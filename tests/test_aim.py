@@ -48,7 +48,7 @@ class TestAIMContract(SynthesizerContract):
         disc = aim.discretizer(cfg, schema)
         tables, cliques, _ = aim.fit_released(cfg, disc.codes(frame), disc.sizes, jax.random.key(self.SEED),
                                               phases=model.fitted_phases())
-        assert tuple(cliques) == cfg.model_cliques
+        assert tuple(map(tuple, cliques)) == aim.model_cliques(model.fitted_release.statistics)
         return {"model": tables}
 
 
@@ -228,10 +228,8 @@ def test_configuration_is_checked():
         synthesizers.create("aim", workload_degree=5).plan(SCHEMA, 100, epsilon=1.0)
     with pytest.raises(ValueError, match="max_cells=2 leaves no 3-way marginal"):
         synthesizers.create("aim", max_cells=2).plan(SCHEMA, 100, epsilon=1.0)
-    with pytest.raises(ValueError, match="model_cliques is written by fit"):
-        synthesizers.create("aim", num_columns=4, model_cliques=((0, 1),)).plan(SCHEMA, 100, epsilon=1.0)
-    with pytest.raises(ValueError, match="model_cliques"):
-        synthesizers.create("aim", num_columns=4, model_cliques=((0, 9),))
+    with pytest.raises(ValueError, match=r"no field\(s\) \['model_cliques'\]"):  # a statistic of the release
+        synthesizers.create("aim", num_columns=4, model_cliques=((0, 1),))
     with pytest.raises(ValueError, match="num_columns=2 but the schema has 4 columns"):
         AIMConfig(num_columns=2).for_columns(4)
 
@@ -280,7 +278,7 @@ def test_non_private_fit_finds_and_keeps_a_strong_dependency():
     frame = pd.DataFrame({"a": a, "b": np.where(a == "x", "q", "p").astype(object),
                           "c": r.integers(0, 100, 2000), "d": r.uniform(-1, 1, 2000)})
     model = synthesizers.create("aim", **TINY).fit(frame, SCHEMA, epsilon=math.inf, seed=0)
-    assert {0, 1} <= set(model._state["rounds"][0].clique)  # the worst-approximated marginal first
+    assert {0, 1} <= set(model.fitted_release.diagnostics["rounds"][0].clique)  # the worst-approximated marginal first
     s = model.sample(5000, seed=1)
     assert ((s["a"] == "x") == (s["b"] == "q")).mean() > 0.97
 
@@ -293,10 +291,10 @@ def test_private_fit_reports_rdp_and_the_units_of_every_round():
     assert [p["mechanism"] for p in rep["phases"]] == ["gaussian", "exponential_mechanism", "gaussian"]
     assert [p["steps"] for p in rep["phases"]] == [1, 3, 3]
     assert rep["paper_accounting"]["epsilon"] <= rep["epsilon"] <= 1.0
-    rounds = model._state["rounds"]
+    rounds = model.fitted_release.diagnostics["rounds"]
     assert sum(r.units for r in rounds) == 3 and any(f"{len(rounds)} rounds spent 3 of the 3" in a
                                                       for a in rep["assumptions"])
-    cliques = model.fitted_config.model_cliques
+    cliques = aim.model_cliques(model.fitted_release.statistics)
     assert sorted({a for c in cliques for a in c}) == [0, 1, 2, 3]
     sizes = aim.discretizer(model.fitted_config, SCHEMA).sizes
     assert all(model.released["model"][f"c{i:03d}"].shape == tuple(sizes[a] for a in c)

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dpgen_jax import cli, data, privacy, synthesizers
+from dpgen_jax import advice, cli, data, privacy, synthesizers
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 N_TRAIN, N_TEST = 400, 200
@@ -546,7 +546,7 @@ def test_metadata_file_with_several_tables_needs_table(tmp_path):
 
 def test_recommend_ranks_every_method_and_needs_a_public_record_count(tmp_path, capsys):
     """``recommend`` reads no data: it needs --num-records (argparse refuses without it) and prints
-    one line per registered method, the first being ``synthesizers.choose_method``'s choice."""
+    one line per registered method, the first being ``advice.choose_method``'s choice."""
     schema_path = tmp_path / "schema.json"
     schema_path.write_text(data.adult_schema().to_json())
     assert cli.main(["recommend", "--schema", str(schema_path), "--epsilon", "3"]) == 2
@@ -556,7 +556,7 @@ def test_recommend_ranks_every_method_and_needs_a_public_record_count(tmp_path, 
     assert "N=1000 (public" in out
     for method in synthesizers.available():
         assert method in out
-    first = synthesizers.choose_method(data.adult_schema(), 1000, 3.0)
+    first = advice.choose_method(data.adult_schema(), 1000, 3.0)
     assert out.index(first) < min(out.index(m) for m in synthesizers.available() if m != first)
 
 

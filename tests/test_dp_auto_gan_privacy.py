@@ -101,7 +101,8 @@ def test_fit_with_a_preset_uses_its_noise_and_the_paper_joint_clip_norm():
     assert rep["phases"][0]["clip_norm"] == pytest.approx(0.012 * math.sqrt(2), rel=1e-12)
     (sentence,) = [a for a in rep["assumptions"] if "clip norm C1=" in a]
     assert f"C1={0.012 * math.sqrt(2):.6g}" in sentence
-    assert model.fitted_config.ae_clip_norm == pytest.approx(0.012 * math.sqrt(2))
+    assert model.fitted_release.clip_norms["autoencoder"] == pytest.approx(0.012 * math.sqrt(2))
+    assert model.fitted_config == model.fitted_plan.config  # the configuration is not rewritten
 
 
 def test_unreachable_target_states_the_reachable_epsilon():

@@ -99,8 +99,9 @@ class TestDPSACTGANContract(SACTGANContract):
     OVERRIDES = {**TINY, **FLAGS}
 
     def functional_released(self, model, frame, schema):
-        cfg = model.fitted_config
         phases = model.fitted_phases()
+        # K as accounted (the configuration holds the user's choice, None: K from N)
+        cfg = model.fitted_config.replace(num_discriminators=phases[-1].num_shards)
         lay, keys, rows, codes, modes, counts, log_probs = functional_preprocessing(cfg, schema, frame, self.SEED,
                                                                                     phases)
         _, _, _, k_part, _, k_init, k_run = keys

@@ -79,7 +79,8 @@ def test_groups_compose_in_parallel_and_each_meets_the_target(parallel_fit):
     assert rep["epsilon"] == pytest.approx(privacy.epsilon(phases, 1e-5), rel=1e-9)
     # the counts are released (noisy), but the rates use only public values: B / (N / k)
     true = _frame()["b"].value_counts().reindex(["p", "q"]).to_numpy()
-    assert cfg.released_counts is not None and not np.allclose(cfg.released_counts, true)
+    counts = parallel_fit.fitted_release.statistics["released_counts"]
+    assert counts is not None and not np.allclose(counts, true)
     rates = [p["sample_rate"] for g in groups for p in g["phases"] if "sample_rate" in p]
     assert rates == [ds._sample_rate(16, 150.0)] * 2
     assert all(np.float32(r) == r and r <= 16 / 150 for r in rates)  # float32, rounded down
@@ -94,7 +95,7 @@ def test_groups_compose_in_parallel_and_each_meets_the_target(parallel_fit):
 
 def test_samples_follow_the_released_proportions(parallel_fit):
     rows = parallel_fit.sample(1000, seed=1)
-    c = parallel_fit.fitted_config.released_counts
+    c = parallel_fit.fitted_release.statistics["released_counts"]
     share = (rows["b"] == "p").mean()
     assert share == pytest.approx(c[0] / sum(c), abs=2e-3)
     data.TableEncoder(LABELLED).encode(rows)  # valid under the schema
@@ -161,11 +162,11 @@ def test_a_batch_above_the_assumed_group_size_is_refused():
 
 @pytest.mark.slow
 def test_adult_experiment_end_to_end(adult_dir, tmp_path):
-    from experiments import adult_dpsyn
+    from experiments import reproduce
 
     out = tmp_path / "dpsyn"
-    adult_dpsyn.main(["--epsilon", "1.4", "--seeds", "0", "--set", "epochs=1", "--no-progress",
-                      "--data-dir", str(adult_dir), "--out", str(out)])
+    reproduce.main(["dp-syn", "adult", "--epsilon", "1.4", "--seeds", "0", "--set", "epochs=1", "--no-progress",
+                    "--data-dir", str(adult_dir), "--out", str(out)])
     import json
     rep = json.loads((out / "report.json").read_text())
     assert rep["method"] == "dp-syn" and 1.4 - 1e-2 <= rep["epsilon"] <= 1.4

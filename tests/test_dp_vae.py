@@ -160,7 +160,7 @@ def test_public_clip_norm_reads_no_private_row():
     over = dict(steps=0, batch_size=16)
     fits = [synthesizers.create("dp-vae", **over).fit(frame, _tables.MIXED_SCHEMA, epsilon=2.0, seed=0)
             for frame in _unlike_frames()]
-    clips = [m.fitted_config.clip_norm for m in fits]
+    clips = [m.fitted_release.clip_norms["vae"] for m in fits]
     assert clips[0] == clips[1] and clips[0] > 0
     cfg = DPVAEConfig(**over)
     p0 = dv.init(cfg, 6, jax.random.split(jax.random.key(0), 3)[0])

@@ -118,7 +118,7 @@ def test_public_clip_norm_reads_no_private_row():
     over = dict(critic_steps=0, batch_size=16, hidden=(8,), chunk_size=5)
     fits = [synthesizers.create("dp-wgan", **over).fit(frame, _tables.MIXED_SCHEMA, epsilon=2.0, seed=0)
             for frame in _unlike_frames()]
-    clips = [m.fitted_config.clip_norm for m in fits]
+    clips = [m.fitted_release.clip_norms["critic"] for m in fits]
     assert clips[0] == clips[1] and clips[0] > 0
     rep = fits[0].privacy_report()
     assert rep["phases"][0]["clip_norm"] == clips[0]

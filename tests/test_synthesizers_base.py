@@ -127,7 +127,7 @@ def test_progress_shows_the_headline_epsilon_spent():
 def test_plan_needs_no_data_and_refuses_bad_arguments():
     model = synthesizers.create("dp-auto-gan")
     plan = model.plan(_tables.MIXED_SCHEMA, 32561, epsilon=1.0)
-    assert plan.private and plan.num_records == 32561 and plan.epsilon() <= 1.0
+    assert plan.private and plan.records.n == 32561 and plan.epsilon() <= 1.0
     assert [p.steps for p in plan.phases] == [629, 15_000]  # the default AE batch is N // 32
     nonprivate = model.plan(_tables.MIXED_SCHEMA, 100, epsilon=float("inf"))
     assert not nonprivate.private and {p.mechanism for p in nonprivate.phases} == {"non_private"}

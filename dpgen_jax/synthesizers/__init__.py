@@ -20,19 +20,18 @@ a thin class).
   optional ``mbi`` package; :mod:`~dpgen_jax.synthesizers.aim`: :class:`AIM` (McKenna et al. 2022).
 - :mod:`~dpgen_jax.synthesizers.gem`: :class:`GEM` (Liu, Vietri and Wu 2021), AIM's rounds fitting a
   generator network.
-- :func:`recommend`: the registered methods ranked for a public shape (schema, N) and budget, from
-  the committed benchmark grid and each method's plan (``docs/recommend.md``).
 """
 
 from dpgen_jax.synthesizers._checkpoint import FitPaused
 from dpgen_jax.synthesizers._overrides import config_overrides
 from dpgen_jax.synthesizers._base import (
-    FitContext,
     Flags,
+    Hooks,
     Plan,
+    RecordCount,
+    Release,
     Synthesizer,
     SynthesizerConfig,
-    TrainResult,
     available,
     create,
     get,
@@ -49,8 +48,6 @@ from dpgen_jax.synthesizers.independent import Independent, IndependentConfig
 from dpgen_jax.synthesizers.mst import MST, MSTConfig
 from dpgen_jax.synthesizers.aim import AIM, AIMConfig
 from dpgen_jax.synthesizers.gem import GEM, GEMConfig
-from dpgen_jax.synthesizers._recommend import (Recommendation, choose_method, format_recommendations, recommend,
-                                               warn_if_flagged)
 
 __all__ = [
     "config_overrides",
@@ -66,7 +63,7 @@ __all__ = [
     "DPVAEConfig",
     "DPWGAN",
     "DPWGANConfig",
-    "FitContext",
+    "Hooks",
     "FitPaused",
     "GEM",
     "GEMConfig",
@@ -81,15 +78,11 @@ __all__ = [
     "Plan",
     "Synthesizer",
     "SynthesizerConfig",
-    "TrainResult",
+    "RecordCount",
+    "Release",
     "available",
     "create",
     "get",
     "load",
     "register",
-    "Recommendation",
-    "choose_method",
-    "format_recommendations",
-    "recommend",
-    "warn_if_flagged",
 ]

@@ -1,21 +1,23 @@
-"""The shared skeleton of every synthesizer: configuration, planning, fit, report, release.
+"""The shared skeleton of every synthesizer: plan, fit, sample, save, load.
 
 A method supplies pure pieces and this module composes them the same way for all:
 
 * a frozen configuration dataclass (a :class:`SynthesizerConfig`) of public hyperparameters;
-* ``_phases(config, schema, num_records, private)``: the privacy phases of the planned schedule,
-  from public values only (no data);
-* ``_train(config, x, key, ctx)``: the training phases on the encoded private rows, each run from
-  its accounted phase (``ctx.phase(name)``: calibrated noise, planned steps), returning the
-  released parameters and the steps actually executed per phase;
-* ``_sample_encoded(n, key)`` (or ``_sample_frame``) and ``_release_shapes(config, width)``.
+* ``_phases(config, schema, records)``: the privacy phases of the planned schedule, from public
+  values only (no data; ``records`` is the :class:`RecordCount` N the rates refer to);
+* ``_train(plan, rows, key, hooks)``: the training phases on the encoded private rows, each run
+  from its accounted phase (``plan.phase(name)``: calibrated noise, planned steps), returning a
+  :class:`Release` (the released arrays and statistics, the executed steps, the clip norms resolved
+  at train time, the method's notes);
+* ``_sample_encoded(n, key)`` (or ``_sample_frame``) and ``_release_shapes(config, schema,
+  statistics)``.
 
-:meth:`Synthesizer.plan` resolves the configuration (defaults for the schema, the user's
-overrides, a preset) and calibrates the phases' noise to a target epsilon before any data is
-touched; :meth:`Synthesizer.fit` runs that plan's phases; the report is
-:func:`dpgen_jax.privacy.report` of the same phases with the *executed* step counts. The noise
-lives in the phases only: a configuration's noise fields are the configured values the
-calibration starts from (their ratios are kept), never written back. See ``docs/architecture.md``.
+``fit`` is plan -> train -> ``plan.report(release)``: :meth:`Synthesizer.plan` resolves the
+configuration and calibrates the phases' noise to a target epsilon before any data is touched;
+the method's ``_train`` runs the plan; the report is the plan's report of the release. The noise
+lives in the phases only: a configuration is never rewritten. A release file stores the plan and
+the release's record, so a loaded model has the same report and phases. See
+``docs/architecture.md``.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import math
 import time
 import warnings
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar
 
 import jax
 import numpy as np
@@ -35,81 +37,23 @@ import pandas as pd
 from dpgen_jax._typing import PyTree
 from dpgen_jax import data as data_lib
 from dpgen_jax import dpsgd, privacy
-from dpgen_jax.synthesizers import _checkpoint, _fit_report, _release
+from dpgen_jax import _validate as _v
+from dpgen_jax.synthesizers import _checkpoint, _release
 from dpgen_jax.synthesizers._config import Flags, SynthesizerConfig, split_overrides
+from dpgen_jax.synthesizers._plan import Plan, RecordCount, Release
 from dpgen_jax.synthesizers._progress import Progress, ProgressFn
 from dpgen_jax.synthesizers._registry import available, create, get, register  # noqa: F401  (re-exported)
 
 
 
-# ----------------------------------------------------------------------------- plan and results
+# ----------------------------------------------------------------------------- the run's hooks
 
 
-class Plan(NamedTuple):
-    """What a fit will do, decided from public values only (no private row is read).
-
-    Attributes:
-        config: the resolved configuration (noise fields as configured).
-        phases: the accounted phases with the planned step counts and the calibrated noise: what
-            the fit runs (``FitContext.phase``).
-        num_records: the number of records N the sampling rates refer to.
-        delta: target delta.
-        target_epsilon: the requested epsilon (None for a preset, ``inf`` for non-private).
-        preset: the preset name or None.
-        private: False for ``epsilon=inf`` (no clipping, no noise, no guarantee).
-        accountant: the method's headline accountant (``Synthesizer.ACCOUNTANT``): ``"pld"``, or
-            ``"rdp"`` (improved conversion) for methods with phases only RDP interprets.
-    """
-
-    config: SynthesizerConfig
-    phases: list
-    num_records: int
-    delta: float
-    target_epsilon: float | None
-    preset: str | None
-    private: bool
-    accountant: str = "pld"
-
-    def epsilon(self, accountant: str | None = None, conversion: str = "improved") -> float:
-        """The epsilon of the planned schedule (``inf`` when not private); default: the headline
-        accountant of the plan."""
-        return privacy.epsilon(self.phases, self.delta, accountant=accountant or self.accountant,
-                               conversion=conversion)
-
-
-class TrainResult(NamedTuple):
-    """What a method's ``_train`` returns.
+@dataclasses.dataclass(frozen=True)
+class Hooks:
+    """How a fit is operated, apart from what it computes (``_train``'s last argument).
 
     Attributes:
-        config: the configuration actually used (e.g. with a clip norm resolved to a number; noise
-            fields as configured, the noise used is in the phases).
-        released: name -> parameter pytree, everything that goes into the release file.
-        steps: phase name -> steps actually executed (what the accountant is given).
-        seconds: phase name -> wall seconds of training.
-        assumptions: the method's sentences for the privacy report.
-        state: method-specific values kept on the object after fit but never released.
-    """
-
-    config: SynthesizerConfig
-    released: dict[str, PyTree]
-    steps: dict[str, int]
-    seconds: dict[str, float]
-    assumptions: list[str]
-    state: dict[str, Any] = {}
-
-
-@dataclasses.dataclass
-class FitContext:
-    """Public facts a method's ``_train`` may use, and the progress callbacks.
-
-    Attributes:
-        num_records: N, the number of records the sampling rates refer to: the user's public
-            ``num_records``, or the row count (treated as public by a method that uses it; for a
-            method with ``USES_NUM_RECORDS = False`` only a stand-in for the counts it releases,
-            which must reach no output).
-        private: False for a non-private (``epsilon=inf``) run.
-        plan: the plan being executed.
-        schema: the public schema.
         progress: ``progress(phase_name)`` returns a callback ``(done, total)`` or None.
         should_stop: called between compiled chunks; True once the fit's time budget
             (``max_seconds``) is spent, and a phase must then end (its executed steps are what the
@@ -118,12 +62,8 @@ class FitContext:
         flags: the speed settings (:class:`Flags`, the method's defaults resolved).
     """
 
-    num_records: int
-    private: bool
-    plan: Plan
-    schema: data_lib.Schema
-    progress: Callable[[str], ProgressFn | None]
-    should_stop: Callable[[], bool]
+    progress: Callable[[str], ProgressFn | None] = lambda name: None
+    should_stop: Callable[[], bool] = lambda: False
     checkpointer: _checkpoint.Checkpointer | None = None
     flags: Flags = Flags()
 
@@ -132,37 +72,15 @@ class FitContext:
         (None when the fit keeps no checkpoints). Phase names are unique within a method."""
         return None if self.checkpointer is None else self.checkpointer.phase(name)
 
-    resolved: dict[str, privacy.Phase] = dataclasses.field(default_factory=dict)
-
-    def phase(self, name: str) -> privacy.Phase:
-        """The accounted phase ``name``: the plan's (calibrated noise, planned steps, the rate over
-        the public N; a ``NonPrivatePhase`` with the same schedule in a non-private fit), with a
-        clip norm set by :meth:`with_clip_norm`. A phase is run from it (``dpsgd.make_dp_step(loss,
-        optimizer, phase, scan_rows=m)``), so what runs is what is accounted."""
-        if name in self.resolved:
-            return self.resolved[name]
-        for p in privacy.flat_phases(self.plan.phases):
-            if p.name == name:
-                return p
-        raise KeyError(f"The plan has no phase {name!r}; its phases are "
-                       f"{[p.name for p in privacy.flat_phases(self.plan.phases)]}.")
-
-    def with_clip_norm(self, name: str, clip_norm: float) -> privacy.Phase:
-        """The one hook for a clip norm chosen at train time on public rows (e.g.
-        ``median_grad_norm_after``): phase ``name`` with clip norm C, recorded so that the report
-        accounts for (and states) the phase as run. Call it before the phase's first step."""
-        self.resolved[name] = self.phase(name).with_clip_norm(clip_norm)
-        return self.resolved[name]
-
-    def phases(self) -> list:
-        """The plan's phases with every clip norm resolved so far (planned steps)."""
-        return privacy.map_phases(self.plan.phases, lambda p: self.resolved.get(p.name, p))
-
     def phase_args(self, name: str) -> dict[str, Any]:
         """What every training-phase function takes from the fit: the ``progress`` callback of
         phase ``name``, ``should_stop``, its ``checkpoint`` hook and the speed ``flags``."""
         return {"progress": self.progress(name), "should_stop": self.should_stop,
                 "checkpoint": self.checkpoint(name), "flags": self.flags}
+
+
+# Configuration fields of files written before the Release that are released statistics now.
+LEGACY_STATISTICS = ("model_cliques", "released_counts")
 
 
 def load(path) -> Synthesizer:
@@ -177,19 +95,9 @@ def _check_target(epsilon, delta, preset) -> None:
     if (epsilon is None) == (preset is None):
         raise ValueError("Give exactly one of epsilon=<target or math.inf> or preset=<name> "
                          f"(got epsilon={epsilon!r}, preset={preset!r}).")
-    if epsilon is not None:
-        if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.floating, np.integer)):
-            raise TypeError(f"Expected epsilon={epsilon!r} to be a number (or math.inf).")
-        if not epsilon > 0:
-            raise ValueError(f"Expected epsilon={epsilon!r} to be > 0 (or math.inf).")
-    if isinstance(delta, bool) or not isinstance(delta, (int, float, np.floating)) or not 0 < delta < 1:
-        raise ValueError(f"Expected delta={delta!r} in (0, 1).")
-
-
-def _check_num_records(num_records) -> int:
-    if isinstance(num_records, bool) or not isinstance(num_records, (int, np.integer)) or num_records < 1:
-        raise ValueError(f"Expected num_records={num_records!r} to be a positive integer.")
-    return int(num_records)
+    if epsilon is not None and not _v.real(epsilon, "epsilon") > 0:
+        raise ValueError(f"expected epsilon to be > 0 (or math.inf), got epsilon={epsilon!r}.")
+    _v.delta(delta)
 
 
 class Synthesizer(abc.ABC):
@@ -203,19 +111,19 @@ class Synthesizer(abc.ABC):
     output probabilities; a configuration with a ``decode`` field overrides it per fit),
     ``ACCOUNTANT`` (the headline accountant, ``"pld"`` by default; ``"rdp"`` with the improved
     conversion for a method with phases only RDP interprets, such as the exponential mechanism),
-    ``CHECKPOINTS`` (True for a method whose ``_train`` passes every phase its ``ctx.checkpoint``
-    hook, so that ``fit(checkpoint_dir=...)`` can resume it), ``FLAGS`` (the speed settings the
-    method reads, with its defaults; ``ctx.flags`` and ``ctx.phase_args`` pass them on) and
-    ``USES_NUM_RECORDS`` (False for a method whose mechanisms use
-    no record count, e.g. noisy histograms normalised by their own noisy total).
+    ``CHECKPOINTS`` (True for a method whose ``_train`` passes every phase its
+    ``hooks.checkpoint`` hook, so that ``fit(checkpoint_dir=...)`` can resume it), ``FLAGS`` (the
+    speed settings the method reads, with its defaults; ``plan.flags`` and ``hooks.phase_args`` pass
+    them on), ``SMOKE`` (a tiny schedule for smoke runs) and ``USES_NUM_RECORDS`` (False for a
+    method whose mechanisms use no record count, e.g. noisy histograms normalised by their own
+    noisy total).
 
     Attributes:
         config: the user's configuration (None: the method's default for the schema).
         overrides: the user's field overrides on top of it.
         flags: the speed settings of its fits (:class:`Flags`, the method's defaults resolved).
-        fitted_config: the configuration of the last fit (or of the loaded file).
-        schema: the schema of the last fit.
-        train_seconds: phase -> seconds of the last fit.
+        fitted_plan: the :class:`Plan` of the last fit (or of the loaded file).
+        fitted_release: the :class:`Release` of the last fit (or of the loaded file).
     """
 
     METHOD: ClassVar[str]
@@ -227,6 +135,9 @@ class Synthesizer(abc.ABC):
     USES_NUM_RECORDS: ClassVar[bool] = True
     CHECKPOINTS: ClassVar[bool] = False
     FLAGS: ClassVar[Flags] = Flags()  # the speed settings the method reads, with their defaults
+    # A tiny schedule (configuration fields and flags) that runs in seconds, for smoke runs: the
+    # tests, the leak test and the benchmark's quick mode read it (no quality is expected of it).
+    SMOKE: ClassVar[Mapping[str, Any]] = {}
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
@@ -246,13 +157,24 @@ class Synthesizer(abc.ABC):
         if overrides:  # fail early on unknown fields and bad values
             base = config if config is not None else self.CONFIG()
             base.replace(**overrides).validate()
-        self.fitted_config: SynthesizerConfig | None = None
-        self.schema: data_lib.Schema | None = None
-        self.train_seconds: dict[str, float] = {}
-        self._released: dict[str, PyTree] | None = None
+        self.fitted_plan: Plan | None = None
+        self.fitted_release: Release | None = None
         self._report: dict | None = None
-        self._state: dict[str, Any] = {}
-        self._fitted_phases: list | None = None
+
+    @property
+    def fitted_config(self) -> SynthesizerConfig | None:
+        """The configuration of the last fit (or of the loaded file): the plan's, never rewritten."""
+        return None if self.fitted_plan is None else self.fitted_plan.config
+
+    @property
+    def schema(self) -> data_lib.Schema | None:
+        """The user's schema of the last fit (or of the loaded file)."""
+        return None if self.fitted_plan is None else self.fitted_plan.schema
+
+    @property
+    def train_seconds(self) -> dict[str, float]:
+        """Phase -> wall seconds of the last fit (empty for a loaded file)."""
+        return {} if self.fitted_release is None else dict(self.fitted_release.seconds)
 
     # -- hooks -------------------------------------------------------------------------------
     def _default_config(self, schema: data_lib.Schema) -> SynthesizerConfig:
@@ -273,8 +195,8 @@ class Synthesizer(abc.ABC):
         the public schema, N)."""
 
     @abc.abstractmethod
-    def _train(self, config, x: jax.Array, key: jax.Array, ctx: FitContext) -> TrainResult:
-        """Trains on the encoded private rows ``x`` (m, width) with the secret ``key``."""
+    def _train(self, plan: Plan, x: jax.Array, key: jax.Array, hooks: Hooks) -> Release:
+        """Runs ``plan`` on the encoded private rows ``x`` (m, width) with the secret ``key``."""
 
     def _sample_encoded(self, n: int, key: jax.Array) -> np.ndarray:
         raise NotImplementedError(f"{type(self).__name__} samples frames directly.")
@@ -287,8 +209,10 @@ class Synthesizer(abc.ABC):
         return self._encoder(self.model_schema, self.fitted_config).decode(arr, mode=mode, key=k_dec)
 
     @abc.abstractmethod
-    def _release_shapes(self, config, schema: data_lib.Schema) -> dict[str, PyTree]:
-        """Abstract shapes (``jax.eval_shape``) of every released group, to check loaded files."""
+    def _release_shapes(self, config, schema: data_lib.Schema, statistics: Mapping[str, Any]
+                        ) -> dict[str, PyTree]:
+        """Abstract shapes (``jax.eval_shape``) of every released group, to check loaded files
+        (``statistics``: the release's statistics, e.g. AIM's cliques fix its tables' shapes)."""
 
     def _calibrate(self, config, schema: data_lib.Schema, phases: list, epsilon: float, delta: float) -> list:
         """Calibrated phases for a target; default: one common factor on every noise multiplier."""
@@ -357,19 +281,24 @@ class Synthesizer(abc.ABC):
             ValueError: bad arguments, an unknown preset, or an unreachable target (the message
                 states the epsilon reachable at the largest allowed noise).
         """
+        records = RecordCount(_v.count(num_records, "num_records", 1), public=True)
+        return self._plan(schema, records, epsilon=epsilon, delta=delta, preset=preset)
+
+    def _plan(self, schema: data_lib.Schema, records: RecordCount, *, epsilon, delta, preset,
+              **run) -> Plan:
         _check_target(epsilon, delta, preset)
         if not isinstance(schema, data_lib.Schema):
             raise TypeError(f"Expected schema to be a dpgen_jax.data.Schema, got {type(schema).__name__}.")
-        schema = data_lib.model_schema(schema)  # a column declared missing: its value + indicator
-        self._check_schema(schema)
-        n = _check_num_records(num_records)
-        config = self.resolve_config(schema, preset)
+        model_schema = data_lib.model_schema(schema)  # a column declared missing: value + indicator
+        self._check_schema(model_schema)
+        config = self.resolve_config(model_schema, preset)
         private = not (epsilon is not None and math.isinf(epsilon))
-        phases = self._phases(config, schema, n, private)
+        phases = self._phases(config, model_schema, records.n, private)
         if private and epsilon is not None:
-            phases = list(self._calibrate(config, schema, phases, float(epsilon), delta))
-        return Plan(config, phases, n, float(delta), None if epsilon is None else float(epsilon),
-                    preset, private, self.ACCOUNTANT)
+            phases = self._calibrate(config, model_schema, phases, float(epsilon), delta)
+        return Plan(self.METHOD, config, tuple(phases), records, float(delta),
+                    None if epsilon is None else float(epsilon), preset, private, self.ACCOUNTANT,
+                    self.USES_NUM_RECORDS, schema, self.flags, **run)
 
     # -- training ----------------------------------------------------------------------------
     def fit(self, df: pd.DataFrame, schema: data_lib.Schema, *, epsilon: float | None = None,
@@ -435,6 +364,8 @@ class Synthesizer(abc.ABC):
                 (:meth:`unavailable_reason` says which).
         """
         _check_target(epsilon, delta, preset)
+        if max_seconds is not None:
+            _v.non_negative_finite(max_seconds, "max_seconds")
         reason = self.unavailable_reason()
         if reason is not None:
             raise ImportError(f"{self.METHOD} cannot fit here: {reason}")
@@ -446,53 +377,37 @@ class Synthesizer(abc.ABC):
                 "data), so the result would not be end-to-end differentially private; declare a "
                 "public schema (docs/data.md) or pass allow_data_derived_schema=True to accept "
                 "that (the privacy report then says so).")
-        user_schema = schema
-        df = data_lib.to_model_frame(df, schema)  # checks the frame; the methods see the model schema
-        schema = data_lib.model_schema(schema)
-        self._check_schema(schema)
-        public_n = num_records is not None
-        if public_n:
-            _check_num_records(num_records)
-        m = len(df)
-        n = int(num_records) if public_n else m
-        # Whether n may reach an output (rule 10): the user's N, or the row count of a method that
-        # uses it and states that it is treated as public. For a method that uses no record count,
-        # fitted without num_records, n is the private count, passed on only as a stand-in.
-        n_is_public = public_n or self.USES_NUM_RECORDS
-        plan = self.plan(schema, n, epsilon=epsilon, delta=delta, preset=preset)
-        x = jax.numpy.asarray(self._encoder(schema, plan.config).encode(df))
-        if max_seconds is not None and (isinstance(max_seconds, bool) or not max_seconds >= 0):
-            raise ValueError(f"Expected max_seconds={max_seconds!r} to be a number >= 0 or None.")
-        ckpt, run_key = _checkpoint.open_for_fit(
-            self, plan, schema, x, checkpoint_dir=checkpoint_dir, resume=resume, seed=seed,
-            every=checkpoint_every, n=n, public_n=public_n, preset=preset, max_seconds=max_seconds)
-        bar = Progress(progress, plan, show_epsilon=n_is_public)
+        frame = data_lib.to_model_frame(df, schema)  # checks the frame; methods see the model schema
+        # N: the user's public count, else the private row count (treated as public by a method
+        # that uses it, kept to itself by one that does not: RecordCount.shown, privacy rule 10).
+        records = (RecordCount(_v.count(num_records, "num_records", 1), public=True)
+                   if num_records is not None else RecordCount(len(frame), public=False))
+        plan = self._plan(schema, records, epsilon=epsilon, delta=delta, preset=preset,
+                          max_seconds=None if max_seconds is None else float(max_seconds),
+                          seeded=seed is not None)
+        x = jax.numpy.asarray(self._encoder(plan.model_schema, plan.config).encode(frame))
+        ckpt, run_key = _checkpoint.open_for_fit(self, plan, x, checkpoint_dir=checkpoint_dir,
+                                                 resume=resume, seed=seed, every=checkpoint_every)
+        plan = dataclasses.replace(plan, seeded=run_key.seeded)
+        bar = Progress(progress, plan, show_epsilon=plan.records.shown(plan.uses_records) is not None)
         deadline = math.inf if max_seconds is None else time.monotonic() + float(max_seconds)
-        ctx = FitContext(num_records=n, private=plan.private, plan=plan, schema=schema,
-                         progress=bar.phase, should_stop=lambda: time.monotonic() >= deadline,
-                         checkpointer=ckpt, flags=self.flags)
+        hooks = Hooks(progress=bar.phase, should_stop=lambda: time.monotonic() >= deadline,
+                      checkpointer=ckpt, flags=self.flags)
         try:
             with dpsgd.data_parallel(mesh):  # multi-host: every process must use process 0's key
-                result = self._train(plan.config, x, dpsgd.shared_key(run_key.key), ctx)
+                release = self._train(plan, x, dpsgd.shared_key(run_key.key), hooks)
         finally:
             bar.close()
             if ckpt is not None:
                 ckpt.close()
-        planned = ctx.phases()
-        executed = privacy.with_steps(planned, result.steps)
-        report = _fit_report.fit_report(self, plan, result, user_schema, executed, planned, n=n, public_n=public_n,
-                                        n_is_public=n_is_public, preset=preset, max_seconds=max_seconds,
-                                        resumed=ckpt is not None and ckpt.resumed is not None,
-                                        seeded=run_key.seeded)
-        self.fitted_config, self.schema, self._report = result.config, user_schema, report
-        self._released, self._state = result.released, dict(result.state)
-        self.train_seconds = dict(result.seconds)
-        self._fitted_phases = executed
+        resumed = ckpt is not None and ckpt.resumed is not None
+        self._report = plan.report(release, resumed=resumed)
+        self.fitted_plan, self.fitted_release = plan, release
         return self
 
     # -- release -----------------------------------------------------------------------------
     def _require_fitted(self) -> None:
-        if self._released is None:
+        if self.fitted_release is None:
             raise RuntimeError(f"This {type(self).__name__} is not fitted; call fit() or load() first.")
 
     @property
@@ -506,7 +421,7 @@ class Synthesizer(abc.ABC):
     def released(self) -> dict[str, PyTree]:
         """The released parameters (name -> pytree), as saved."""
         self._require_fitted()
-        return self._released
+        return self.fitted_release.arrays
 
     def sample(self, n: int, seed: int | None = None, mode: str | None = None) -> pd.DataFrame:
         """``n`` synthetic rows decoded to the schema (post-processing of the released model).
@@ -539,23 +454,27 @@ class Synthesizer(abc.ABC):
         return self._report
 
     def fitted_phases(self) -> list:
-        """The accounted phases of the last fit as run (calibrated noise, clip norms resolved at
-        train time, executed steps): what :meth:`privacy_report` accounts for. A loaded model
-        has only the report."""
+        """The accounted phases of the last fit (or of the loaded file) as run: calibrated noise,
+        clip norms resolved at train time, executed steps; what :meth:`privacy_report` accounts
+        for."""
         self._require_fitted()
-        if self._fitted_phases is None:
-            raise RuntimeError("A loaded model has no phase objects; its privacy_report() lists them.")
-        return list(self._fitted_phases)
+        if self.fitted_plan.phases is None:
+            raise RuntimeError("This release file was written before plans were saved in it: it has no "
+                               "phase objects; its privacy_report() lists them.")
+        return self.fitted_plan.executed_phases(self.fitted_release)
 
     def save(self, path) -> None:
-        """Writes the released parameters, schema, configuration, privacy report and versions.
+        """Writes the released arrays and statistics, schema, configuration, plan, privacy report
+        and versions.
 
-        Nothing else: no optimizer state, no critic or discriminator, no key, no private row.
+        Nothing else: no optimizer state, no critic or discriminator, no key, no private row (the
+        plan holds N only where it may be shown).
         """
         self._require_fitted()
-        _release.save_release(path, self.METHOD, self._released, {
-            "config": self.fitted_config.to_dict(), "schema": self.schema.to_dict(),
-            "privacy_report": self._report})
+        plan = self.fitted_plan
+        _release.save_release(path, self.METHOD, self.fitted_release.arrays, {
+            "config": plan.config.to_dict(), "schema": plan.schema.to_dict(),
+            "privacy_report": self._report, "plan": plan.record(), "run": self.fitted_release.record()})
 
     @classmethod
     def load(cls, path) -> Synthesizer:
@@ -569,31 +488,42 @@ class Synthesizer(abc.ABC):
         groups, meta = _release.load_release(path, None if cls is Synthesizer else cls.METHOD)
         target = get(meta["method"]) if cls is Synthesizer else cls
         try:
-            config = target.CONFIG.from_dict(meta["config"]).validate()
+            stored = dict(meta["config"])
+            # Released statistics that files written before the Release held in the configuration.
+            legacy = {k: stored.pop(k) for k in LEGACY_STATISTICS if k in stored}
+            config = target.CONFIG.from_dict(stored).validate()
             schema = data_lib.Schema.from_dict(meta["schema"])
             report = meta["privacy_report"]
+            plan = (Plan.from_record(target.METHOD, config, schema, meta["plan"]) if "plan" in meta else
+                    Plan(target.METHOD, config, None, RecordCount(0, False), report["delta"], None, None,
+                         True, schema=schema))  # a file written before plans were saved
+            record = meta.get("run", {"steps": {}, "statistics": {k: v for k, v in legacy.items()
+                                                                  if v is not None}})
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"{str(path)!r} has an invalid {target.METHOD} record: {exc}") from exc
         model = target(config)
-        expected = model._release_shapes(config, data_lib.model_schema(schema))
+        release = Release.from_record({}, record)
+        expected = model._release_shapes(config, data_lib.model_schema(schema), release.statistics)
         for name, want in expected.items():
             got = groups.get(name)
             same = got is not None and jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(want)
             if not same or any(np.shape(a) != tuple(b.shape) for a, b in
                                zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want))):
                 raise ValueError(f"{str(path)!r}: the saved {name} does not match its configuration.")
-        model.fitted_config, model.schema, model._report = config, schema, report
-        model._released = {k: jax.tree_util.tree_map(jax.numpy.asarray, groups[k]) for k in expected}
+        arrays = {k: jax.tree_util.tree_map(jax.numpy.asarray, groups[k]) for k in expected}
+        model.fitted_plan, model.fitted_release = plan, dataclasses.replace(release, arrays=arrays)
+        model._report = report
         return model
 
 
 __all__ = [
-    "FitContext",
+    "Hooks",
     "Flags",
     "Plan",
     "Synthesizer",
     "SynthesizerConfig",
-    "TrainResult",
+    "RecordCount",
+    "Release",
     "available",
     "create",
     "get",

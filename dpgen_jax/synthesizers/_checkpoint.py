@@ -371,8 +371,7 @@ def _differences(saved: dict, now: dict) -> list[str]:
     return out
 
 
-def open_for_fit(model, plan, schema, x, *, checkpoint_dir, resume: bool, seed: int | None, every: int,
-                 n: int, public_n: bool, preset: str | None, max_seconds: float | None):
+def open_for_fit(model, plan, x, *, checkpoint_dir, resume: bool, seed: int | None, every: int):
     """``(checkpointer or None, run key)`` of a fit: a fresh key without ``checkpoint_dir``; else the
     checkpoint directory opened for this fit's identity (method, target, N, schema, configuration,
     noise and planned steps; a resume checks every one against the saved run)."""
@@ -389,14 +388,15 @@ def open_for_fit(model, plan, schema, x, *, checkpoint_dir, resume: bool, seed: 
     flat = privacy.flat_phases(plan.phases)
     identity = {
         "method": model.METHOD, "target_epsilon": plan.target_epsilon, "delta": plan.delta,
-        "preset": preset, "private": plan.private, "accountant": plan.accountant,
-        # no private row count: the keyed fingerprint of the rows checks the data on resume
-        "num_records": n, "num_records_public": public_n,
-        "schema": schema.to_dict(), "config": plan.config.to_dict(),
+        "preset": plan.preset, "private": plan.private, "accountant": plan.accountant,
+        # N only as it may be shown (privacy rule 10); the keyed fingerprint of the rows checks
+        # the data on resume
+        "num_records": plan.records.shown(plan.uses_records), "num_records_public": plan.records.public,
+        "schema": plan.model_schema.to_dict(), "config": plan.config.to_dict(),
         "noise_multipliers": {p.name: p.noise_multiplier_or_none for p in flat},
         "planned_steps": {p.name: p.steps for p in flat}, "seeded": seed is not None}
     return open_checkpoint(checkpoint_dir, resume=resume, every=every, identity=identity, x=x,
-                           seed=seed, pause_reason=f"the time budget max_seconds={max_seconds} was spent")
+                           seed=seed, pause_reason=f"the time budget max_seconds={plan.max_seconds} was spent")
 
 
 def open_checkpoint(directory, *, resume: bool, every: int, identity: dict, x,

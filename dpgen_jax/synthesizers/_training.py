@@ -103,7 +103,7 @@ def run_private_phase(
     rows of ``data`` (the real row count m) are only the sampler's scan length. ``batch_fn``
     (default: gather the sampled rows) builds each padded batch from the sampled indices and a
     fresh key per sampler chunk, e.g. to add per-example reparameterisation noise.
-    ``checkpoint``: the phase's checkpoint hook (``FitContext.checkpoint``, see
+    ``checkpoint``: the phase's checkpoint hook (``Hooks.checkpoint``, see
     :func:`dpgen_jax.dpsgd.run_phase`), or None.
 
     ``mesh`` (default: the mesh of an enclosing :func:`dpgen_jax.dpsgd.data_parallel` block, if

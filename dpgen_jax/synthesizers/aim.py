@@ -54,7 +54,7 @@ import numpy as np
 from dpgen_jax import _validate as _v
 from dpgen_jax.data._discrete import SPACINGS, numpy_rng
 from dpgen_jax.synthesizers import _select_measure as sm
-from dpgen_jax.synthesizers._base import SynthesizerConfig, TrainResult, register
+from dpgen_jax.synthesizers._base import SynthesizerConfig, Release, register
 
 PHASES = sm.UNIT_PHASES
 PAPER_ROUNDS_PER_COLUMN = 16  # the paper's T = 16 d
@@ -103,8 +103,10 @@ class AIMConfig(SynthesizerConfig):
         estimation_iters: iterations of the final estimate (paper: 2500 at the end).
         one_way_noise_multiplier, selection_noise_multiplier, measure_noise_multiplier: see above.
         num_columns: d, set from the schema by the fit.
-        model_cliques: written by the fit (never an input): the released model's maximal cliques
-            in sampling order, column indices; they fix the shapes of the release file.
+
+    The released model's maximal cliques (in sampling order, column indices) are a released
+    statistic of the fit (``Release.statistics["model_cliques"]``), not configuration; they fix
+    the shapes of the release file.
     """
 
 
@@ -121,7 +123,6 @@ class AIMConfig(SynthesizerConfig):
     selection_noise_multiplier: float | None = None
     measure_noise_multiplier: float | None = None
     num_columns: int | None = None
-    model_cliques: tuple[tuple[int, ...], ...] | None = None
 
     def validate(self) -> AIMConfig:
         _v.count(self.bins, "bins", 1)
@@ -146,14 +147,6 @@ class AIMConfig(SynthesizerConfig):
             if self.workload_degree > self.num_columns:
                 raise ValueError(f"workload_degree={self.workload_degree} exceeds the "
                                  f"{self.num_columns} columns of the schema.")
-        if self.model_cliques is not None:
-            ok = isinstance(self.model_cliques, tuple) and all(
-                isinstance(c, tuple) and c and all(isinstance(a, int) and not isinstance(a, bool)
-                                                   and 0 <= a < (self.num_columns or 0) for a in c)
-                for c in self.model_cliques)
-            if not ok:
-                raise ValueError(f"Expected model_cliques={self.model_cliques!r} to be a tuple of "
-                                 "non-empty tuples of column indices (written by fit).")
         return self
 
     def rounds(self) -> int:
@@ -426,13 +419,11 @@ class AIM(sm.MarginalSynthesizer):
                    "exponential mechanism, measured with Gaussian noise, a graphical model "
                    "re-estimated (McKenna et al. 2022; needs mbi)")
     CONFIG = AIMConfig
+    SMOKE = dict(bins=8, max_rounds=2, round_iters=200, estimation_iters=300)
     PAPER_ACCOUNTING = PAPER_ACCOUNTING
 
     def resolve_config(self, schema, preset=None):
         config = super().resolve_config(schema, preset)
-        if config.model_cliques is not None:
-            raise ValueError("model_cliques is written by fit (the released model's structure); "
-                             f"expected model_cliques=None, got {config.model_cliques!r}.")
         config = config.for_columns(len(schema))
         sizes = discretizer(config, schema).sizes
         if not workload(sizes, config.workload_degree, config.max_cells):
@@ -444,14 +435,15 @@ class AIM(sm.MarginalSynthesizer):
     def _phases(self, config, schema, num_records, private):
         return privacy_phases(config, private=private)
 
-    def _train(self, config, x, key, ctx) -> TrainResult:
+    def _train(self, plan, x, key, hooks) -> Release:
+        config = plan.config
         t0 = time.perf_counter()
-        disc = discretizer(config, ctx.schema)
+        disc = discretizer(config, plan.model_schema)
         codes = disc.codes_from_encoded(x)
-        tables, cliques, rounds = fit_released(config, codes, disc.sizes, key, private=ctx.private,
-                                               should_stop=ctx.should_stop,
-                                               phases=ctx.phases() if ctx.private else None)
-        names = ctx.schema.names
+        tables, cliques, rounds = fit_released(config, codes, disc.sizes, key, private=plan.private,
+                                               should_stop=hooks.should_stop,
+                                               phases=list(plan.phases) if plan.private else None)
+        names = plan.model_schema.names
         spent = sum(r.units for r in rounds)
         listing = ", ".join(f"{'-'.join(names[a] for a in r.clique)} ({r.units})" for r in rounds)
         notes = [
@@ -470,20 +462,31 @@ class AIM(sm.MarginalSynthesizer):
             f"{config.estimation_iters} at the end), the model-size limit, the scores' model "
             "marginals and sampling.",
         ]
-        config = config.replace(model_cliques=tuple(tuple(c) for c in cliques))
-        return TrainResult(config=config, released={"model": tables},
+        return Release(arrays={"model": tables},
                            steps={"one_way": 1, "selection": spent, "measure": spent},
-                           seconds={"aim": time.perf_counter() - t0}, assumptions=notes,
-                           state={"rounds": rounds})
+                           seconds={"aim": time.perf_counter() - t0}, notes=tuple(notes),
+                           statistics={"model_cliques": [list(map(int, c)) for c in cliques]},
+                           diagnostics={"rounds": rounds})
 
     def _sample_frame(self, n, key, mode):
         k_codes, k_values = jax.random.split(key)
         cfg = self.fitted_config
         disc = discretizer(cfg, self.model_schema)
-        codes = sample_codes(self.released["model"], cfg.model_cliques, disc.sizes, n, k_codes)
+        codes = sample_codes(self.released["model"], model_cliques(self.fitted_release.statistics),
+                             disc.sizes, n, k_codes)
         return disc.decode(codes, k_values)
 
-    def _release_shapes(self, config, schema):
+    def _release_shapes(self, config, schema, statistics):
         sizes = discretizer(config, schema).sizes
+        d = len(sizes)
+        cliques = model_cliques(statistics)
+        if any(not c or any(not 0 <= a < d for a in c) for c in cliques):
+            raise ValueError(f"Expected model_cliques={statistics.get('model_cliques')!r} to be lists of "
+                             f"column indices in [0, {d}).")
         return {"model": {f"c{i:03d}": jax.ShapeDtypeStruct(tuple(sizes[a] for a in c), jnp.float32)
-                          for i, c in enumerate(config.model_cliques or ())}}
+                          for i, c in enumerate(cliques)}}
+
+
+def model_cliques(statistics) -> tuple[tuple[int, ...], ...]:
+    """The released model's cliques (``Release.statistics["model_cliques"]``) as tuples."""
+    return tuple(tuple(int(a) for a in c) for c in statistics.get("model_cliques", ()))

@@ -37,7 +37,7 @@ from dpgen_jax import _validate as _v
 from dpgen_jax import data as data_lib
 from dpgen_jax import dpsgd, models
 from dpgen_jax.synthesizers import _gan, _training
-from dpgen_jax.synthesizers._base import Flags, Synthesizer, SynthesizerConfig, TrainResult, register
+from dpgen_jax.synthesizers._base import Flags, Synthesizer, SynthesizerConfig, Release, register
 
 
 # The paper's settings by its epsilon (RDP + classic conversion): family, autoencoder and critic
@@ -433,6 +433,8 @@ class DPAutoGAN(Synthesizer):
     DESCRIPTION = ("DP autoencoder, then a WGAN in its latent space with a DP-SGD critic "
                    "(Tantipongpipat et al. 2021)")
     CONFIG = DPAutoGANConfig
+    SMOKE = dict(ae_steps=12, critic_steps=10, critic_steps_per_generator_step=5, chunk_size=4,
+                 ae_batch_size=16, critic_batch_size=16, generator_batch_size=16, ae_clip_norm=0.05)
     PRESETS = PAPER_PRESETS
     CHECKPOINTS = True
     FLAGS = FLAGS
@@ -448,18 +450,20 @@ class DPAutoGAN(Synthesizer):
     def _paper_accounting(self, config, phases, delta, report):
         return {"label": PAPER_ACCOUNTING, "epsilon": report["epsilon_by_accountant"].get("rdp_classic")}
 
-    def _train(self, config, x, key, ctx) -> TrainResult:
+    def _train(self, plan, x, key, hooks) -> Release:
+        config = plan.config
         m, width = x.shape
-        planned = schedule(config, ctx.num_records)
-        config = config.replace(ae_steps=planned["autoencoder"], critic_steps=planned["critic"],
-                                ae_batch_size=ae_batch_size_for(config, ctx.num_records))
+        # The schedule is the plan's (each phase's steps and expected batch); the public clip-norm
+        # rule trains on the autoencoder phase's expected batch.
+        config = config.replace(ae_batch_size=plan.phase("autoencoder").batch_size)
         k_init, k_clip, k_ae, k_gan = jax.random.split(key, 4)
         params = init(config, width, k_init)
         t0 = time.perf_counter()
-        notes, ae_phase = [], ctx.phase("autoencoder")
-        if ctx.private:
-            ae_clip, note = resolve_ae_clip_norm(config, ctx.schema, params.autoencoder, k_clip)
-            config, ae_phase = config.replace(ae_clip_norm=ae_clip), ctx.with_clip_norm("autoencoder", ae_clip)
+        notes, ae_phase, clip_norms = [], plan.phase("autoencoder"), {}
+        if plan.private:
+            ae_clip, note = resolve_ae_clip_norm(config, plan.model_schema, params.autoencoder, k_clip)
+            config, ae_phase = config.replace(ae_clip_norm=ae_clip), ae_phase.with_clip_norm(ae_clip)
+            clip_norms["autoencoder"] = ae_clip
             notes += [note, _gan.critic_term_note(config.critic_clipping, "generator and decoder "
                                                   "are DP outputs", " (the paper's form)"),
                       "Hyperparameters (architecture, learning rates, schedule, critic clip norm) are "
@@ -468,18 +472,16 @@ class DPAutoGAN(Synthesizer):
                       "chosen by measurements on UCI Adult (docs/dp-auto-gan.md); neither search is "
                       "accounted."]
         ae_state = train_autoencoder(config, params.autoencoder, x, k_ae, ae_phase,
-                                     **ctx.phase_args("autoencoder"))
+                                     **hooks.phase_args("autoencoder"))
         jax.block_until_ready(ae_state.params)
         t1 = time.perf_counter()
-        gan = train_gan(config, params, ae_state.params["decoder"], x, k_gan, ctx.phase("critic"),
-                        **ctx.phase_args("critic"))
+        gan = train_gan(config, params, ae_state.params["decoder"], x, k_gan, plan.phase("critic"),
+                        **hooks.phase_args("critic"))
         jax.block_until_ready(gan.generator.params)
         t2 = time.perf_counter()
-        return TrainResult(
-            config=config,
-            released={"generator": gan.generator.params, "decoder": ae_state.params["decoder"]},
-            steps={"autoencoder": int(ae_state.steps), "critic": int(gan.critic.steps)},
-            seconds={"autoencoder": t1 - t0, "gan": t2 - t1}, assumptions=notes)
+        return Release(arrays={"generator": gan.generator.params, "decoder": ae_state.params["decoder"]},
+            steps={"autoencoder": int(ae_state.steps), "critic": int(gan.critic.steps)}, clip_norms=clip_norms,
+            seconds={"autoencoder": t1 - t0, "gan": t2 - t1}, notes=tuple(notes))
 
     def _encoder(self, schema, config):
         return encoder(config, schema)
@@ -489,7 +491,7 @@ class DPAutoGAN(Synthesizer):
         r = self.released
         return sample_encoded(self.fitted_config, width, r["generator"], r["decoder"], n, key)
 
-    def _release_shapes(self, config, schema):
+    def _release_shapes(self, config, schema, statistics):
         width = encoder(config, schema).width
         shapes = jax.eval_shape(lambda k: init(config, width, k), jax.random.key(0))
         return {"generator": shapes.generator, "decoder": shapes.autoencoder["decoder"]}

@@ -46,7 +46,7 @@ from dpgen_jax import _validate as _v
 from dpgen_jax import data as data_lib
 from dpgen_jax import dpsgd, models, privacy
 from dpgen_jax.synthesizers import _losses, _training
-from dpgen_jax.synthesizers._base import Flags, Synthesizer, SynthesizerConfig, TrainResult, register
+from dpgen_jax.synthesizers._base import Flags, Synthesizer, SynthesizerConfig, Release, register
 
 GROUP_COMPOSITIONS = ("parallel", "sequential")
 CONTINUOUS_ENCODINGS = ("scaled", "bins")
@@ -68,9 +68,9 @@ class DPSYNConfig(SynthesizerConfig):
     is assumed to hold N / k rows (N the public number of records, k the number of groups), or N
     times its public share (``group_shares``, e.g. published label frequencies), or the counts the
     user declares public (``group_counts``); its rate is ``batch_size`` over that size and its
-    steps ``epochs`` passes over it (``group_schedule``). ``released_counts`` is filled by ``fit``
-    with the noisy group counts (a DP output, part of the release); they set only each label's
-    share of the sampled rows.
+    steps ``epochs`` passes over it (``group_schedule``). Without ``group_counts`` the fit releases
+    noisy group counts (a DP output, ``Release.statistics["released_counts"]``); they set only each
+    label's share of the sampled rows.
     """
 
 
@@ -92,7 +92,6 @@ class DPSYNConfig(SynthesizerConfig):
     em_share: float = 0.5
     group_shares: tuple[float, ...] | None = None  # public assumed label shares; None: equal
     group_counts: tuple[float, ...] | None = None
-    released_counts: tuple[float, ...] | None = None
     group_composition: str = "parallel"
     budget_split: str = "calibrated"
 
@@ -112,7 +111,7 @@ class DPSYNConfig(SynthesizerConfig):
         _v.choice(self.continuous_encoding, "continuous_encoding", CONTINUOUS_ENCODINGS)
         _v.count(self.bins, "bins", 1)
         _v.choice(self.budget_split, "budget_split", BUDGET_SPLITS)
-        for name in ("ae_noise_multipliers", "group_shares", "group_counts", "released_counts"):
+        for name in ("ae_noise_multipliers", "group_shares", "group_counts"):
             values = getattr(self, name)
             if values is not None:
                 for v in values:
@@ -122,7 +121,7 @@ class DPSYNConfig(SynthesizerConfig):
                     not all(isinstance(g, str) and g for g in self.groups):
                 raise ValueError(f"expected groups to be the label's distinct categories (non-empty "
                                  f"strings), got groups={self.groups!r}.")
-            for name in ("ae_noise_multipliers", "group_shares", "group_counts", "released_counts"):
+            for name in ("ae_noise_multipliers", "group_shares", "group_counts"):
                 values = getattr(self, name)
                 if values is not None and len(values) != len(self.groups):
                     raise ValueError(f"expected {name} to have one value per label group "
@@ -213,15 +212,15 @@ def group_schedule(config: DPSYNConfig, num_records: int) -> tuple[tuple[float, 
     return rates, steps
 
 
-def output_counts(config: DPSYNConfig) -> tuple[tuple[float, ...], str]:
+def output_counts(config: DPSYNConfig, released_counts=None) -> tuple[tuple[float, ...], str]:
     """The counts that split the sampled rows between groups and where they come from: declared
-    public (``group_counts``) or released (``released_counts``, set by ``fit``)."""
-    for name, source in (("group_counts", "public"), ("released_counts", "released")):
-        values = getattr(config, name)
-        if values is not None:
-            return tuple(values), source
+    public (``group_counts``) or released by the fit (``released_counts``, its statistic)."""
+    if config.group_counts is not None:
+        return tuple(config.group_counts), "public"
+    if released_counts is not None:
+        return tuple(float(c) for c in released_counts), "released"
     raise ValueError("DP-SYN: no group counts to split the output by (neither group_counts nor "
-                     "released_counts is set; fit releases them).")
+                     "released_counts is given; fit releases them).")
 
 
 def privacy_phases(config: DPSYNConfig, num_records: int, *, steps: Mapping[str, int] | None = None,
@@ -366,10 +365,11 @@ def split_label(schema: data_lib.Schema, x, encoder=None) -> tuple[np.ndarray, n
     return codes, np.delete(x, np.s_[b.start:b.stop], axis=1)
 
 
-def release_counts(true_counts, key: jax.Array, noise_multiplier: float) -> tuple[float, ...]:
-    """The group sizes plus N(0, noise_multiplier^2) each (L2 sensitivity 1 under add/remove)."""
+def release_counts(true_counts, key: jax.Array, noise_std: float) -> tuple[float, ...]:
+    """The group sizes plus N(0, noise_std^2) each; ``noise_std`` is the ``counts`` phase's
+    (``privacy.GaussianPhase.noise_std``: sigma times the L2 sensitivity 1 under add/remove)."""
     noise = np.asarray(dpsgd.gaussian_noise(key, (len(true_counts),)), np.float64)
-    return tuple(round(float(c + noise_multiplier * e), 3) for c, e in zip(true_counts, noise))
+    return tuple(round(float(c + noise_std * e), 3) for c, e in zip(true_counts, noise))
 
 
 def stack_groups(codes, feats, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -404,7 +404,7 @@ def train_autoencoders(config: DPSYNConfig, blocks: tuple, codes, feats, init_ke
     group_rates = dpsgd.GroupRates(
         jnp.asarray(sizes, jnp.int32), jnp.asarray([p.sample_rate for p in phases], jnp.float32),
         jnp.asarray([p.normaliser(int(n)) for p, n in zip(phases, sizes)], jnp.float32),
-        jnp.asarray([p.noise_std if isinstance(p, privacy.DPSGDPhase) else 0.0 for p in phases], jnp.float32))
+        jnp.asarray([p.noise_std if p.differentially_private else 0.0 for p in phases], jnp.float32))
     states = jax.vmap(lambda p: dpsgd.init_state(p, opt))(init(config, feats.shape[1], k, init_key))
     planned = jnp.asarray([p.steps for p in phases], jnp.int32)
     data = jnp.asarray(data)
@@ -437,6 +437,8 @@ class DPSYN(Synthesizer):
     DESCRIPTION = ("per-label DP autoencoders and DP-EM mixtures in their latent spaces, composed "
                    "in parallel across labels (Abay et al. 2018)")
     CONFIG = DPSYNConfig
+    SMOKE = dict(latent_dim=3, batch_size=16, epochs=0.5, chunk_size=5, em_components=2,
+                 em_iterations=3)
     PRESETS: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
     DECODE_MODE = "sample"  # the decoder's softmax blocks are distributions over categories
     USES_NUM_RECORDS = True  # each group's rate is batch_size / (N / k) (unless group_counts)
@@ -470,24 +472,26 @@ class DPSYN(Synthesizer):
     def _calibrate(self, config, schema, phases, epsilon, delta):
         return calibrate(config, phases, epsilon, delta)
 
-    def _train(self, config, x, key, ctx) -> TrainResult:
+    def _train(self, plan, x, key, hooks) -> Release:
+        config = plan.config
         names = _groups(config)
         k = len(names)
-        codes, feats = split_label(ctx.schema, x, encoder_for(config, ctx.schema))
+        codes, feats = split_label(plan.model_schema, x, encoder_for(config, plan.model_schema))
         k_cnt, k_init, k_ae, k_em = jax.random.split(key, 4)
         t0 = time.perf_counter()
+        statistics = {}
         if config.group_counts is None:  # the output's label shares (no rate depends on them)
-            config = config.replace(released_counts=release_counts(
+            statistics["released_counts"] = list(release_counts(
                 np.bincount(codes, minlength=k), k_cnt,
-                ctx.phase("counts").noise_multiplier if ctx.private else 0.0))
-        blocks = tuple(encoder_for(config, feature_schema(ctx.schema)).blocks)
+                plan.phase("counts").noise_std if plan.private else 0.0))
+        blocks = tuple(encoder_for(config, feature_schema(plan.model_schema)).blocks)
         states = train_autoencoders(config, blocks, codes, feats, k_init, k_ae,
-                                    autoencoder_phases(ctx.plan.phases),
-                                    should_stop=ctx.should_stop, checkpoint=ctx.checkpoint("autoencoders"),
-                                    flags=ctx.flags)
+                                    autoencoder_phases(plan.phases),
+                                    should_stop=hooks.should_stop, checkpoint=hooks.checkpoint("autoencoders"),
+                                    flags=hooks.flags)
         t1 = time.perf_counter()
         mixtures = fit_mixtures(config, blocks, codes, feats, states.params, k_em,
-                                ctx.phase(f"dp-em/{names[0]}").noise_multiplier if ctx.private else 0.0)
+                                plan.phase(f"dp-em/{names[0]}").noise_multiplier if plan.private else 0.0)
         t2 = time.perf_counter()
         sizes = ("its declared count (group_counts)" if config.group_counts is not None else
                  "N rows times its public share (group_shares)" if config.group_shares is not None
@@ -508,16 +512,15 @@ class DPSYN(Synthesizer):
         executed = [int(v) for v in np.asarray(states.steps)]
         steps = {f"autoencoder/{g}": executed[j] for j, g in enumerate(names)}
         steps.update({f"dp-em/{g}": 3 * config.em_iterations for g in names})
-        return TrainResult(
-            config=config,
-            released={"decoder": states.params["decoder"], "mixture": dict(mixtures._asdict())},
-            steps=steps, seconds={"autoencoders": t1 - t0, "dp_em": t2 - t1}, assumptions=notes)
+        return Release(arrays={"decoder": states.params["decoder"], "mixture": dict(mixtures._asdict())},
+                       steps=steps, statistics=statistics, seconds={"autoencoders": t1 - t0, "dp_em": t2 - t1},
+                       notes=tuple(notes))
 
     def _sample_frame(self, n, key, mode):
         config = self.fitted_config
         label = label_column(self.model_schema)
         k = len(label.categories)
-        counts, _ = output_counts(config)
+        counts, _ = output_counts(config, self.fitted_release.statistics.get("released_counts"))
         props = np.maximum(np.asarray(counts, np.float64), 0.0)
         if not props.sum() > 0:  # every noisy count at or below zero: no share to follow
             props = np.ones_like(props)
@@ -543,7 +546,7 @@ class DPSYN(Synthesizer):
         perm = np.asarray(jax.random.permutation(jax.random.fold_in(key, k), len(out)))
         return out.iloc[perm].reset_index(drop=True)
 
-    def _release_shapes(self, config, schema):
+    def _release_shapes(self, config, schema, statistics):
         k = len(label_column(schema).categories)
         width = encoder_for(config, feature_schema(schema)).width
         params = jax.eval_shape(lambda kk: init(config, width, k, kk), jax.random.key(0))

@@ -33,7 +33,7 @@ from dpgen_jax import _validate as _v
 from dpgen_jax import data as data_lib
 from dpgen_jax import dpsgd, models
 from dpgen_jax.synthesizers import _losses, _training
-from dpgen_jax.synthesizers._base import Flags, Synthesizer, SynthesizerConfig, TrainResult, register
+from dpgen_jax.synthesizers._base import Flags, Synthesizer, SynthesizerConfig, Release, register
 
 # The paper's noise multipliers for epsilon 0.36 / 0.51 / 1.01 (Tantipongpipat et al. 2021, App. E.3)
 # at the default batch size; each step count is the largest whose epsilon under the paper's
@@ -202,6 +202,7 @@ class DPVAE(Synthesizer):
     DESCRIPTION = ("variational autoencoder trained with DP-SGD on the ELBO, sampled from the prior "
                    "(SAP's DP-VAE tutorial), the baseline of Tantipongpipat et al. 2021")
     CONFIG = DPVAEConfig
+    SMOKE = dict(steps=12, batch_size=16, chunk_size=4, clip_norm=0.5)
     PRESETS = PAPER_PRESETS
     DECODE_MODE = "sample"
     CHECKPOINTS = True
@@ -210,31 +211,33 @@ class DPVAE(Synthesizer):
     def _phases(self, config, schema, num_records, private):
         return privacy_phases(config, num_records, private=private)
 
-    def _train(self, config, x, key, ctx) -> TrainResult:
-        blocks = tuple(data_lib.TableEncoder(ctx.schema).blocks)
+    def _train(self, plan, x, key, hooks) -> Release:
+        config = plan.config
+        blocks = tuple(data_lib.TableEncoder(plan.model_schema).blocks)
         k_init, k_clip, k_train = jax.random.split(key, 3)
         params = init(config, x.shape[1], k_init)
         t0 = time.perf_counter()
-        notes, phase = [], ctx.phase("vae")
-        if ctx.private:
-            clip, note = resolve_clip_norm(config, ctx.schema, params, k_clip)
-            config, phase = config.replace(clip_norm=clip), ctx.with_clip_norm("vae", clip)
+        notes, phase, clip_norms = [], plan.phase("vae"), {}
+        if plan.private:
+            clip, note = resolve_clip_norm(config, plan.model_schema, params, k_clip)
+            config, phase = config.replace(clip_norm=clip), phase.with_clip_norm(clip)
+            clip_norms["vae"] = clip
             notes += [note, "Encoder and decoder are clipped together (one per-example gradient over "
                       "both) and both get noise; only the decoder is released."]
-            if ctx.plan.preset is not None:
+            if plan.preset is not None:
                 notes.append("The preset's noise multiplier is the paper's, which its authors chose "
                              "by validation accuracy on the real data; that search is not accounted.")
         t1 = time.perf_counter()
-        state = train_vae(config, blocks, params, x, k_train, phase, **ctx.phase_args("vae"))
+        state = train_vae(config, blocks, params, x, k_train, phase, **hooks.phase_args("vae"))
         jax.block_until_ready(state.params)
         t2 = time.perf_counter()
-        return TrainResult(config=config, released={"decoder": state.params["decoder"]},
-                           steps={"vae": int(state.steps)}, seconds={"clip_norm": t1 - t0, "vae": t2 - t1},
-                           assumptions=notes)
+        return Release(arrays={"decoder": state.params["decoder"]},
+                           steps={"vae": int(state.steps)}, clip_norms=clip_norms, seconds={"clip_norm": t1 - t0, "vae": t2 - t1},
+                           notes=tuple(notes))
 
     def _sample_encoded(self, n, key):
         return sample_encoded(self.fitted_config, self.model_schema, self.released["decoder"], n, key)
 
-    def _release_shapes(self, config, schema):
+    def _release_shapes(self, config, schema, statistics):
         width = data_lib.TableEncoder(schema).width
         return {"decoder": jax.eval_shape(lambda k: init(config, width, k), jax.random.key(0))["decoder"]}

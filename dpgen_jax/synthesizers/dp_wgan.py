@@ -38,7 +38,7 @@ from dpgen_jax import _validate as _v
 from dpgen_jax import data as data_lib
 from dpgen_jax import models
 from dpgen_jax.synthesizers import _gan, _losses, _training
-from dpgen_jax.synthesizers._base import Flags, Synthesizer, SynthesizerConfig, TrainResult, register
+from dpgen_jax.synthesizers._base import Flags, Synthesizer, SynthesizerConfig, Release, register
 
 PREPROCESSINGS = ("mixed", "paper")
 # The paper's noise multipliers for epsilon 0.36 / 0.51 / 1.01 (Tantipongpipat et al. 2021, App. E.2)
@@ -271,6 +271,8 @@ class DPWGAN(Synthesizer):
     DESCRIPTION = ("WGAN in data space with a DP-SGD critic (Frigerio et al. 2019), the baseline of "
                    "Tantipongpipat et al. 2021")
     CONFIG = DPWGANConfig
+    SMOKE = dict(critic_steps=10, critic_steps_per_generator_step=5, chunk_size=4, batch_size=16,
+                 hidden=(16, 16), clip_norm=0.01)
     PRESETS = PAPER_PRESETS
     DECODE_MODE = "sample"
     CHECKPOINTS = True
@@ -292,32 +294,34 @@ class DPWGAN(Synthesizer):
     def _phases(self, config, schema, num_records, private):
         return privacy_phases(config, num_records, private=private)
 
-    def _train(self, config, x, key, ctx) -> TrainResult:
-        config = config.replace(batch_size=batch_size_for(config, ctx.num_records))
-        blocks = tuple(data_lib.TableEncoder(ctx.schema).blocks)
+    def _train(self, plan, x, key, hooks) -> Release:
+        config = plan.config
+        config = config.replace(batch_size=plan.phase("critic").batch_size)  # the plan's expected batch
+        blocks = tuple(data_lib.TableEncoder(plan.model_schema).blocks)
         k_init, k_clip, k_gan = jax.random.split(key, 3)
         params = init(config, x.shape[1], k_init)
         t0 = time.perf_counter()
-        notes, phase = [], ctx.phase("critic")
-        if ctx.private:
-            clip, note = resolve_clip_norm(config, ctx.schema, params, k_clip)
-            config, phase = config.replace(clip_norm=clip), ctx.with_clip_norm("critic", clip)
+        notes, phase, clip_norms = [], plan.phase("critic"), {}
+        if plan.private:
+            clip, note = resolve_clip_norm(config, plan.model_schema, params, k_clip)
+            config, phase = config.replace(clip_norm=clip), phase.with_clip_norm(clip)
+            clip_norms["critic"] = clip
             notes += [note, _gan.critic_term_note(config.critic_clipping, "the generator is a DP output")]
-            if ctx.plan.preset is not None:
+            if plan.preset is not None:
                 notes.append("The preset's noise multiplier is the paper's, which its authors chose "
                              "by evaluating synthetic data against the real data; that search is not "
                              "accounted.")
         t1 = time.perf_counter()
-        state = train_gan(config, blocks, params, x, k_gan, phase, **ctx.phase_args("critic"))
+        state = train_gan(config, blocks, params, x, k_gan, phase, **hooks.phase_args("critic"))
         jax.block_until_ready(state.generator.params)
         t2 = time.perf_counter()
-        return TrainResult(config=config, released={"generator": state.generator.params},
-                           steps={"critic": int(state.critic.steps)},
-                           seconds={"clip_norm": t1 - t0, "gan": t2 - t1}, assumptions=notes)
+        return Release(arrays={"generator": state.generator.params},
+                           steps={"critic": int(state.critic.steps)}, clip_norms=clip_norms,
+                           seconds={"clip_norm": t1 - t0, "gan": t2 - t1}, notes=tuple(notes))
 
     def _sample_encoded(self, n, key):
         return sample_encoded(self.fitted_config, self.model_schema, self.released["generator"], n, key)
 
-    def _release_shapes(self, config, schema):
+    def _release_shapes(self, config, schema, statistics):
         width = data_lib.TableEncoder(schema).width
         return {"generator": jax.eval_shape(lambda k: init(config, width, k), jax.random.key(0)).generator}

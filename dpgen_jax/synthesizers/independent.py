@@ -32,7 +32,7 @@ from dpgen_jax import _validate as _v
 from dpgen_jax import data as data_lib
 from dpgen_jax import dpsgd, privacy
 from dpgen_jax.data._discrete import SPACINGS, numpy_rng
-from dpgen_jax.synthesizers._base import Synthesizer, SynthesizerConfig, TrainResult, register
+from dpgen_jax.synthesizers._base import Synthesizer, SynthesizerConfig, Release, register
 
 PHASE = "histograms"
 
@@ -157,6 +157,7 @@ class Independent(Synthesizer):
     DESCRIPTION = ("Every column's histogram with Gaussian noise (continuous columns on public bins), "
                    "columns sampled independently: the reference floor")
     CONFIG = IndependentConfig
+    SMOKE = dict(bins=16)
     USES_NUM_RECORDS = False
 
     def resolve_config(self, schema, preset=None):
@@ -171,11 +172,12 @@ class Independent(Synthesizer):
     def _paper_accounting(self, config, phases, delta, report):
         return {"label": "none: a reference method without a paper of its own", "epsilon": None}
 
-    def _train(self, config, x, key, ctx) -> TrainResult:
+    def _train(self, plan, x, key, hooks) -> Release:
+        config = plan.config
         t0 = time.perf_counter()
-        disc = discretizer(config, ctx.schema)
+        disc = discretizer(config, plan.model_schema)
         codes = disc.codes_from_encoded(x)
-        counts = noisy_counts(codes, disc.sizes, ctx.phase(PHASE).noise_multiplier if ctx.private else None, key)
+        counts = noisy_counts(codes, disc.sizes, plan.phase(PHASE).noise_multiplier if plan.private else None, key)
         jax.block_until_ready(counts)
         notes = [
             f"Continuous columns are counted on public bins from the schema bounds ({disc.describe()}); "
@@ -184,14 +186,14 @@ class Independent(Synthesizer):
             "are clipped at 0 and normalised per column (uniform if all are <= 0), columns are "
             "drawn independently, and a continuous value uniformly inside its bin.",
         ]
-        return TrainResult(config=config, released={"counts": counts}, steps={PHASE: 1},
-                           seconds={PHASE: time.perf_counter() - t0}, assumptions=notes)
+        return Release(arrays={"counts": counts}, steps={PHASE: 1},
+                           seconds={PHASE: time.perf_counter() - t0}, notes=tuple(notes))
 
     def _sample_frame(self, n, key, mode):
         k_codes, k_values = jax.random.split(key)
         codes = sample_codes(probabilities(self.released["counts"]), n, k_codes)
         return discretizer(self.fitted_config, self.model_schema).decode(codes, k_values)
 
-    def _release_shapes(self, config, schema):
+    def _release_shapes(self, config, schema, statistics):
         sizes = discretizer(config, schema).sizes
         return {"counts": {str(j): jax.ShapeDtypeStruct((k,), jnp.float32) for j, k in enumerate(sizes)}}

@@ -47,7 +47,7 @@ from dpgen_jax import _validate as _v
 from dpgen_jax import privacy
 from dpgen_jax.data._discrete import SPACINGS, numpy_rng
 from dpgen_jax.synthesizers import _select_measure as sm
-from dpgen_jax.synthesizers._base import SynthesizerConfig, TrainResult, register
+from dpgen_jax.synthesizers._base import SynthesizerConfig, Release, register
 
 PHASES = ("one_way", "selection", "two_way")
 PAPER_ACCOUNTING = ("zCDP of the three mechanisms summed and converted with the bound of Canonne, "
@@ -317,6 +317,7 @@ class MST(sm.MarginalSynthesizer):
     DESCRIPTION = ("Noisy 1-way marginals, a maximum spanning tree of 2-way marginals chosen with "
                    "the exponential mechanism, a graphical model (McKenna et al. 2021; needs mbi)")
     CONFIG = MSTConfig
+    SMOKE = dict(bins=16, estimation_iters=200, selection_iters=100)
     PAPER_ACCOUNTING = PAPER_ACCOUNTING
 
     def resolve_config(self, schema, preset=None):
@@ -325,13 +326,14 @@ class MST(sm.MarginalSynthesizer):
     def _phases(self, config, schema, num_records, private):
         return privacy_phases(config, private=private)
 
-    def _train(self, config, x, key, ctx) -> TrainResult:
+    def _train(self, plan, x, key, hooks) -> Release:
+        config = plan.config
         t0 = time.perf_counter()
-        disc = discretizer(config, ctx.schema)
+        disc = discretizer(config, plan.model_schema)
         codes = disc.codes_from_encoded(x)
-        released, edges = fit_released(config, codes, disc.sizes, key, private=ctx.private,
-                                       phases=ctx.phases() if ctx.private else None)
-        names = ctx.schema.names
+        released, edges = fit_released(config, codes, disc.sizes, key, private=plan.private,
+                                       phases=list(plan.phases) if plan.private else None)
+        names = plan.model_schema.names
         notes = [
             sm.bins_note(disc),
             "Selected tree (from the exponential mechanism): "
@@ -341,9 +343,9 @@ class MST(sm.MarginalSynthesizer):
             f"{'' if config.compress else ' (disabled)'}, the mbi estimate "
             f"({config.estimation_iters} mirror-descent iterations) and sampling.",
         ]
-        return TrainResult(config=config, released={"model": dict(released._asdict())},
+        return Release(arrays={"model": dict(released._asdict())},
                            steps={"one_way": 1, "selection": len(edges), "two_way": int(bool(edges))},
-                           seconds={"mst": time.perf_counter() - t0}, assumptions=notes)
+                           seconds={"mst": time.perf_counter() - t0}, notes=tuple(notes))
 
     def _sample_frame(self, n, key, mode):
         k_codes, k_values = jax.random.split(key)
@@ -351,7 +353,7 @@ class MST(sm.MarginalSynthesizer):
         codes = sample_codes(self.released["model"], disc.sizes, n, k_codes)
         return disc.decode(codes, k_values)
 
-    def _release_shapes(self, config, schema):
+    def _release_shapes(self, config, schema, statistics):
         sizes = discretizer(config, schema).sizes
         d, big = len(sizes), max(sizes)
         return {"model": {"edges": jax.ShapeDtypeStruct((d - 1, 2), jnp.int32),

@@ -56,7 +56,7 @@ import jax.numpy as jnp
 from dpgen_jax import _validate as _v
 from dpgen_jax import privacy
 from dpgen_jax.synthesizers._training import dpsgd_phase
-from dpgen_jax.synthesizers._base import Synthesizer, TrainResult, register
+from dpgen_jax.synthesizers._base import Synthesizer, Release, register
 from dpgen_jax.synthesizers.dp_sactgan import _critic
 from dpgen_jax.synthesizers.dp_sactgan._conditional import (
     TrainData,
@@ -255,6 +255,8 @@ class DPSACTGAN(Synthesizer):
     DESCRIPTION = ("conditional column-token transformer GAN, generator trained through one sanitised "
                    "output gradient per step, K sharded critics (Li and Wang 2023, corrected)")
     CONFIG = DPSACTGANConfig
+    SMOKE = dict(batch_size=8, generator_steps=6, noise_dim=8, d_model=8, num_heads=2,
+                 num_layers=1, n_modes=3, em_iterations=2, chunk_size=3, aux_hidden=(8,))
     PRESETS = PAPER_PRESETS
     DECODE_MODE = "sample"
     CHECKPOINTS = True
@@ -273,7 +275,7 @@ class DPSACTGAN(Synthesizer):
                 f"(it grows as batch x heads x columns^2; {ATTENTION_MEASURED['bytes'] / 1e9:.0f} GB was "
                 f"measured at {ATTENTION_MEASURED['columns']:,} columns, batch 64, 4 heads); this machine "
                 f"has {have / 1e9:.0f} GB. Use fewer columns, a smaller batch_size or num_heads, or "
-                "another method (synthesizers.recommend).")
+                "another method (advice.recommend).")
         return config
 
     def _phases(self, config, schema, num_records, private):
@@ -298,27 +300,28 @@ class DPSACTGAN(Synthesizer):
                           "bound, for comparison only"),
                 "epsilon": privacy.epsilon([paper], delta, accountant="rdp", conversion="classic")}
 
-    def _train(self, config, x, key, ctx) -> TrainResult:
-        layout = build_layout(ctx.schema, config)
-        k = 1 if config.mechanism == "critic" else num_shards(config, ctx.num_records)
+    def _train(self, plan, x, key, hooks) -> Release:
+        config = plan.config
+        layout = build_layout(plan.model_schema, config)
+        k = 1 if config.mechanism == "critic" else num_shards(config, plan.records.n)
         config = config.replace(num_discriminators=k)
         k_modes, k_assign, k_hist, k_part, k_pre, k_init, k_run = jax.random.split(key, 7)
         t0 = time.perf_counter()
         _, u = split_columns(layout, x)
         if config.modes == "dp-em":
-            private_em = ctx.private and layout.n_continuous
-            modes = fit_modes(u, k_modes, config, ctx.phase("dp-em").noise_multiplier if private_em else 0.0)
+            private_em = plan.private and layout.n_continuous
+            modes = fit_modes(u, k_modes, config, plan.phase("dp-em").noise_multiplier if private_em else 0.0)
         else:
-            modes = public_modes(ctx.schema, config)
+            modes = public_modes(plan.model_schema, config)
         rows, codes = encode_rows(layout, x, modes, config.mode_assignment, k_assign)
         hist_cols = histogram_columns(layout, config)
-        noise = ctx.phase("histograms").noise_multiplier if ctx.private and hist_cols else 0.0
+        noise = plan.phase("histograms").noise_std if plan.private and hist_cols else 0.0
         counts = noisy_counts(codes, layout, k_hist, noise, hist_cols)
         if config.cond == "noisy" and config.modes == "dp-em":  # the DP-EM weights (post-processing)
             j = 0
             for c in range(layout.n_cols):
                 if layout.continuous[c]:
-                    counts = counts.at[c, :config.n_modes].set(modes.weights[j] * ctx.num_records)
+                    counts = counts.at[c, :config.n_modes].set(modes.weights[j] * plan.records.n)
                     j += 1
         elif config.cond == "uniform":
             counts = jnp.where(jnp.isfinite(cond_log_probs(layout, jnp.zeros_like(counts), training=False)),
@@ -330,20 +333,20 @@ class DPSACTGAN(Synthesizer):
         released = {"modes": {f: getattr(modes, f) for f in Modes._fields}, "cond": {"counts": counts}}
         if config.mechanism == "critic":
             t1 = time.perf_counter()
-            state = _critic.train(config, layout, rows, codes, log_probs, k_run, ctx.phase("critic"),
-                                  **ctx.phase_args("critic"))
+            state = _critic.train(config, layout, rows, codes, log_probs, k_run, plan.phase("critic"),
+                                  **hooks.phase_args("critic"))
             generator = jax.block_until_ready(_critic.released_generator(config, state))
-            return TrainResult(config=config, released={"generator": generator, **released},
+            return Release(arrays={"generator": generator, **released},
                                steps={**pre_steps, "critic": int(state.critic.steps)},
                                seconds={"preprocessing": t1 - t0, "critic": time.perf_counter() - t1},
-                               assumptions=self._critic_notes(config, layout, ctx.private))
+                               notes=self._critic_notes(config, layout, plan.private))
         data = prepare(layout, rows, codes, k_part, k)
         t1 = time.perf_counter()
         critics = aux = None
         pretrained = 0
         if config.pretrain_iterations:
-            pre = pretrain(config, layout, data, log_probs, k_pre, progress=ctx.progress("pretrain"),
-                           should_stop=ctx.should_stop, checkpoint=ctx.checkpoint("pretrain"), flags=ctx.flags)
+            pre = pretrain(config, layout, data, log_probs, k_pre, progress=hooks.progress("pretrain"),
+                           should_stop=hooks.should_stop, checkpoint=hooks.checkpoint("pretrain"), flags=hooks.flags)
             critics, aux, pretrained = pre.critics, pre.aux, int(pre.steps)
             opt = optimizer(config)  # fresh Adam states for the generator phase, as GS-WGAN
             critics = Net(critics.params, jax.vmap(opt.init)(critics.params))
@@ -351,16 +354,16 @@ class DPSACTGAN(Synthesizer):
                 aux = Net(aux.params, jax.vmap(opt.init)(aux.params))
         t2 = time.perf_counter()
         state = init_state(config, layout, k, k_init, critics, aux)
-        state = train(config, layout, state, data, log_probs, k_run, ctx.phase("generator"),
-                      **ctx.phase_args("generator"))
+        state = train(config, layout, state, data, log_probs, k_run, plan.phase("generator"),
+                      **hooks.phase_args("generator"))
         jax.block_until_ready(state.generator.params)
         t3 = time.perf_counter()
-        notes = self._notes(config, layout, k, pretrained, ctx.private)
+        notes = self._notes(config, layout, k, pretrained, plan.private)
         steps = {"generator": int(state.steps), **pre_steps}
-        return TrainResult(config=config, released={"generator": state.generator.params, **released},
+        return Release(arrays={"generator": state.generator.params, **released},
                            steps=steps,
                            seconds={"preprocessing": t1 - t0, "pretrain": t2 - t1, "generator": t3 - t2},
-                           assumptions=notes)
+                           notes=tuple(notes))
 
     @staticmethod
     def _preprocessing_notes(config, layout) -> list[str]:
@@ -432,7 +435,7 @@ class DPSACTGAN(Synthesizer):
         layout = build_layout(self.model_schema, self.fitted_config)
         return sample_encoded(self.fitted_config, layout, self.released, n, key)
 
-    def _release_shapes(self, config, schema):
+    def _release_shapes(self, config, schema, statistics):
         layout = build_layout(schema, config)
         g = jax.eval_shape(lambda kk: init_generator(config, layout, kk), jax.random.key(0))
         shape = (layout.n_continuous, config.n_modes)

@@ -14,17 +14,18 @@ from dpgen_jax.synthesizers import _shards
 from dpgen_jax.synthesizers.dp_sactgan._encoding import Layout
 
 
-def noisy_counts(codes: jax.Array, layout: Layout, key: jax.Array, noise_multiplier: float,
+def noisy_counts(codes: jax.Array, layout: Layout, key: jax.Array, noise_std: float,
                  columns) -> jax.Array:
-    """``(n_cols, max_width)`` per-column histograms of ``codes`` plus N(0, noise_multiplier^2) per
-    bin, for the columns in ``columns`` (each record adds 1 to one bin per column: L2 sensitivity 1
-    per histogram); clipped at 0. Padding bins and other columns are 0."""
+    """``(n_cols, max_width)`` per-column histograms of ``codes`` plus N(0, noise_std^2) per bin,
+    for the columns in ``columns``; ``noise_std`` is the ``histograms`` phase's
+    (``privacy.GaussianPhase.noise_std``: sigma times the L2 sensitivity 1 of one histogram, as each
+    record adds 1 to one bin per column); clipped at 0. Padding bins and other columns are 0."""
     out = jnp.zeros((layout.n_cols, layout.max_width), jnp.float32)
     for c in columns:
         size = layout.block_size[c]
         h = jnp.bincount(codes[:, c], length=size).astype(jnp.float32)
-        if noise_multiplier:
-            h = h + noise_multiplier * dpsgd.gaussian_noise(jax.random.fold_in(key, c), (size,))
+        if noise_std:
+            h = h + noise_std * dpsgd.gaussian_noise(jax.random.fold_in(key, c), (size,))
         out = out.at[c, :size].set(jnp.maximum(h, 0.0))
     return out
 

@@ -45,7 +45,7 @@ import jax
 from dpgen_jax._typing import PyTree
 from dpgen_jax import data as data_lib
 from dpgen_jax import dpsgd, privacy
-from dpgen_jax.synthesizers._base import Synthesizer, TrainResult, register
+from dpgen_jax.synthesizers._base import Synthesizer, Release, register
 from dpgen_jax.synthesizers._shards import Shards, partition, shard_batch_indices, step_keys
 from dpgen_jax.synthesizers.gs_wgan._config import (
     CRITIC_SCHEDULES, FLAGS, LEARNS_FROM_EPSILON, SAMPLE_FROM, THESIS_PRESETS, THESIS_ROWS, GSWGANConfig,
@@ -81,6 +81,9 @@ class GSWGAN(Synthesizer):
     DESCRIPTION = ("K discriminators on secret shards, a generator trained through sanitised row "
                    "gradients (Chen et al. 2020, for tables)")
     CONFIG = GSWGANConfig
+    SMOKE = dict(records_per_shard=500.0, batch_size=8, noise_dim=4, generator_hidden=(16, 16),
+                 critic_hidden=(8,), pretrain_iterations=6, generator_steps=12, pretrain_chunk=3,
+                 chunk_size=4)
     PRESETS = THESIS_PRESETS
     CHECKPOINTS = True
     FLAGS = FLAGS
@@ -101,25 +104,26 @@ class GSWGAN(Synthesizer):
                           "comparison with the published numbers only"),
                 "epsilon": privacy.epsilon(paper, delta, accountant="rdp", conversion="classic")}
 
-    def _train(self, config, x, key, ctx) -> TrainResult:
-        k = num_shards(config, ctx.num_records)
+    def _train(self, plan, x, key, hooks) -> Release:
+        config = plan.config
+        k = num_shards(config, plan.records.n)
         config = config.replace(num_shards=k)
         k_part, k_pre, k_init, k_gen = jax.random.split(key, 4)
         rows = 2.0 * x - 1.0  # the encoder's [0, 1] layout scaled to the generator's (-1, 1)
         x_sorted, shards = partition(rows, k_part, k)
         t0 = time.perf_counter()
-        pre = pretrain(config, x_sorted, shards, k_pre, progress=ctx.progress("pretrain"),
-                       should_stop=ctx.should_stop, checkpoint=ctx.checkpoint("pretrain"), flags=ctx.flags)
+        pre = pretrain(config, x_sorted, shards, k_pre, progress=hooks.progress("pretrain"),
+                       should_stop=hooks.should_stop, checkpoint=hooks.checkpoint("pretrain"), flags=hooks.flags)
         pretrained = int(pre.steps)
         t1 = time.perf_counter()
         state = init_generator_phase(config, x.shape[1], pre.critics.params, k_init)
         del pre
-        hook, flags = ctx.checkpoint("generator"), ctx.flags
+        hook, flags = hooks.checkpoint("generator"), hooks.flags
         if config.snapshot_every:  # chunks end on every snapshot step
             hook = Snapshots(config.snapshot_every, hook, config.sample_from)
             flags = flags.replace(chunk_size=math.gcd(flags.chunk_size, config.snapshot_every))
-        state = train_generator(config, state, x_sorted, shards, k_gen, ctx.phase("generator"),
-                                progress=ctx.progress("generator"), should_stop=ctx.should_stop,
+        state = train_generator(config, state, x_sorted, shards, k_gen, plan.phase("generator"),
+                                progress=hooks.progress("generator"), should_stop=hooks.should_stop,
                                 checkpoint=hook, flags=flags)
         jax.block_until_ready(state.ema)
         t2 = time.perf_counter()
@@ -139,12 +143,12 @@ class GSWGAN(Synthesizer):
              "Only the drawn critic trains at each step (critic_schedule='selected', GS-WGAN's "
              "schedule)."),
         ]
-        if ctx.private:
+        if plan.private:
             notes.append(
                 "The released generator (raw and its moving average) depends on the private rows only "
                 "through the sanitised row gradients: each generated row's gradient clipped to C="
                 f"{config.clip_norm} with Gaussian noise of std 2*C*noise_multiplier added once per step.")
-        if ctx.private and (eps := ctx.plan.epsilon()) < LEARNS_FROM_EPSILON:
+        if plan.private and (eps := plan.epsilon()) < LEARNS_FROM_EPSILON:
             notes.append(
                 f"Measured budgets (docs/gs-wgan.md, 'The frontier'): on cardio (16 columns) GS-WGAN's best "
                 f"configuration scores above an untrained generator's TSTR only from a proven epsilon of "
@@ -152,20 +156,20 @@ class GSWGAN(Synthesizer):
                 f"below); on Adult this default at a proven 1.01 did not learn either (three seeds: TSTR "
                 f"0.41-0.64, RF salary accuracy 0.33-0.69 against a majority rate of 0.764); at this fit's "
                 f"epsilon of {eps:.3g} expect rows with no usable relation between the columns.")
-        if ctx.plan.preset is not None:
+        if plan.preset is not None:
             notes.append("The preset's schedule and noise are the thesis's, which its author chose by "
                          "evaluating synthetic data against the real data; that search is not accounted.")
-        return TrainResult(config=config, released={"generator": state.generator.params,
+        return Release(arrays={"generator": state.generator.params,
                                                     "generator_ema": state.ema},
                            steps={"generator": int(state.steps)},
-                           seconds={"pretrain": t1 - t0, "generator": t2 - t1}, assumptions=notes,
-                           state={"snapshots": hook.kept if isinstance(hook, Snapshots) else {}})
+                           seconds={"pretrain": t1 - t0, "generator": t2 - t1}, notes=tuple(notes),
+                           diagnostics={"snapshots": hook.kept if isinstance(hook, Snapshots) else {}})
 
     @property
     def snapshots(self) -> dict[int, PyTree]:
         """Step -> the sampling generator (``sample_from``) kept by the last fit
         (``snapshot_every > 0``; in memory only, never saved; empty after :meth:`load`)."""
-        return dict(self._state.get("snapshots") or {})
+        return dict((self.fitted_release.diagnostics if self.fitted_release else {}).get("snapshots") or {})
 
     def sample_snapshot(self, step: int, n: int, seed: int | None = None, mode: str | None = None):
         """``n`` rows decoded from the generator kept after ``step`` steps (see :meth:`sample`)."""
@@ -184,7 +188,7 @@ class GSWGAN(Synthesizer):
         width = data_lib.TableEncoder(self.model_schema).width
         return sample_encoded(self.fitted_config, width, params, n, key)
 
-    def _release_shapes(self, config, schema):
+    def _release_shapes(self, config, schema, statistics):
         width = data_lib.TableEncoder(schema).width
         g = jax.eval_shape(lambda kk: init_generator(config, width, kk), jax.random.key(0))
         return {"generator": g, "generator_ema": g}
