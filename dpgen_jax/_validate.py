@@ -4,14 +4,33 @@ Every check raises an error that names the argument, the value received and what
 Numbers are returned as builtin ``float``/``int`` so that phases hash, compare and
 serialise to JSON the same way whether the caller passed Python or NumPy scalars; the value itself
 is never changed, clipped or rounded.
+
+The checks are keyword-named: the keyword is the argument's name, so it is written once::
+
+    eps = _validate.positive(epsilon=epsilon)       # a finite number > 0
+    bins = _validate.whole(minimum=1, bins=bins)    # an integer >= 1
+    _validate.one_of(METHODS, method=method)        # one of a closed set of strings
+
+A check takes exactly one ``name=value`` keyword beside its own options (``minimum``,
+``allow_inf``), and an optional positional ``context`` that prefixes its message (e.g.
+``positive("DPSGDPhase 'train'", clip_norm=c)``). Numbers: ``bool`` is refused where a number
+is expected (TypeError, as any non-number); NaN fails every range; ``inf`` fails every range but
+``positive(allow_inf=True, ...)`` (an epsilon target, where inf is a non-private run).
+:func:`flag` runs a check on a command-line flag as argparse parses it (the CLI, the experiments).
+
+The positional forms (``count(value, name, minimum)``, ``positive_finite``, ``delta`` ...) serve
+a name computed at run time and older callers; each is one of the keyword-named checks under
+another spelling, not a second implementation.
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import numbers
 import os
 import pathlib
+from collections.abc import Callable, Sequence
 from typing import Any
 
 
@@ -22,6 +41,14 @@ class UsageError(ValueError):
 
 def _where(context: str) -> str:
     return f"{context}: " if context else ""
+
+
+def _argument(check: str, kw: dict[str, Any]) -> tuple[str, Any]:
+    """The one ``name=value`` keyword of a keyword-named check."""
+    if len(kw) != 1:
+        raise TypeError(f"_validate.{check}() takes exactly one name=value keyword (the argument "
+                        f"checked), got {sorted(kw) or 'none'}.")
+    return next(iter(kw.items()))
 
 
 def real(value: Any, name: str, context: str = "") -> float:
@@ -44,45 +71,123 @@ def integer(value: Any, name: str, context: str = "") -> int:
     return int(value)
 
 
-def sample_rate(value: Any, name: str = "sample_rate", context: str = "") -> float:
-    """A sampling probability in (0, 1]."""
+# ----------------------------------------------------------------------------- keyword-named checks
+
+
+def positive(context: str = "", /, *, allow_inf: bool = False, **kw: Any) -> float:
+    """A real number > 0: finite, or ``inf`` too with ``allow_inf``."""
+    name, value = _argument("positive", kw)
+    x = real(value, name, context)
+    if not (x > 0.0 and (allow_inf or math.isfinite(x))):
+        what = "a number > 0 or inf" if allow_inf else "a finite number > 0"
+        raise ValueError(f"{_where(context)}expected {name} to be {what}, got {name}={value!r}.")
+    return x
+
+
+def non_negative(context: str = "", /, **kw: Any) -> float:
+    """A real number in [0, inf)."""
+    name, value = _argument("non_negative", kw)
+    x = real(value, name, context)
+    if not (math.isfinite(x) and x >= 0.0):
+        raise ValueError(
+            f"{_where(context)}expected {name} to be a finite number >= 0, got {name}={value!r}."
+        )
+    return x
+
+
+def probability(context: str = "", /, **kw: Any) -> float:
+    """A probability in (0, 1] (e.g. a sampling rate)."""
+    name, value = _argument("probability", kw)
     q = real(value, name, context)
     if not (0.0 < q <= 1.0):
         raise ValueError(f"{_where(context)}expected {name} in (0, 1], got {name}={value!r}.")
     return q
 
 
-def positive_finite(value: Any, name: str, context: str = "") -> float:
-    """A real number in (0, inf)."""
-    x = real(value, name, context)
-    if not (math.isfinite(x) and x > 0.0):
-        raise ValueError(
-            f"{_where(context)}expected {name} to be a finite number > 0, got {name}={value!r}."
-        )
-    return x
+def fraction(context: str = "", /, **kw: Any) -> float:
+    """A number in the open interval (0, 1) (e.g. a delta, a share of a budget)."""
+    name, value = _argument("fraction", kw)
+    d = real(value, name, context)
+    if not (0.0 < d < 1.0):
+        raise ValueError(f"{_where(context)}expected {name} in (0, 1), got {name}={value!r}.")
+    return d
 
 
-def count(value: Any, name: str, minimum: int, context: str = "") -> int:
-    """An integer >= ``minimum``."""
+def whole(context: str = "", /, *, minimum: int = 0, **kw: Any) -> int:
+    """An integer >= ``minimum`` (a count, a seed, a number of rows)."""
+    name, value = _argument("whole", kw)
     n = integer(value, name, context)
     if n < minimum:
         raise ValueError(f"{_where(context)}expected {name} to be an integer >= {minimum}, got {name}={n}.")
     return n
 
 
-def delta(value: Any, name: str = "delta") -> float:
-    """A target delta in (0, 1)."""
-    d = real(value, name)
-    if not (0.0 < d < 1.0):
-        raise ValueError(f"expected {name} in (0, 1), got {name}={value!r}.")
-    return d
-
-
-def choice(value: Any, name: str, options: tuple[str, ...]) -> str:
+def one_of(options: Sequence[str], /, **kw: Any) -> str:
     """One of a closed set of strings."""
+    name, value = _argument("one_of", kw)
     if not isinstance(value, str) or value not in options:
         raise ValueError(f"expected {name} to be one of {list(options)}, got {name}={value!r}.")
     return value
+
+
+def flag(check: Callable[..., Any], **options: Any) -> type[argparse.Action]:
+    """An argparse ``action`` that runs ``check`` (a keyword-named check, with its ``options``) on
+    a flag's value as it is parsed, on each item of a list: a bad value is the parser's error
+    (exit status 2), named by the flag, e.g. ``expected --epsilon to be a number > 0 or inf, got
+    --epsilon=0.0``. Defaults are not checked. Example::
+
+        p.add_argument("--num-records", type=int, action=_validate.flag(_validate.whole, minimum=1))
+    """
+
+    class Checked(argparse.Action):
+        def __call__(self, parser, namespace, values, option_string=None):
+            name = self.option_strings[-1] if self.option_strings else self.dest
+            try:
+                if isinstance(values, (list, tuple)):
+                    checked = type(values)(check(**options, **{name: v}) for v in values)
+                else:
+                    checked = check(**options, **{name: values})
+            except (TypeError, ValueError) as exc:
+                raise argparse.ArgumentError(None, str(exc)) from None
+            setattr(namespace, self.dest, checked)
+
+    return Checked
+
+
+# ----------------------------------------------------------------------------- positional forms
+
+
+def positive_finite(value: Any, name: str, context: str = "") -> float:
+    """:func:`positive` (finite) with the argument's name as a string."""
+    return positive(context, **{name: value})
+
+
+def non_negative_finite(value: Any, name: str, context: str = "") -> float:
+    """:func:`non_negative` with the argument's name as a string."""
+    return non_negative(context, **{name: value})
+
+
+def sample_rate(value: Any, name: str = "sample_rate", context: str = "") -> float:
+    """:func:`probability`: a sampling probability in (0, 1]."""
+    return probability(context, **{name: value})
+
+
+def count(value: Any, name: str, minimum: int, context: str = "") -> int:
+    """:func:`whole`: an integer >= ``minimum``."""
+    return whole(context, minimum=minimum, **{name: value})
+
+
+def delta(value: Any, name: str = "delta") -> float:
+    """:func:`fraction`: a target delta in (0, 1)."""
+    return fraction(**{name: value})
+
+
+def choice(value: Any, name: str, options: tuple[str, ...]) -> str:
+    """:func:`one_of` with the argument's name as a string."""
+    return one_of(options, **{name: value})
+
+
+# ----------------------------------------------------------------------------- names and files
 
 
 def name(value: Any, context: str) -> str:
@@ -90,16 +195,6 @@ def name(value: Any, context: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{_where(context)}expected name to be a non-empty string, got {value!r}.")
     return value
-
-
-def non_negative_finite(value: Any, name: str, context: str = "") -> float:
-    """A real number in [0, inf)."""
-    x = real(value, name, context)
-    if not (math.isfinite(x) and x >= 0.0):
-        raise ValueError(
-            f"{_where(context)}expected {name} to be a finite number >= 0, got {name}={value!r}."
-        )
-    return x
 
 
 def existing_file(path: os.PathLike | str, what: str) -> pathlib.Path:

@@ -43,6 +43,7 @@ import warnings
 from collections.abc import Sequence
 
 # A leaf module only: the heavy layers are imported by the commands that need them.
+from dpgen_jax import _validate as _v
 from dpgen_jax._validate import UsageError, existing_file, new_file
 
 PROG = "dpgen-jax"
@@ -146,8 +147,6 @@ def _warn_if_flagged(args, schema) -> None:
 
 
 def cmd_fit(args) -> int:
-    if args.epsilon is not None and not args.epsilon > 0:
-        raise UsageError(f"--epsilon {args.epsilon} must be > 0 (or inf for a non-private run).")
     existing_file(args.data, "data file")  # fail fast, before the library loads
     if args.method == "auto":
         args.method = _auto_method(args)
@@ -190,8 +189,6 @@ def cmd_fit(args) -> int:
 def cmd_sample(args) -> int:
     from dpgen_jax import data, privacy, synthesizers
 
-    if args.n < 1:
-        raise UsageError(f"-n {args.n} must be a positive number of rows.")
     out = new_file(args.out, args.force, "output file")
     model = synthesizers.load(existing_file(args.model, "model file"))
     rows = model.sample(args.n, seed=args.seed, mode=args.mode)  # None: model.default_decode_mode()
@@ -232,8 +229,6 @@ def cmd_evaluate(args) -> int:
 def cmd_privacy(args) -> int:
     from dpgen_jax import data, privacy
 
-    if args.epsilon is not None and not args.epsilon > 0:
-        raise UsageError(f"--epsilon {args.epsilon} must be > 0 (or inf for a non-private run).")
     model = _synthesizer(args.method, args.overrides)
     if args.schema is not None:
         schema, where = data.load_schema(args.schema), str(args.schema)
@@ -284,10 +279,6 @@ def cmd_privacy(args) -> int:
 def cmd_recommend(args) -> int:
     from dpgen_jax import advice, data
 
-    if not (math.isfinite(args.epsilon) and args.epsilon > 0):
-        raise UsageError(f"--epsilon {args.epsilon} must be a finite number > 0.")
-    if args.num_records < 1:
-        raise UsageError(f"--num-records {args.num_records} must be a positive number of records.")
     schema = data.load_schema(args.schema)
     ranked = advice.recommend(schema, args.num_records, args.epsilon, delta=args.delta)
     print(f"methods for {args.schema} ({len(schema.columns)} columns), N={args.num_records} (public, given "
@@ -328,14 +319,21 @@ class _HelpFormatter(argparse.HelpFormatter):
         return text
 
 
+# A numeric flag's range is checked as it is parsed, by the check of ``_validate`` named in its
+# ``action`` (the library's own wording, naming the flag): a bad value is one parser error.
+_EPSILON = _v.flag(_v.positive, allow_inf=True)  # inf: a non-private run
+_DELTA = _v.flag(_v.fraction)
+_COUNT = _v.flag(_v.whole, minimum=1)  # a number of records or rows
+
+
 def _privacy_target(p: argparse.ArgumentParser) -> None:
     group = p.add_mutually_exclusive_group(required=True)
-    group.add_argument("--epsilon", type=float,
+    group.add_argument("--epsilon", type=float, action=_EPSILON,
                        help="target epsilon under the method's headline accountant (PLD, or RDP "
                             "for a method with phases only RDP accounts, e.g. mst); the noise is "
                             "calibrated before training; 'inf' trains without privacy")
     group.add_argument("--preset", help="one of the method's published settings (dpgen-jax methods)")
-    p.add_argument("--delta", type=float, default=1e-5, help="target delta")
+    p.add_argument("--delta", type=float, default=1e-5, action=_DELTA, help="target delta")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
                    help="a configuration field of the method (JSON values), e.g. --set "
                         "critic_steps=5000; repeat for several")
@@ -377,12 +375,12 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--data", required=True, help="the private CSV, columns as in the schema")
     fit.add_argument("--schema", required=True, help="the public schema (JSON)")
     _privacy_target(fit)
-    fit.add_argument("--num-records", type=int, help="a public number of records N for the "
-                     "sampling rates (default: the row count, reported as treated as public)")
+    fit.add_argument("--num-records", type=int, action=_COUNT, help="a public number of records N "
+                     "for the sampling rates (default: the row count, reported as treated as public)")
     fit.add_argument("--seed", type=int, help="reproducible run (not fit for release); default: "
                      "OS entropy")
-    fit.add_argument("--max-seconds", type=float, help="a time budget; the report accounts for "
-                     "the steps executed")
+    fit.add_argument("--max-seconds", type=float, action=_v.flag(_v.non_negative),
+                     help="a time budget; the report accounts for the steps executed")
     fit.add_argument("--allow-data-derived-schema", action="store_true",
                      help="train on a schema read from the data (the result is NOT end-to-end DP, "
                           "and the report says so)")
@@ -396,7 +394,7 @@ def build_parser() -> argparse.ArgumentParser:
                             description="Samples synthetic rows from a release file (post-processing: "
                                         "no privacy cost) and writes them as CSV.")
     sample.add_argument("model", help="a release file written by dpgen-jax fit")
-    sample.add_argument("-n", type=int, required=True, help="number of rows")
+    sample.add_argument("-n", type=int, required=True, action=_COUNT, help="number of rows")
     sample.add_argument("-o", "--out", required=True, help="the CSV file to write")
     sample.add_argument("--seed", type=int, help="reproducible sampling; default: OS entropy")
     sample.add_argument("--mode", choices=("argmax", "sample"), default=None,
@@ -428,7 +426,8 @@ def build_parser() -> argparse.ArgumentParser:
                                     "unless it is RDP; RDP improved and classic; the paper's) and "
                                     "the calibrated noise.")
     pv.add_argument("--method", required=True, help="a registered method (dpgen-jax methods)")
-    pv.add_argument("--num-records", type=int, required=True, help="the number of records N")
+    pv.add_argument("--num-records", type=int, required=True, action=_COUNT,
+                    help="the number of records N")
     _privacy_target(pv)
     pv.add_argument("--schema", help="the schema the method would be fitted on (default: Adult's "
                     "public schema); it selects the method's default configuration")
@@ -441,10 +440,11 @@ def build_parser() -> argparse.ArgumentParser:
                                     "the benchmark grid's nearest cells and each method's plan (no data "
                                     "read). See docs/recommend.md.")
     rc.add_argument("--schema", required=True, help="the public schema (JSON)")
-    rc.add_argument("--num-records", type=int, required=True,
+    rc.add_argument("--num-records", type=int, required=True, action=_COUNT,
                     help="the number of records N; must be public (you state it, nothing reads it from data)")
-    rc.add_argument("--epsilon", type=float, required=True, help="the target epsilon (finite)")
-    rc.add_argument("--delta", type=float, default=1e-5, help="target delta")
+    rc.add_argument("--epsilon", type=float, required=True, action=_v.flag(_v.positive),
+                    help="the target epsilon (finite)")
+    rc.add_argument("--delta", type=float, default=1e-5, action=_DELTA, help="target delta")
     rc.set_defaults(run=cmd_recommend)
 
     methods = sub.add_parser("methods", formatter_class=fmt, help="the registered methods",

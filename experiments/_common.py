@@ -27,6 +27,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from dpgen_jax import _validate as _v  # every flag's range check (the CLI's too)
+
 
 REPORT_KEYS = (
     "method", "dataset", "seed", "target_epsilon", "epsilon", "epsilon_paper_accounting",
@@ -91,18 +93,14 @@ def quick_evaluate_options() -> dict[str, Any]:
 
 def spec_from_args(args, p: argparse.ArgumentParser, *, method: str | None = None,
                    sets: Sequence[str] | None = None, quick: bool = False, **changes) -> RunSpec:
-    """The :class:`RunSpec` of the common flags of :func:`parser` (a bad value exits through
-    ``p.error``, before anything is written): ``method`` (default ``args.method``), its
-    ``--set`` values (``sets``, default ``args.overrides``) over its smoke schedule with
-    ``quick``, then any field in ``changes``."""
+    """The :class:`RunSpec` of the common flags of :func:`parser` (their ranges checked as they
+    are parsed; a bad ``--set`` exits through ``p.error``, before anything is written): ``method``
+    (default ``args.method``), its ``--set`` values (``sets``, default ``args.overrides``) over
+    its smoke schedule with ``quick``, then any field in ``changes``."""
     from dpgen_jax import synthesizers  # the one parser of --set FIELD=VALUE (the CLI's too)
 
     method = args.method if method is None else method
-    if args.epsilon is not None and not (args.epsilon > 0 or math.isinf(args.epsilon)):
-        p.error(f"--epsilon={args.epsilon} must be > 0 or inf")
     devices = getattr(args, "devices", 1)
-    if devices < 1:
-        p.error(f"--devices={devices} must be >= 1")
     try:
         user = synthesizers.config_overrides(method, args.overrides if sets is None else sets)
     except ValueError as exc:
@@ -124,22 +122,23 @@ def parser(prog: str, doc: str, method: str, presets: Sequence[str] | None = Non
     p = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     group = p.add_mutually_exclusive_group(required=True)
-    group.add_argument("--epsilon", type=float, help=PRIVACY_ARGS_HELP)
+    group.add_argument("--epsilon", type=float, action=_v.flag(_v.positive, allow_inf=True),
+                       help=PRIVACY_ARGS_HELP)
     group.add_argument("--preset", choices=choices or None, help="a published setting of the method")
-    p.add_argument("--delta", type=float, default=1e-5)
+    p.add_argument("--delta", type=float, default=1e-5, action=_v.flag(_v.fraction))
     p.add_argument("--seeds", type=int, nargs="+", default=None,
                    help="seeded, reproducible runs (not fit for release); default: one run with "
                         "OS entropy")
     p.add_argument("--data-dir", type=pathlib.Path, default=None,
                    help="folder of the dataset's files (default: the loader's own lookup)")
-    p.add_argument("--num-records", type=int, default=None,
+    p.add_argument("--num-records", type=int, default=None, action=_v.flag(_v.whole, minimum=1),
                    help="a public number of records N for the sampling rates (default: the row "
                         "count, reported as treated as public)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
                    help=f"a {cls.CONFIG.__name__} field, e.g. --set critic_steps=5000, or a speed "
                         "flag the method reads, e.g. --set chunk_size=200 (JSON values: numbers, "
                         "strings, null, lists)")
-    p.add_argument("--devices", type=int, default=1,
+    p.add_argument("--devices", type=int, default=1, action=_v.flag(_v.whole, minimum=1),
                    help="fit on a mesh of this many devices (fit(mesh=dpsgd.data_mesh(D)), "
                         "docs/scaling.md); on a CPU, D host devices, one per core")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import pathlib
 import sys
 import time
@@ -34,6 +33,7 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
+from dpgen_jax import _validate as _v
 from experiments import _common
 from experiments._datasets import DATASETS, Dataset, register_dataset  # noqa: F401  (benchmark.register_dataset, docs/benchmark.md)
 
@@ -110,9 +110,10 @@ def main(argv=None) -> dict:
     p.add_argument("--methods", nargs="+", default=None,
                    help=f"registered methods (default: every one that can fit here): {sorted(synthesizers.available())}")
     p.add_argument("--datasets", nargs="+", default=None, help="default: adult (adult-like with --quick)")
-    p.add_argument("--epsilons", type=float, nargs="+", default=None, help="default: 0.36 0.51 1.01 (1.0 with --quick)")
+    p.add_argument("--epsilons", type=float, nargs="+", default=None, action=_v.flag(_v.positive),
+                   help="default: 0.36 0.51 1.01 (1.0 with --quick)")
     p.add_argument("--seeds", type=int, nargs="+", default=None, help="default: 0 1 2 (0 with --quick)")
-    p.add_argument("--delta", type=float, default=1e-5)
+    p.add_argument("--delta", type=float, default=1e-5, action=_v.flag(_v.fraction))
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="METHOD:FIELD=VALUE",
                    help="a configuration field of one method, e.g. --set mst:bins=32")
     p.add_argument("--data-dir", type=pathlib.Path, default=None, help="folder of Adult's files")
@@ -141,8 +142,6 @@ def main(argv=None) -> dict:
         p.error(f"unknown dataset(s) or method(s) {unknown}; datasets: {sorted(DATASETS)}, methods: "
                 f"{sorted(synthesizers.available())}")
     epsilons = args.epsilons or ([1.0] if args.quick else [0.36, 0.51, 1.01])
-    if not all(e > 0 and math.isfinite(e) for e in epsilons):
-        p.error(f"--epsilons {epsilons}: every epsilon must be finite and > 0")
     seeds = args.seeds if args.seeds is not None else ([0] if args.quick else [0, 1, 2])
     specs: dict[str, _common.RunSpec] = {}
     try:

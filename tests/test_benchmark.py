@@ -94,7 +94,7 @@ def test_published_rows_are_the_papers_numbers():
     (["--set", "independent:bins"], "expected FIELD=VALUE"),
     (["--set", "nosuch:bins=3"], "METHOD:FIELD=VALUE"),
     (["--datasets", "nosuch"], "unknown dataset"),
-    (["--epsilons", "0"], "finite and > 0"),
+    (["--epsilons", "0"], "expected --epsilons to be a finite number > 0, got --epsilons=0.0."),
 ])
 def test_bad_arguments_are_refused(tmp_path, capsys, argv, match):
     with pytest.raises(SystemExit):

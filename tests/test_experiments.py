@@ -138,7 +138,8 @@ def test_experiment_arguments_are_checked(tmp_path, capsys):
             reproduce.main([*argv, "--out", str(tmp_path)])
         assert info.value.code == 2
     err = capsys.readouterr().err
-    assert "--epsilon=0.0 must be > 0 or inf" in err
+    assert "error: expected --epsilon to be a number > 0 or inf, got --epsilon=0.0." in err
+    assert "got --epsilon=-1.0." in err
     assert "not allowed with argument" in err
     assert "invalid choice: 'paper-0.81'" in err and "invalid choice: 'paper-1.01'" in err
     assert "invalid choice: 'dp-gan'" in err and "invalid choice: 'mimic'" in err

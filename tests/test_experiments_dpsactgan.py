@@ -216,7 +216,7 @@ def test_arguments_are_checked_before_anything_is_written(tmp_path, capsys):
             adult_dpsactgan.main([*argv, "--out", str(tmp_path / "out")])
         assert info.value.code == 2
     err = capsys.readouterr().err
-    assert "--epsilon=0.0 must be > 0 or inf" in err
+    assert "error: expected --epsilon to be a number > 0 or inf, got --epsilon=0.0." in err
     assert "expected distinct methods" in err and "no-such-method" in err
     assert "expected METHOD:FIELD=VALUE" in err and "has no field 'binz'" in err
     assert not (tmp_path / "out").exists()

@@ -16,13 +16,12 @@ from sklearn.metrics import f1_score, roc_auc_score
 from sklearn.model_selection import train_test_split
 from threadpoolctl import threadpool_limits
 
+from dpgen_jax import _validate as _v
 from dpgen_jax.data import Schema, TableEncoder
 from dpgen_jax.metrics._forest import Score, fit_recording_convergence, forest_predict, source_flag
 from dpgen_jax.metrics._inputs import (
     Table,
-    check_int,
     check_label,
-    check_optional_int,
     check_schema,
     prepare_frames,
     missing_as_value,
@@ -59,10 +58,12 @@ class LabelAccuracyProtocol:
     random_state: int = 0
 
     def __post_init__(self) -> None:
-        check_optional_int(self.size, "size", 1)
-        check_optional_int(self.shuffle_seed, "shuffle_seed", 0)
-        check_int(self.n_estimators, "n_estimators", 1)
-        check_int(self.random_state, "random_state", 0)
+        if self.size is not None:
+            _v.whole(minimum=1, size=self.size)
+        if self.shuffle_seed is not None:
+            _v.whole(shuffle_seed=self.shuffle_seed)
+        _v.whole(minimum=1, n_estimators=self.n_estimators)
+        _v.whole(random_state=self.random_state)
 
     def describe(self) -> dict[str, Any]:
         """JSON-ready description for a result's ``protocol`` entry."""

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dpgen_jax import _validate as _v
 from dpgen_jax.data import Schema, TableEncoder
 from dpgen_jax.metrics._downstream import LabelAccuracyProtocol
 from dpgen_jax.metrics._fidelity import (
@@ -28,7 +29,6 @@ from dpgen_jax.metrics._registry import METRICS, MetricInputs
 from dpgen_jax.metrics._dimension_wise import DIMENSION_WISE_TREES, is_all_binary
 from dpgen_jax.metrics._inputs import (
     Table,
-    check_int,
     check_label,
     check_same_columns,
     check_schema,
@@ -182,12 +182,12 @@ def evaluate(
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     check_schema(schema)
-    seed = check_int(seed, "seed", 0)
-    n_triples = check_int(n_triples, "n_triples", 1)
-    histogram_bins = check_int(histogram_bins, "histogram_bins", 1)
-    marginal_bins = check_int(marginal_bins, "marginal_bins", 1)
-    max_3way_triples = check_int(max_3way_triples, "max_3way_triples", 1)
-    max_2way_pairs = check_int(max_2way_pairs, "max_2way_pairs", 1)
+    seed = _v.whole(seed=seed)
+    n_triples = _v.whole(minimum=1, n_triples=n_triples)
+    histogram_bins = _v.whole(minimum=1, histogram_bins=histogram_bins)
+    marginal_bins = _v.whole(minimum=1, marginal_bins=marginal_bins)
+    max_3way_triples = _v.whole(minimum=1, max_3way_triples=max_3way_triples)
+    max_2way_pairs = _v.whole(minimum=1, max_2way_pairs=max_2way_pairs)
     resolve_spacing(schema, marginal_spacing)  # fail before any work on a bad spacing
     given: dict[str, tuple[tuple[str, ...], ...]] = {}
     for k, name, value in ((2, "marginal_pairs", marginal_pairs), (3, "marginal_triples", marginal_triples)):

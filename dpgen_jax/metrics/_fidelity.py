@@ -18,10 +18,11 @@ import numpy as np
 import pandas as pd
 from scipy.stats import wasserstein_distance
 
+from dpgen_jax import _validate as _v
 from dpgen_jax.data import BinSpacing, Schema, bin_edges, bin_index
 from dpgen_jax.data._check import show_values
 from dpgen_jax.metrics._divergence import distribution_from_codes, jensen_shannon
-from dpgen_jax.metrics._inputs import Table, check_int, prepare_frames, missing_as_value
+from dpgen_jax.metrics._inputs import Table, prepare_frames, missing_as_value
 
 #: Default number of public bins of a continuous column in the marginal distances.
 MARGINAL_BINS = 20
@@ -156,7 +157,7 @@ def total_variation_1way(
         0.5
     """
     ref, syn = prepare_frames(schema, real=real, synthetic=synthetic)
-    return total_variation_1way_from_tables(ref, syn, schema, check_int(bins, "bins", 1), spacing)
+    return total_variation_1way_from_tables(ref, syn, schema, _v.whole(minimum=1, bins=bins), spacing)
 
 
 # -- k-way marginal L1 (k = 2, 3) ------------------------------------------------------------
@@ -299,10 +300,10 @@ def _marginal_l1(
         syn,
         schema,
         k,
-        bins=check_int(bins, "bins", 1),
+        bins=_v.whole(minimum=1, bins=bins),
         spacing=spacing,
-        max_subsets=check_int(max_subsets, f"max_{_SUBSETS[k]}", 1),
-        seed=check_int(seed, "seed", 0),
+        max_subsets=_v.count(max_subsets, f"max_{_SUBSETS[k]}", 1),
+        seed=_v.whole(seed=seed),
         given=given,
     )
 

@@ -1,5 +1,8 @@
 """Input checks for the metrics; every message names the argument or column and what was expected.
 
+Numbers (counts, seeds, bins) are checked by ``dpgen_jax._validate`` (``_validate.whole``), as
+everywhere else; this module checks frames, schemas, labels and feature lists.
+
 Frames are checked against the schema by the data layer's ``check_frame`` (columns, emptiness;
 the same check and wording as the encoder's), and their values by
 :class:`~dpgen_jax.data.TableEncoder` (categories, bounds, missing values), whose error is
@@ -11,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-import numbers
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -168,18 +170,6 @@ def check_label(
             "this metric needs a binary label (2 categories)."
         )
     return name
-
-
-def check_int(value: Any, name: str, minimum: int) -> int:
-    """Return ``value`` as int if it is an integer >= ``minimum``, else raise ValueError."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"Expected {name}={value!r} to be an integer >= {minimum}.")
-    return int(value)
-
-
-def check_optional_int(value: Any, name: str, minimum: int) -> int | None:
-    """As :func:`check_int`, but None passes through."""
-    return None if value is None else check_int(value, name, minimum)
 
 
 def check_features(features: Sequence[str] | None, schema: Schema, name: str = "features") -> list[str]:

@@ -14,8 +14,9 @@ import pandas as pd
 from sklearn.decomposition import PCA
 from threadpoolctl import threadpool_limits
 
+from dpgen_jax import _validate as _v
 from dpgen_jax.data import Column, Schema, TableEncoder
-from dpgen_jax.metrics._inputs import Table, check_int, check_schema, prepare, missing_as_value
+from dpgen_jax.metrics._inputs import Table, check_schema, prepare, missing_as_value
 
 #: Default number of equal-width histogram bins of a continuous column in the marginal plots (the
 #: paper does not fix it).
@@ -90,7 +91,7 @@ def one_way_marginals(
         TypeError, ValueError: on frames that do not match the schema or ``bins < 1``.
     """
     check_schema(schema)
-    bins = check_int(bins, "bins", 1)
+    bins = _v.whole(minimum=1, bins=bins)
     enc = TableEncoder(schema)
     return one_way_marginals_from_tables(
         prepare(real, schema, "real", enc), prepare(synthetic, schema, "synthetic", enc), schema, bins
@@ -262,9 +263,9 @@ def three_way_marginal(
             invalid counts.
     """
     check_schema(schema)
-    n_triples = check_int(n_triples, "n_triples", 1)
-    n_bins = check_int(n_bins, "n_bins", 1)
-    seed = check_int(seed, "seed", 0)
+    n_triples = _v.whole(minimum=1, n_triples=n_triples)
+    n_bins = _v.whole(minimum=1, n_bins=n_bins)
+    seed = _v.whole(seed=seed)
     enc = TableEncoder(schema)
     return three_way_marginal_from_tables(
         prepare(real, schema, "real", enc),
