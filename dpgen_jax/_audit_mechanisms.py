@@ -372,6 +372,7 @@ def audit_sanitizer(key: jax.Array, *, target_epsilon: float, delta: float = 1e-
     step_c, step_sigma = c, _broken_noise(sigma, broken)
     if broken == "no_clip":
         step_c, step_sigma = c * _NO_CLIP_FACTOR, sigma / _NO_CLIP_FACTOR
+    step_std = privacy.noise_std_of(step_sigma, phase.row_sensitivity(step_c))  # sigma * 2C
 
     def one(k, present):
         cotangent = jnp.where(present, 1.0, -1.0) * s * c * u
@@ -379,7 +380,7 @@ def audit_sanitizer(key: jax.Array, *, target_epsilon: float, delta: float = 1e-
         def loss(theta):
             x = jnp.broadcast_to(theta, (b, d))
             out = dpsgd.sanitized(x, k if step_sigma else None, clip_norm=step_c,
-                                  noise_multiplier=step_sigma, scale=1.0 / b)
+                                  noise_std=step_std, scale=1.0 / b)
             return jnp.sum(out @ cotangent)
 
         g = jax.grad(loss)(jnp.zeros(d))
@@ -495,7 +496,7 @@ def audit_dp_em(key: jax.Array, *, target_epsilon: float, delta: float = 1e-5,
                 runs: int = 1_000_000, base_rows: int = 1000, iterations: int = 1,
                 chunk: int = 16384, significance: float = 0.05,
                 broken: str | None = None) -> ManyRunResult:
-    """Audits DP-EM by sufficient-statistics perturbation (:func:`dpgen_jax.dpsgd.dp_em_ssp`).
+    """Audits DP-EM by sufficient-statistics perturbation (``dpgen_jax.synthesizers._dp_em.dp_em_ssp``).
 
     The mechanism is ``dp_em_ssp`` with one component in one dimension and ``iterations`` (J)
     iterations; the claim is ``privacy.GaussianPhase("dp-em", sigma, steps=3 * J,
@@ -529,9 +530,11 @@ def audit_dp_em(key: jax.Array, *, target_epsilon: float, delta: float = 1e-5,
     step_sigma = _broken_noise(sigma, broken)
     a2 = min(0.25, 8.0 * sigma / n)
     b, q, w, unit_noise = _dp_em_observer(a2)
+    from dpgen_jax.synthesizers import _dp_em
+
     t0 = time.perf_counter()
     k_init, k_runs = jax.random.split(key)
-    init = dpsgd.init_mixture(k_init, 1, 1)
+    init = _dp_em.init_mixture(k_init, 1, 1)
     a = math.sqrt(a2)
     x = jnp.concatenate([jnp.full((n // 2, 1), b + a), jnp.full((n // 2, 1), b - a),
                          jnp.ones((1, 1))]).astype(jnp.float32)
@@ -539,7 +542,7 @@ def audit_dp_em(key: jax.Array, *, target_epsilon: float, delta: float = 1e-5,
 
     def one(kk, present):
         mask = jnp.concatenate([jnp.ones(n), present.astype(jnp.float32)[None]])
-        mix = dpsgd.dp_em_ssp(x, kk, init, iterations=j, noise_multiplier=step_sigma, mask=mask)
+        mix = _dp_em.dp_em_ssp(x, kk, init, iterations=j, noise_multiplier=step_sigma, mask=mask)
         mu = mix.means[0, 0]
         m2 = mix.covariances[0, 0, 0] + mu * mu
         return n * (w1 * (mu - b) + w2 * (m2 - q))

@@ -41,7 +41,7 @@ def _worker(part: str) -> dict:  # runs in the subprocess, with DEVICES host dev
 
     from dpgen_jax import dpsgd, privacy
     from dpgen_jax.data import TableEncoder
-    from dpgen_jax.synthesizers import _training
+    from dpgen_jax.synthesizers import _dpsgd_phases
     from dpgen_jax.synthesizers import dp_syn
     from dpgen_jax.synthesizers import gs_wgan as gw
     from tests import _tables
@@ -108,7 +108,7 @@ def _worker(part: str) -> dict:  # runs in the subprocess, with DEVICES host dev
     out["noise"] = noise
 
     # 4. Several steps through run_phase (Adam, chunks of 3) on a network with LayerNorm, and
-    # through _training.run_private_phase with mesh= and with an ambient data_parallel block.
+    # through _dpsgd_phases.run_private_phase with mesh= and with an ambient data_parallel block.
     class Net(nn.Module):
         @nn.compact
         def __call__(self, x):
@@ -134,16 +134,17 @@ def _worker(part: str) -> dict:  # runs in the subprocess, with DEVICES host dev
         got = dpsgd.run_phase(step, state, x, jax.random.key(2), 7, chunk_size=3)
         phases[f"run_phase/{method}/{devices}"] = _flat(got.params) + [int(got.steps)]
     # the same step as the phase of rate 0.2 above, through the synthesizers' helper
-    got = _training.run_private_phase(mse, optax.adam(1e-2), params0, x, jax.random.key(2),
-                                      _training.dpsgd_phase("p", batch_size=40, num_records=200,
-                                                            noise_multiplier=0.8, steps=7, clip_norm=0.5),
-                                      mesh=dpsgd.data_mesh(4), chunk_size=3)
+    got = _dpsgd_phases.run_private_phase(mse, optax.adam(1e-2), params0, x, jax.random.key(2),
+                                          _dpsgd_phases.dpsgd_phase("p", batch_size=40, num_records=200,
+                                                                    noise_multiplier=0.8, steps=7,
+                                                                    clip_norm=0.5),
+                                          mesh=dpsgd.data_mesh(4), chunk_size=3)
     phases["private_phase/4"] = _flat(got.params) + [int(got.steps)]
     # the accounted phase of each run, from its executed step count
     phases["epsilon"] = {
-        name: privacy.epsilon([_training.dpsgd_phase("p", batch_size=40, num_records=200,
-                                                     noise_multiplier=0.8, steps=int(v[-1]),
-                                                     clip_norm=0.5)], 1e-5)
+        name: privacy.epsilon([_dpsgd_phases.dpsgd_phase("p", batch_size=40, num_records=200,
+                                                         noise_multiplier=0.8, steps=int(v[-1]),
+                                                         clip_norm=0.5)], 1e-5)
         for name, v in phases.items()}
     out["phases"] = phases
 

@@ -1,4 +1,4 @@
-"""``_training.params_average``: the bias-corrected exponential moving average of a network's
+"""``_dpsgd_phases.params_average``: the bias-corrected exponential moving average of a network's
 iterates, kept in the optimizer state. Oracle: the average written out by hand over the iterates
 of a plain loop of the same optimizer."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import optax
 import pytest
 
-from dpgen_jax.synthesizers._training import averaged_params, params_average
+from dpgen_jax.synthesizers._dpsgd_phases import averaged_params, params_average
 
 
 def _iterates(opt, params, grads):

@@ -306,7 +306,7 @@ def test_noise_std_is_sigma_times_the_sensitivity_each_phase_kind_owns():
     assert GaussianPhase("h", 4.0, 1, sensitivity=2.0).noise_std == 4.0 * 2.0
     sharded = ShardedSanitizerPhase("g", 10, 5, 4, 1.07, 100, clip_norm=0.5)
     assert sharded.noise_std == 2.0 * 0.5 * 1.07  # per-row replacement sensitivity 2C
-    assert sharded.noise_std == ShardedSanitizerPhase.sanitizer_noise_std(0.5, 1.07)
+    assert sharded.noise_std == 1.07 * (2 * 0.5)
     assert privacy.noise_std_of(3.0, 0.25) == 0.75
     for phase, words in ((DPSGDPhase("a", 0.01, 1.5, 10), "no clip_norm yet"),
                          (GaussianPhase("h", 4.0), "states no sensitivity"),

@@ -13,10 +13,10 @@ import numbers
 from typing import Any, Literal
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
+from dpgen_jax._random import host_rng
 from dpgen_jax.data._bins import bin_edges, bin_index
 from dpgen_jax.data._check import check_key
 from dpgen_jax.data._encoder import TableEncoder, _decode_integer, _values_from_codes
@@ -34,12 +34,6 @@ LOG_SPAN = 1000.0
 def auto_spacing(column: Column) -> str:
     """The ``"auto"`` spacing of a continuous column: ``"log"`` or ``"equal"`` (see :data:`LOG_SPAN`)."""
     return "log" if column.lower >= 0 and column.upper - column.lower >= LOG_SPAN else "equal"
-
-
-def numpy_rng(key: jax.Array) -> np.random.Generator:
-    """A numpy generator seeded with 128 bits drawn from a JAX key (one small compiled call)."""
-    words = np.asarray(jax.random.bits(key, (4,), dtype=jnp.uint32)).tolist()
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(words)))
 
 
 class Discretizer:
@@ -190,7 +184,7 @@ class Discretizer:
         if c.ndim != 2 or c.shape[1] != len(self.sizes) or not np.issubdtype(c.dtype, np.integer):
             raise ValueError(f"codes has shape {c.shape} and dtype {c.dtype}; expected (n, "
                              f"{len(self.sizes)}) integers.")
-        rng = numpy_rng(key)
+        rng = host_rng(key)
         out: dict[str, Any] = {}
         for j, col in enumerate(self.schema.columns):
             v = c[:, j]
@@ -283,4 +277,4 @@ class BinnedEncoder:
         return frame
 
 
-__all__ = ["BinnedEncoder", "Discretizer", "LOG_SPAN", "SPACINGS", "auto_spacing", "numpy_rng"]
+__all__ = ["BinnedEncoder", "Discretizer", "LOG_SPAN", "SPACINGS", "auto_spacing"]

@@ -14,10 +14,10 @@ import warnings
 from typing import Any, Literal, NamedTuple, get_args
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
+from dpgen_jax._random import host_rng
 from dpgen_jax.data._check import check_key, show_values
 from dpgen_jax.data._missing import from_model_frame, model_schema, to_model_frame
 from dpgen_jax.data._schema import Column, Schema
@@ -380,8 +380,7 @@ class TableEncoder:
             n_draws = sum(1 for b in self.blocks if b.kind != "continuous")
             # 128 bits from the key seed a numpy PCG64 stream: one fixed-shape JAX call (compiled
             # once per process) however many rows are decoded.
-            words = np.asarray(jax.random.bits(key, (4,), dtype=jnp.uint32)).tolist()
-            rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(words)))
+            rng = host_rng(key)
             uniforms = rng.random((n_draws, n))  # in [0, 1); row d for the d-th discrete column
         out: dict[str, Any] = {}
         draw = 0

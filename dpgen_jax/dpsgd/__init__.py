@@ -12,10 +12,11 @@
 - :func:`sanitized` / :func:`sanitize_rows`: the generator-side gradient sanitiser (an identity
   whose backward pass clips each row's gradient and adds Gaussian noise once; GS-WGAN).
 - :func:`data_mesh` / :func:`data_parallel`: data-parallel DP-SGD over several devices
-  (``make_dp_step(..., mesh=...)``; :func:`replicate`, :func:`shared_key`; docs/scaling.md).
-- :func:`make_key`: 64-bit OS-entropy keys unless a seed is given.
-- :func:`dp_em_ssp`: DP-EM for a Gaussian mixture by sufficient-statistics perturbation
-  (:func:`init_mixture`, :func:`sample_mixture`, :func:`sufficient_statistics`).
+  (``make_dp_step(..., mesh=...)``; :func:`replicate`; docs/scaling.md).
+- :func:`make_key`: 64-bit OS-entropy keys unless a seed is given; :func:`shared_key`: the same key
+  on every process; :func:`host_rng`: a numpy generator from a key (host-side draws);
+  :func:`host_gumbel`: the exponential mechanism's Gumbel draws. Every key of a run comes from
+  :func:`make_key`, every host generator from :func:`host_rng`.
 """
 
 from dpgen_jax.dpsgd._clipping import (
@@ -28,25 +29,7 @@ from dpgen_jax.dpsgd._clipping import (
     grad_sum,
     per_example_grads,
 )
-from dpgen_jax.dpsgd._dp_em import (
-    Mixture,
-    clip_rows,
-    dp_em_ssp,
-    init_mixture,
-    m_step,
-    sample_mixture,
-    sufficient_statistics,
-)
-from dpgen_jax.dpsgd._keys import RunKey, make_key
-from dpgen_jax.dpsgd._noise import add_gaussian_noise, gaussian_noise
-from dpgen_jax.dpsgd._sanitizer import sanitize_rows, sanitized
-from dpgen_jax.dpsgd._sampling import (
-    PoissonChunk,
-    default_capacity,
-    poisson_chunk,
-    poisson_sample_indices,
-)
-from dpgen_jax.dpsgd._sharding import (
+from dpgen_jax.dpsgd._devices import (
     current_mesh,
     data_mesh,
     data_parallel,
@@ -54,7 +37,15 @@ from dpgen_jax.dpsgd._sharding import (
     pad_to_devices,
     replicate,
     resolve_mesh,
-    shared_key,
+)
+from dpgen_jax.dpsgd._keys import RunKey, host_gumbel, host_rng, make_key, shared_key
+from dpgen_jax.dpsgd._noise import add_gaussian_noise, gaussian_noise
+from dpgen_jax.dpsgd._sanitizer import sanitize_rows, sanitized
+from dpgen_jax.dpsgd._sampling import (
+    PoissonChunk,
+    default_capacity,
+    poisson_chunk,
+    poisson_sample_indices,
 )
 from dpgen_jax.dpsgd._step import (
     GroupRates,
@@ -71,7 +62,6 @@ __all__ = [
     "FALLBACKS",
     "GroupRates",
     "METHODS",
-    "Mixture",
     "PoissonChunk",
     "RunKey",
     "TrainState",
@@ -79,19 +69,17 @@ __all__ = [
     "check_method",
     "add_gaussian_noise",
     "clip_factors",
-    "clip_rows",
     "clipped_grad_sum",
     "current_mesh",
     "data_mesh",
     "data_parallel",
     "default_capacity",
-    "dp_em_ssp",
     "gather_rows",
     "gaussian_noise",
     "grad_sum",
-    "init_mixture",
+    "host_gumbel",
+    "host_rng",
     "init_state",
-    "m_step",
     "make_dp_step",
     "make_key",
     "make_phase_runner",
@@ -104,9 +92,7 @@ __all__ = [
     "resolve_mesh",
     "run_chunks",
     "run_phase",
-    "sample_mixture",
     "sanitize_rows",
     "sanitized",
     "shared_key",
-    "sufficient_statistics",
 ]

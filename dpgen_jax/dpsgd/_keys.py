@@ -3,6 +3,14 @@
 With no seed, every key (initialisation, sampling, noise) is derived from
 OS entropy; a user seed makes the run reproducible for research, and the privacy report then says
 the noise was seeded and the run is not fit for release. There is never a fixed default key.
+
+This module and :mod:`dpgen_jax.dpsgd._noise` (the Gaussian noise) own the library's randomness:
+
+- :func:`make_key`: the root key of a run; :func:`shared_key`: the same key on every process;
+- :func:`host_rng`: a numpy generator from a JAX key, for draws made on the host (the marginal
+  methods' selections and decoding);
+- :func:`host_gumbel`: the Gumbel draws of the exponential mechanism (Gumbel-max), from a
+  :func:`host_rng` generator.
 """
 
 from __future__ import annotations
@@ -12,6 +20,8 @@ from typing import NamedTuple
 
 import jax
 import numpy as np
+
+from dpgen_jax._random import host_gumbel, host_rng
 
 
 class RunKey(NamedTuple):
@@ -35,3 +45,21 @@ def make_key(seed: int | None = None) -> RunKey:
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise TypeError(f"Expected seed={seed!r} to be an int or None.")
     return RunKey(jax.random.key(seed), True)
+
+
+def shared_key(key: jax.Array) -> jax.Array:
+    """``key`` as drawn by process 0, on every process (the key itself when there is one process).
+
+    A multi-host run must use one key everywhere: each process samples the batch and draws the
+    noise itself, and the copies must agree. With OS-entropy keys (no seed) every process draws a
+    different key, so process 0's is broadcast to all (``multihost_utils.broadcast_one_to_all``).
+    """
+    if jax.process_count() == 1:
+        return key
+    from jax.experimental import multihost_utils
+
+    data = multihost_utils.broadcast_one_to_all(np.asarray(jax.random.key_data(key)))
+    return jax.random.wrap_key_data(np.asarray(data), impl=jax.random.key_impl(key))
+
+
+__all__ = ["RunKey", "host_gumbel", "host_rng", "make_key", "shared_key"]

@@ -8,9 +8,9 @@ discriminator. :func:`sanitized` places that barrier on a generated batch ``x`` 
 
 * forward: the identity;
 * backward: the incoming cotangent ``g`` (B, ...) is clipped row by row to L2 norm ``clip_norm``
-  (C), Gaussian noise of standard deviation ``2 * C * noise_multiplier`` is added to every
-  coordinate (the per-row replacement sensitivity is 2C: two clipped rows differ by at most 2C), and
-  the result is multiplied by ``scale`` (e.g. 1/B for a mean loss).
+  (C), Gaussian noise of standard deviation ``noise_std`` is added to every coordinate (the
+  accounted phase's sigma times the per-row replacement sensitivity 2C: two clipped rows differ by
+  at most 2C), and the result is multiplied by ``scale`` (e.g. 1/B for a mean loss).
 
 Every term of a loss that consumes ``x`` (an adversarial term, an information loss, an auxiliary
 classifier) sums into one cotangent before the backward rule runs, so noise is added exactly once
@@ -22,8 +22,8 @@ step's discriminator could have seen) belongs to the caller; for GS-WGAN it is
 
 Noise is the engine's tail-safe generator (:func:`~dpgen_jax.dpsgd.gaussian_noise`), drawn inside
 the compiled backward pass; its std is the accounted phase's
-(:meth:`dpgen_jax.privacy.ShardedSanitizerPhase.sanitizer_noise_std`, sigma times the per-row
-sensitivity 2C), never computed here.
+(:attr:`dpgen_jax.privacy.ShardedSanitizerPhase.noise_std`, sigma times the per-row sensitivity
+2C), passed in by the caller and never computed here.
 """
 
 from __future__ import annotations
@@ -35,18 +35,18 @@ import jax
 import jax.numpy as jnp
 
 from dpgen_jax.dpsgd._noise import gaussian_noise
-from dpgen_jax.privacy import ShardedSanitizerPhase
 
 
 def sanitize_rows(g: jax.Array, key: jax.Array | None, *, clip_norm: float,
-                  noise_multiplier: float, scale: float = 1.0) -> jax.Array:
-    """``scale * (clip_C(g_i) + N(0, (2 C sigma)^2 I))`` for every row ``g_i`` of ``g``.
+                  noise_std: float, scale: float = 1.0) -> jax.Array:
+    """``scale * (clip_C(g_i) + N(0, noise_std^2 I))`` for every row ``g_i`` of ``g``.
 
     Args:
         g: ``(B, ...)`` per-row gradients (each row flattened for its norm).
-        key: the secret noise key; None only with ``noise_multiplier == 0``.
+        key: the secret noise key; None only with ``noise_std == 0``.
         clip_norm: C > 0.
-        noise_multiplier: sigma >= 0 (0: clipping only, no privacy).
+        noise_std: the accounted phase's noise std, sigma * 2C, >= 0 (0: clipping only, no
+            privacy).
         scale: a public factor applied last (1/B for a loss that averages the rows).
     """
     flat = g.reshape(g.shape[0], -1).astype(jnp.float32)
@@ -54,57 +54,57 @@ def sanitize_rows(g: jax.Array, key: jax.Array | None, *, clip_norm: float,
     # min(1, C / norm) with the norm computed in float32; rows of norm 0 stay 0.
     factor = jnp.minimum(1.0, clip_norm / jnp.maximum(norms, jnp.finfo(jnp.float32).tiny))
     out = flat * factor
-    if noise_multiplier:
+    if noise_std:
         if key is None:
-            raise ValueError("sanitize_rows: a key is required when noise_multiplier > 0.")
-        std = ShardedSanitizerPhase.sanitizer_noise_std(clip_norm, noise_multiplier)  # sigma * 2C
-        out = out + std * gaussian_noise(key, out.shape)
+            raise ValueError("sanitize_rows: a key is required when noise_std > 0.")
+        out = out + noise_std * gaussian_noise(key, out.shape)
     return (out * scale).reshape(g.shape).astype(g.dtype)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3, 4))
-def _barrier(x, key_data, clip_norm, noise_multiplier, scale):
+def _barrier(x, key_data, clip_norm, noise_std, scale):
     return x
 
 
-def _barrier_fwd(x, key_data, clip_norm, noise_multiplier, scale):
+def _barrier_fwd(x, key_data, clip_norm, noise_std, scale):
     return x, key_data
 
 
-def _barrier_bwd(clip_norm, noise_multiplier, scale, key_data, g):
+def _barrier_bwd(clip_norm, noise_std, scale, key_data, g):
     key = None if key_data is None else jax.random.wrap_key_data(key_data)
-    out = sanitize_rows(g, key, clip_norm=clip_norm, noise_multiplier=noise_multiplier, scale=scale)
+    out = sanitize_rows(g, key, clip_norm=clip_norm, noise_std=noise_std, scale=scale)
     return out, None if key_data is None else jnp.zeros_like(key_data, dtype=jax.dtypes.float0)
 
 
 _barrier.defvjp(_barrier_fwd, _barrier_bwd)
 
 
-def sanitized(x: jax.Array, key: jax.Array | None, *, clip_norm: float, noise_multiplier: float,
+def sanitized(x: jax.Array, key: jax.Array | None, *, clip_norm: float, noise_std: float,
               scale: float = 1.0) -> jax.Array:
     """``x`` unchanged, with a backward pass that sanitises the gradient per row (module docstring).
 
     Args:
         x: ``(B, ...)`` generated rows.
         key: the secret noise key of this step (a ``jax.random`` key); None only when
-            ``noise_multiplier`` is 0.
+            ``noise_std`` is 0.
         clip_norm: the per-row clip norm C (a Python number > 0).
-        noise_multiplier: sigma (a Python number >= 0); the noise std is ``2 * C * sigma``.
+        noise_std: the std of the noise on each coordinate (a Python number >= 0): the accounted
+            phase's ``noise_std``, sigma * 2C (:class:`dpgen_jax.privacy.ShardedSanitizerPhase`).
         scale: multiplies the sanitised cotangent (1/B turns a summed loss into a mean).
 
     Raises:
-        ValueError: a bad clip norm, noise multiplier or scale, or a missing key.
+        ValueError: a bad clip norm, noise std or scale, or a missing key.
     """
     if isinstance(clip_norm, bool) or not float(clip_norm) > 0 or not math.isfinite(clip_norm):
         raise ValueError(f"Expected clip_norm={clip_norm!r} to be a finite number > 0.")
-    if isinstance(noise_multiplier, bool) or not float(noise_multiplier) >= 0 or not math.isfinite(noise_multiplier):
-        raise ValueError(f"Expected noise_multiplier={noise_multiplier!r} to be a finite number >= 0.")
+    if isinstance(noise_std, bool) or not float(noise_std) >= 0 or not math.isfinite(noise_std):
+        raise ValueError(f"Expected noise_std={noise_std!r} to be a finite number >= 0.")
     if isinstance(scale, bool) or not float(scale) > 0:
         raise ValueError(f"Expected scale={scale!r} to be a number > 0.")
-    if key is None and noise_multiplier:
-        raise ValueError("Expected a key: noise_multiplier > 0 needs a secret noise key.")
+    if key is None and noise_std:
+        raise ValueError("Expected a key: noise_std > 0 needs a secret noise key.")
     key_data = None if key is None else jax.random.key_data(key)
-    return _barrier(x, key_data, float(clip_norm), float(noise_multiplier), float(scale))
+    return _barrier(x, key_data, float(clip_norm), float(noise_std), float(scale))
 
 
 __all__ = ["sanitize_rows", "sanitized"]

@@ -26,7 +26,7 @@ from dpgen_jax import privacy
 from dpgen_jax.dpsgd._clipping import check_method, clipped_grad_sum, grad_sum
 from dpgen_jax.dpsgd._noise import add_gaussian_noise
 from dpgen_jax.dpsgd._sampling import default_capacity, poisson_chunk
-from dpgen_jax.dpsgd._sharding import mesh_axis, pad_to_devices, resolve_mesh
+from dpgen_jax.dpsgd._devices import mesh_axis, pad_to_devices, resolve_mesh
 
 
 class TrainState(NamedTuple):

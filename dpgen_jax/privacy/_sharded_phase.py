@@ -15,7 +15,7 @@ from typing import Any, Literal
 import dp_accounting as dpa
 
 from dpgen_jax import _validate as _v
-from dpgen_jax.privacy._phases import NeighboringRelation, Phase, noise_std_of
+from dpgen_jax.privacy._phases import NeighboringRelation, Phase
 from dpgen_jax.privacy._sharded import MixtureAnalyticAccountant, ShardedMixtureDpEvent
 
 ShardAccounting = Literal["proven", "assumed", "paper", "strict"]
@@ -213,12 +213,6 @@ class ShardedSanitizerPhase(Phase):
     def row_sensitivity(clip_norm: float) -> float:
         """2C: two rows' gradients clipped to C differ by at most 2C (per-row replacement)."""
         return 2.0 * clip_norm
-
-    @classmethod
-    def sanitizer_noise_std(cls, clip_norm: float, noise_multiplier: float) -> float:
-        """sigma * 2C, the :attr:`noise_std` of a phase with clip norm C and noise multiplier sigma,
-        for the sanitiser's own arguments (:func:`dpgen_jax.dpsgd.sanitize_rows`)."""
-        return noise_std_of(noise_multiplier, cls.row_sensitivity(clip_norm))
 
     @property
     def noise_sensitivity(self) -> float | None:

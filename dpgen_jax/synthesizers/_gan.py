@@ -30,7 +30,7 @@ import optax
 
 from dpgen_jax._typing import PyTree
 from dpgen_jax import dpsgd, privacy
-from dpgen_jax.synthesizers._training import torch_rmsprop, weight_clamp
+from dpgen_jax.synthesizers._dpsgd_phases import torch_rmsprop, weight_clamp
 
 CRITIC_CLIPPINGS = ("paired", "real_only")
 

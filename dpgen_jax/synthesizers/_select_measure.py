@@ -32,7 +32,7 @@ import numpy as np
 from scipy import optimize
 
 from dpgen_jax import dpsgd, privacy
-from dpgen_jax.data._discrete import Discretizer, numpy_rng
+from dpgen_jax.data._discrete import Discretizer
 from dpgen_jax.synthesizers._base import Synthesizer
 
 Clique = tuple[int, ...]
@@ -125,7 +125,7 @@ def exponential_mechanism(quality: np.ndarray, epsilon: float | None, rng: np.ra
     q = np.asarray(quality, np.float64)
     if epsilon is None:
         return int(np.argmax(q))
-    return int(np.argmax(epsilon * q / (2.0 * sensitivity) + rng.gumbel(size=q.size)))
+    return int(np.argmax(epsilon * q / (2.0 * sensitivity) + dpsgd.host_gumbel(rng, q.size)))
 
 
 
@@ -218,7 +218,7 @@ def select(quality: Mapping[Clique, float], weights: Mapping[Clique, float], eps
     divided by Delta have sensitivity 1); Gumbel-max sampling. None: the best score."""
     keys = list(quality)
     q = np.array([quality[r] for r in keys], np.float64)
-    i = exponential_mechanism(q, epsilon, numpy_rng(key), sensitivity=max(weights[r] for r in keys))
+    i = exponential_mechanism(q, epsilon, dpsgd.host_rng(key), sensitivity=max(weights[r] for r in keys))
     return keys[i]
 
 

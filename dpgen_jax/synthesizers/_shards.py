@@ -82,7 +82,7 @@ def step_keys(key: jax.Array, k: int) -> tuple[jax.Array, jax.Array, jax.Array, 
 
 def sanitizer_hook(phase) -> privacy.ShardedSanitizerPhase | None:
     """The sanitiser a sharded generator step applies: the accounted ``phase`` (its clip norm and
-    noise multiplier; ``steps`` set to 0 so that one compiled step serves a phase of any length),
+    noise std; ``steps`` set to 0 so that one compiled step serves a phase of any length),
     or None for a ``NonPrivatePhase`` (no clipping, no noise)."""
     if isinstance(phase, privacy.NonPrivatePhase):
         return None
@@ -96,9 +96,10 @@ def hooked(rows: jax.Array, key: jax.Array, hook: privacy.ShardedSanitizerPhase 
            batch_size: int) -> tuple[jax.Array, float]:
     """``(rows, divisor)`` for a loss summed over the generated rows and divided by ``divisor``:
     with a ``hook`` the rows pass through ``dpsgd.sanitized`` (each row's cotangent clipped to the
-    phase's C, Gaussian noise of its noise multiplier, scale 1/B) and the divisor is 1; without
-    one the rows are unchanged and the divisor is B (the same mean, no clipping or noise)."""
+    phase's C, Gaussian noise of the phase's ``noise_std``, sigma * 2C, scale 1/B) and the divisor
+    is 1; without one the rows are unchanged and the divisor is B (the same mean, no clipping or
+    noise)."""
     if hook is None:
         return rows, float(batch_size)
-    return dpsgd.sanitized(rows, key, clip_norm=hook.clip_norm, noise_multiplier=hook.noise_multiplier,
+    return dpsgd.sanitized(rows, key, clip_norm=hook.clip_norm, noise_std=hook.noise_std,
                            scale=1.0 / batch_size), 1.0

@@ -52,7 +52,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpgen_jax import _validate as _v
-from dpgen_jax.data._discrete import SPACINGS, numpy_rng
+from dpgen_jax import dpsgd
+from dpgen_jax.data._discrete import SPACINGS
 from dpgen_jax.synthesizers import _select_measure as sm
 from dpgen_jax.synthesizers._base import SynthesizerConfig, Release, register
 
@@ -374,7 +375,7 @@ def sample_codes(tables: Mapping[str, Any], cliques: Sequence[Clique], sizes: Se
     new columns jointly given the columns already drawn (its separator), by inverse CDF per
     separator value (a zero row falls back to the new columns' marginal)."""
     d = len(sizes)
-    rng = numpy_rng(key)
+    rng = dpsgd.host_rng(key)
     out = np.full((n, d), -1, np.int64)
     done: list[int] = []
     for i, c in enumerate(cliques):

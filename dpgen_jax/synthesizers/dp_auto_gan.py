@@ -36,7 +36,7 @@ from dpgen_jax._typing import PyTree
 from dpgen_jax import _validate as _v
 from dpgen_jax import data as data_lib
 from dpgen_jax import dpsgd, models
-from dpgen_jax.synthesizers import _gan, _training
+from dpgen_jax.synthesizers import _gan, _dpsgd_phases
 from dpgen_jax.synthesizers._base import Flags, Synthesizer, SynthesizerConfig, Release, register
 
 
@@ -258,7 +258,7 @@ def ae_loss_fn(config: DPAutoGANConfig, width: int) -> Callable:
 
 
 def _ae_optimizer(config: DPAutoGANConfig):
-    return _training.torch_adam(config.ae_learning_rate)
+    return _dpsgd_phases.torch_adam(config.ae_learning_rate)
 
 
 def ae_clip_value(config: DPAutoGANConfig) -> float | None:
@@ -297,7 +297,7 @@ def resolve_ae_clip_norm(config: DPAutoGANConfig, schema: data_lib.Schema, ae_pa
             return rows
         return jnp.asarray(enc.encode(data_lib.TableEncoder(schema).decode(rows)))
 
-    value = _training.median_grad_norm_after(
+    value = _dpsgd_phases.median_grad_norm_after(
         loss, _ae_optimizer(config), ae_params, uniform(4096, k_rows), uniform(1024, k_eval), k_train,
         steps=config.clip_calibration_steps, batch_size=config.ae_batch_size)
     return value, (
@@ -311,7 +311,7 @@ def train_autoencoder(config: DPAutoGANConfig, ae_params, data: jax.Array, key: 
                       flags: Flags = FLAGS) -> dpsgd.TrainState:
     """Phase 1: the ``phase.steps`` steps of the joint autoencoder's accounted ``phase`` (from
     :func:`privacy_phases`, its clip norm resolved; a ``NonPrivatePhase``: non-private)."""
-    return _training.run_private_phase(
+    return _dpsgd_phases.run_private_phase(
         ae_loss_fn(config, data.shape[1]), _ae_optimizer(config), ae_params, data, key, phase,
         method=flags.clip_method, chunk_size=flags.chunk_size,
         progress=progress, should_stop=should_stop, checkpoint=checkpoint)
@@ -410,9 +410,9 @@ def privacy_phases(config: DPAutoGANConfig, num_records: int, *,
                     f"{name}={batch} is larger than the {num_records} records (an expected batch "
                     f"must be at most the number of records); set {name} to at most {num_records}, "
                     f"e.g. {name}={max(1, num_records // 4)}.")
-    return [_training.dpsgd_phase(name, batch_size=batch, num_records=num_records,
-                                  noise_multiplier=sigma, steps=steps[name], clip_norm=clip,
-                                  private=private)
+    return [_dpsgd_phases.dpsgd_phase(name, batch_size=batch, num_records=num_records,
+                                      noise_multiplier=sigma, steps=steps[name], clip_norm=clip,
+                                      private=private)
             for name, batch, sigma, clip in (
                 ("autoencoder", config.ae_batch_size, config.ae_noise_multiplier, ae_clip_value(config)),
                 ("critic", config.critic_batch_size, config.critic_noise_multiplier,

@@ -15,7 +15,7 @@ The private rows are partitioned by the schema's label. Then:
    train at once: their parameters are stacked and one compiled step is ``vmap``-ed over the
    groups (``dpsgd.GroupRates``).
 3. **DP-EM.** Per group, a Gaussian mixture on the latent codes (mapped into the unit ball by a
-   fixed map) by sufficient-statistics perturbation (``dpsgd.dp_em_ssp``), also ``vmap``-ed.
+   fixed map) by sufficient-statistics perturbation (``_dp_em.dp_em_ssp``), also ``vmap``-ed.
 4. **Sampling.** Latent codes from each group's mixture, decoded (each categorical value drawn
    from the decoder's softmax by default, ``sample(mode="argmax")`` for the most likely one),
    labelled; rows split by the noisy proportions.
@@ -45,7 +45,7 @@ import pandas as pd
 from dpgen_jax import _validate as _v
 from dpgen_jax import data as data_lib
 from dpgen_jax import dpsgd, models, privacy
-from dpgen_jax.synthesizers import _losses, _training
+from dpgen_jax.synthesizers import _dp_em, _dpsgd_phases, _losses
 from dpgen_jax.synthesizers._base import Flags, Synthesizer, SynthesizerConfig, Release, register
 
 GROUP_COMPOSITIONS = ("parallel", "sequential")
@@ -324,7 +324,7 @@ def make_group_runner(config: DPSYNConfig, blocks: tuple, capacity: int, phase, 
     def loss(params, batch):
         return recon(ae.apply({"params": params}, batch), batch)
 
-    optimizer = _training.torch_adam(config.learning_rate)
+    optimizer = _dpsgd_phases.torch_adam(config.learning_rate)
     step = dpsgd.make_dp_step(loss, optimizer, phase, scan_rows=capacity, method=flags.clip_method,
                               capacity=capacity)
 
@@ -414,7 +414,7 @@ def train_autoencoders(config: DPSYNConfig, blocks: tuple, codes, feats, init_ke
 
 
 def fit_mixtures(config: DPSYNConfig, blocks: tuple, codes, feats, params, key,
-                 noise_multiplier: float) -> dpsgd.Mixture:
+                 noise_multiplier: float) -> _dp_em.Mixture:
     """Phase 3: each group's latent codes (in the unit ball) fitted by DP-EM, groups vmapped, with
     the noise multiplier of the accounted ``dp-em/<group>`` phases (0: plain EM, non-private)."""
     k = jax.tree_util.tree_leaves(params)[0].shape[0]
@@ -422,9 +422,9 @@ def fit_mixtures(config: DPSYNConfig, blocks: tuple, codes, feats, params, key,
     ae = networks(config, feats.shape[1])
     latent = jax.vmap(lambda p, d: ae.apply({"params": p}, d, method=ae.encode))(params, jnp.asarray(data))
     mask = jnp.asarray(np.arange(data.shape[1])[None, :] < sizes[:, None], jnp.float32)
-    inits = jax.vmap(lambda kk: dpsgd.init_mixture(kk, config.em_components, config.latent_dim))(
+    inits = jax.vmap(lambda kk: _dp_em.init_mixture(kk, config.em_components, config.latent_dim))(
         jax.random.split(jax.random.fold_in(key, 0), k))
-    return jax.vmap(lambda u, kk, mi, mk: dpsgd.dp_em_ssp(
+    return jax.vmap(lambda u, kk, mi, mk: _dp_em.dp_em_ssp(
         u, kk, mi, iterations=config.em_iterations, noise_multiplier=noise_multiplier, mask=mk))(
         to_ball(latent), jax.random.split(jax.random.fold_in(key, 1), k), inits, mask)
 
@@ -535,8 +535,8 @@ class DPSYN(Synthesizer):
             if sizes[j] == 0:
                 continue
             kj = jax.random.fold_in(key, j)
-            mix = dpsgd.Mixture(*(self.released["mixture"][f][j] for f in ("weights", "means", "covariances")))
-            u = dpsgd.sample_mixture(mix, jax.random.fold_in(kj, 0), int(sizes[j]))
+            mix = _dp_em.Mixture(*(self.released["mixture"][f][j] for f in ("weights", "means", "covariances")))
+            u = _dp_em.sample_mixture(mix, jax.random.fold_in(kj, 0), int(sizes[j]))
             dec = jax.tree_util.tree_map(lambda a, j=j: a[j], self.released["decoder"])
             logits = decoder.apply({"params": dec}, from_ball(u))
             frame = enc.decode(np.asarray(activate(logits)), mode=mode, key=jax.random.fold_in(kj, 1))

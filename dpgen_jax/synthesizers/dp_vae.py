@@ -32,7 +32,7 @@ from dpgen_jax._typing import PyTree
 from dpgen_jax import _validate as _v
 from dpgen_jax import data as data_lib
 from dpgen_jax import dpsgd, models
-from dpgen_jax.synthesizers import _losses, _training
+from dpgen_jax.synthesizers import _losses, _dpsgd_phases
 from dpgen_jax.synthesizers._base import Flags, Synthesizer, SynthesizerConfig, Release, register
 
 # The paper's noise multipliers for epsilon 0.36 / 0.51 / 1.01 (Tantipongpipat et al. 2021, App. E.3)
@@ -134,8 +134,8 @@ def train_vae(config: DPVAEConfig, blocks: tuple, params, data: jax.Array, key: 
               flags: Flags = FLAGS) -> dpsgd.TrainState:
     """The ``phase.steps`` steps of the accounted ``phase`` (from :func:`privacy_phases`, its clip
     norm resolved; a ``NonPrivatePhase``: non-private) on the joint encoder and decoder."""
-    return _training.run_private_phase(
-        elbo_loss_fn(config, blocks), _training.torch_adam(config.learning_rate), params, data, key,
+    return _dpsgd_phases.run_private_phase(
+        elbo_loss_fn(config, blocks), _dpsgd_phases.torch_adam(config.learning_rate), params, data, key,
         phase, method=flags.clip_method,
         chunk_size=flags.chunk_size, progress=progress, should_stop=should_stop,
         batch_fn=reparameterised_batch(config.latent_dim), checkpoint=checkpoint)
@@ -155,7 +155,7 @@ def resolve_clip_norm(config: DPVAEConfig, schema: data_lib.Schema, params,
     k_rows, k_eps = jax.random.split(key)
     batch = {"x": data_lib.uniform_rows(schema, 1024, k_rows),
              "eps": jax.random.normal(k_eps, (1024, config.latent_dim))}
-    value = _training.median_grad_norm(elbo_loss_fn(config, blocks), params, batch)
+    value = _dpsgd_phases.median_grad_norm(elbo_loss_fn(config, blocks), params, batch)
     return value, (
         f"The clip norm C={value:.6g} was chosen without the private rows: the median per-example "
         "gradient norm of the initial networks on rows drawn uniformly from the public schema.")
@@ -179,7 +179,7 @@ def sample_encoded(config: DPVAEConfig, schema: data_lib.Schema, dec_params, n: 
 def privacy_phases(config: DPVAEConfig, num_records: int, *, steps: Mapping[str, int] | None = None,
                    private: bool = True) -> list:
     """One phase: the joint encoder-decoder Poisson-subsampled Gaussian DP-SGD (or non-private)."""
-    return [_training.dpsgd_phase(
+    return [_dpsgd_phases.dpsgd_phase(
         "vae", batch_size=config.batch_size, num_records=num_records,
         noise_multiplier=config.noise_multiplier, steps=dict(steps or {}).get("vae", config.steps),
         clip_norm=config.clip_norm, private=private)]

@@ -37,7 +37,7 @@ from dpgen_jax._typing import PyTree
 from dpgen_jax import _validate as _v
 from dpgen_jax import data as data_lib
 from dpgen_jax import models
-from dpgen_jax.synthesizers import _gan, _losses, _training
+from dpgen_jax.synthesizers import _gan, _losses, _dpsgd_phases
 from dpgen_jax.synthesizers._base import Flags, Synthesizer, SynthesizerConfig, Release, register
 
 PREPROCESSINGS = ("mixed", "paper")
@@ -213,11 +213,11 @@ def resolve_clip_norm(config: DPWGANConfig, schema: data_lib.Schema, params: Par
     blocks = tuple(data_lib.TableEncoder(schema).blocks)
     width = max(b.stop for b in blocks)
     critic = networks(config, width).critic
-    clamp = _training.weight_clamp(config.weight_clamp) or (lambda p: p)
+    clamp = _dpsgd_phases.weight_clamp(config.weight_clamp) or (lambda p: p)
     k_rows, k_fake = jax.random.split(key)
     batch = {"real": data_lib.uniform_rows(schema, 1024, k_rows),
              "fake": _sample_jit(config, blocks, params.generator, k_fake, 1024)}
-    value = _training.median_grad_norm(
+    value = _dpsgd_phases.median_grad_norm(
         _gan.paired_critic_loss(lambda p, x: critic.apply({"params": p}, x)), clamp(params.critic), batch)
     return value, (
         f"The critic clip norm C={value:.6g} was chosen without the private rows: the median "
@@ -247,7 +247,7 @@ def batch_size_for(config: DPWGANConfig, num_records: int) -> int:
 def privacy_phases(config: DPWGANConfig, num_records: int, *, steps: Mapping[str, int] | None = None,
                    private: bool = True) -> list:
     """One phase: the critic's Poisson-subsampled Gaussian DP-SGD (or non-private)."""
-    return [_training.dpsgd_phase(
+    return [_dpsgd_phases.dpsgd_phase(
         "critic", batch_size=batch_size_for(config, num_records), num_records=num_records,
         noise_multiplier=config.noise_multiplier, steps=dict(steps or {}).get("critic", config.critic_steps),
         clip_norm=config.clip_norm, private=private)]

@@ -31,7 +31,7 @@ import numpy as np
 from dpgen_jax import _validate as _v
 from dpgen_jax import data as data_lib
 from dpgen_jax import dpsgd, privacy
-from dpgen_jax.data._discrete import SPACINGS, numpy_rng
+from dpgen_jax.data._discrete import SPACINGS
 from dpgen_jax.synthesizers._base import Synthesizer, SynthesizerConfig, Release, register
 
 PHASE = "histograms"
@@ -137,7 +137,7 @@ def draw_codes(p: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
 
 def sample_codes(probs: Sequence[np.ndarray], n: int, key: jax.Array) -> np.ndarray:
     """``(n, d)`` codes, column j drawn i.i.d. from ``probs[j]`` independently of the others."""
-    rng = numpy_rng(key)
+    rng = dpsgd.host_rng(key)
     out = np.empty((n, len(probs)), dtype=np.int64)
     for j, p in enumerate(probs):
         out[:, j] = draw_codes(p, n, rng)

@@ -44,8 +44,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpgen_jax import _validate as _v
-from dpgen_jax import privacy
-from dpgen_jax.data._discrete import SPACINGS, numpy_rng
+from dpgen_jax import dpsgd, privacy
+from dpgen_jax.data._discrete import SPACINGS
 from dpgen_jax.synthesizers import _select_measure as sm
 from dpgen_jax.synthesizers._base import SynthesizerConfig, Release, register
 
@@ -178,7 +178,7 @@ def select_tree(scores: np.ndarray, epsilon: float | None, key: jax.Array) -> li
     d = scores.shape[0]
     a, b = np.triu_indices(d, 1)
     comp = np.arange(d)
-    rng = numpy_rng(key)
+    rng = dpsgd.host_rng(key)
     edges = []
     for _ in range(d - 1):
         open_ = np.flatnonzero(comp[a] != comp[b])
@@ -276,7 +276,7 @@ def sample_codes(released: Mapping[str, Any], sizes: Sequence[int], n: int, key:
     d = len(sizes)
     edges = np.asarray(released["edges"]).reshape(-1, 2)
     pairs, margs = np.asarray(released["pairs"], np.float64), np.asarray(released["marginals"], np.float64)
-    rng = numpy_rng(key)
+    rng = dpsgd.host_rng(key)
     out = np.full((n, d), -1, np.int64)
 
     def draw(p: np.ndarray) -> np.ndarray:  # p: (n, k) nonnegative rows

@@ -121,7 +121,7 @@ def contenders(cfg, lay, td, log_probs, state, rows, codes):
         return jax.jit(run), (state,)
 
     from dpgen_jax import dpsgd
-    from dpgen_jax.synthesizers import _training
+    from dpgen_jax.synthesizers import _dpsgd_phases
     from dpgen_jax.synthesizers.dp_sactgan import _critic
 
     critic_params, _ = _critic.init_params(cfg, lay, jax.random.key(5))
@@ -130,8 +130,8 @@ def contenders(cfg, lay, td, log_probs, state, rows, codes):
     n = int(rows.shape[0])
 
     def critic_loop(private, method=None):
-        phase = _training.dpsgd_phase("critic", batch_size=cfg.batch_size, num_records=n, noise_multiplier=1.0,
-                                      steps=0, clip_norm=cfg.clip_norm, private=private)
+        phase = _dpsgd_phases.dpsgd_phase("critic", batch_size=cfg.batch_size, num_records=n, noise_multiplier=1.0,
+                                          steps=0, clip_norm=cfg.clip_norm, private=private)
         step = dpsgd.make_dp_step(_critic.critic_terms(cfg, lay), opt, phase, scan_rows=n,
                                   method=method or _critic.clip_method(cfg, lay),
                                   batch_fn=_critic.critic_batch_fn(cfg, lay))

@@ -8,7 +8,7 @@ utility" (arXiv:2312.13031), after CTAB-GAN+ (Zhao et al. 2022), with this proje
   column ``v`` (scaled to [-1, 1] by its schema bounds) as ``(alpha, beta)``: ``beta`` one-hot of a
   mode m, ``alpha = (v - mu_m) / (4 sd_m)``. The modes are **public** (centres of equal-width
   public bins, ``modes="public"``) or fitted by a one-dimensional **DP-EM** per column
-  (``dpsgd.dp_em_ssp``, accounted, ``modes="dp-em"``); never a mixture fitted on private values.
+  (``synthesizers._dp_em.dp_em_ssp``, accounted, ``modes="dp-em"``); never a mixture fitted on private values.
   A row takes its most probable mode (``mode_assignment="argmax"``, the paper) or one drawn from
   the posterior (``"sample"``, CTAB-GAN+).
 * **Conditional vector.** One one-hot block per column (the category, or the mode); each row
@@ -55,7 +55,7 @@ import jax.numpy as jnp
 
 from dpgen_jax import _validate as _v
 from dpgen_jax import privacy
-from dpgen_jax.synthesizers._training import dpsgd_phase
+from dpgen_jax.synthesizers._dpsgd_phases import dpsgd_phase
 from dpgen_jax.synthesizers._base import Synthesizer, Release, register
 from dpgen_jax.synthesizers.dp_sactgan import _critic
 from dpgen_jax.synthesizers.dp_sactgan._conditional import (
@@ -86,7 +86,7 @@ from dpgen_jax.synthesizers.dp_sactgan._encoding import (
     public_modes,
     split_columns,
 )
-from dpgen_jax.synthesizers.dp_sactgan._training import (
+from dpgen_jax.synthesizers.dp_sactgan._hook_training import (
     Batch,
     Net,
     Nets,

@@ -32,12 +32,12 @@ import optax
 from jax import lax
 
 from dpgen_jax.synthesizers import _gan
-from dpgen_jax.synthesizers._training import averaged_params, params_average
+from dpgen_jax.synthesizers._dpsgd_phases import averaged_params, params_average
 from dpgen_jax.synthesizers.dp_sactgan._conditional import sample_cond
 from dpgen_jax.synthesizers._config import Flags
 from dpgen_jax.synthesizers.dp_sactgan._config import FLAGS, DPSACTGANConfig
 from dpgen_jax.synthesizers.dp_sactgan._encoding import Layout
-from dpgen_jax.synthesizers.dp_sactgan._training import (
+from dpgen_jax.synthesizers.dp_sactgan._hook_training import (
     activate,
     cond_loss,
     init_aux,

@@ -58,7 +58,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpgen_jax.data._discrete import numpy_rng
+from dpgen_jax import dpsgd
 from dpgen_jax.synthesizers import _select_measure as sm
 from dpgen_jax.synthesizers._base import Release, register
 from dpgen_jax.synthesizers.gem._config import (
@@ -179,12 +179,12 @@ class GEM(sm.MarginalSynthesizer):
         sampler = self.released["sampler"]
         if cfg.independent_components:
             codes = decouple(codes, np.asarray(sampler["labels"]),
-                             numpy_rng(jax.random.fold_in(key, 1)), np.asarray(sampler["one_way"]))
+                             dpsgd.host_rng(jax.random.fold_in(key, 1)), np.asarray(sampler["one_way"]))
         finer = fine_discretizer(cfg, self.model_schema)
         if finer is None:
             return disc.decode(codes, k_values)
         codes = refine_codes(codes, refinement(disc, finer), np.asarray(sampler["fine"]),
-                             numpy_rng(jax.random.fold_in(key, 2)))
+                             dpsgd.host_rng(jax.random.fold_in(key, 2)))
         return finer.decode(codes, k_values)
 
     def _release_shapes(self, config, schema, statistics):

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpgen_jax.data._discrete import numpy_rng
+from dpgen_jax import dpsgd
 from dpgen_jax.synthesizers import _select_measure as sm
 from dpgen_jax.synthesizers.gem._config import GEMConfig, privacy_phases
 from dpgen_jax.synthesizers.gem._generator import (
@@ -111,7 +111,7 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
                                        noise_dim=config.noise_dim))
         if config.independent_components:  # the sampler's rows (post-processing of the log)
             sample = decouple(sample, components([c for c, _, _ in log], d),
-                              numpy_rng(jax.random.fold_in(k_sample, 1)), one_probs)
+                              dpsgd.host_rng(jax.random.fold_in(k_sample, 1)), one_probs)
         scale = total / config.score_samples
         est = {r: sm.counts(sample, sizes, r) * scale for r in keys}
         quality = sm.scores(cands, answers, est, sizes, sigma)
@@ -120,7 +120,7 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
             l1 = sm.pair_l1(real_gram, sm.onehot_gram(sample, sizes) * scale, sizes)
             bias = 0.0 if sigma is None else sm.BIAS * sigma
             q = np.concatenate([q, l1[pairs[:, 0], pairs[:, 1]] - bias * pair_cells])
-        chosen = sm.select_many(q, per_round, eps, numpy_rng(k_sel), sensitivity=sensitivity)
+        chosen = sm.select_many(q, per_round, eps, dpsgd.host_rng(k_sel), sensitivity=sensitivity)
         picked = tuple(keys[i] if i < len(keys) else tuple(int(a) for a in pairs[i - len(keys)])
                        for i in chosen)
         for j, r in enumerate(picked):

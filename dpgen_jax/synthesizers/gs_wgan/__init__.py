@@ -50,7 +50,7 @@ from dpgen_jax.synthesizers._shards import Shards, partition, shard_batch_indice
 from dpgen_jax.synthesizers.gs_wgan._config import (
     CRITIC_SCHEDULES, FLAGS, LEARNS_FROM_EPSILON, SAMPLE_FROM, THESIS_PRESETS, THESIS_ROWS, GSWGANConfig,
     num_shards, privacy_phases)
-from dpgen_jax.synthesizers.gs_wgan._training import (
+from dpgen_jax.synthesizers.gs_wgan._critics_and_generator import (
     GeneratorState, Net, PretrainState, Snapshots, all_critic_updates, critic_loss, critic_scores,
     critic_update, critic_update_on, critic_updates, generate, generator_step, init_critic,
     init_generator, init_generator_phase, init_pretrain, networks, optimizer, pretrain,

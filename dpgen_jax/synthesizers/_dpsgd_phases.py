@@ -1,4 +1,6 @@
-"""Training pieces every method shares: a DP-SGD phase over the private rows, optimizers, clamps.
+"""DP-SGD phases every method shares: the accounted phase of a schedule (:func:`dpsgd_phase`), its
+run over the private rows (:func:`run_private_phase`), public clip-norm rules, and the optimizers,
+clamp and parameter average the methods train with.
 
 Functions of plain values and callables (a per-example loss, an optax optimizer, sizes), never of
 a method's configuration, so that every method composes them the same way.

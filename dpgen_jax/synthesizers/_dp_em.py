@@ -21,7 +21,9 @@ projected to the positive semi-definite cone with eigenvalues at least ``eig_flo
 
 This replaces the DP-EM of Park et al. (2017), whose sensitivities divide by the private soft
 counts and whose rows are scaled by a factor computed from the private data (not end-to-end DP);
-see ``docs/privacy.md``. DP-SYN (Abay et al. 2018) fits one such mixture per label group.
+see ``docs/privacy.md``. DP-SYN (Abay et al. 2018) fits one such mixture per label group;
+DP-SACTGAN one per continuous column for its modes. A synthesizer piece, not part of the DP-SGD
+engine: it uses the engine's noise (:func:`dpgen_jax.dpsgd.gaussian_noise`) and nothing else.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import jax
 import jax.numpy as jnp
 
 from dpgen_jax._validate import count, non_negative_finite, positive_finite
-from dpgen_jax.dpsgd._noise import gaussian_noise
+from dpgen_jax.dpsgd import gaussian_noise
 
 
 class Mixture(NamedTuple):
@@ -141,3 +143,15 @@ def sample_mixture(mixture: Mixture, key: jax.Array, n: int) -> jax.Array:
     chol = jnp.linalg.cholesky(mixture.covariances)[comp]             # (n, d, d)
     eps = jax.random.normal(k_norm, (int(n), mixture.means.shape[1]))
     return mixture.means[comp] + jnp.einsum("nij,nj->ni", chol, eps)
+
+
+__all__ = [
+    "Mixture",
+    "clip_rows",
+    "dp_em_ssp",
+    "init_mixture",
+    "m_step",
+    "responsibilities",
+    "sample_mixture",
+    "sufficient_statistics",
+]

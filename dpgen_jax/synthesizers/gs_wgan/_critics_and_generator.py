@@ -1,5 +1,7 @@
-"""GS-WGAN's networks, critic updates, pretraining, private generator steps and sampling
-(``docs/gs-wgan.md``)."""
+"""GS-WGAN's critics and generator: the networks, the critics' updates on their shards,
+pretraining, the private generator steps through the sanitiser, and sampling
+(``docs/gs-wgan.md``). The configuration and the privacy plan are in ``_config.py``, the class in
+``__init__.py``."""
 
 from __future__ import annotations
 

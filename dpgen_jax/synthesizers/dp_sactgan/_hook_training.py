@@ -1,5 +1,7 @@
-"""DP-SACTGAN's networks and training: critic and classifier updates, the generator through the
-DP hook on its output, the sharded step, pretraining and sampling (``docs/dp-sactgan.md``)."""
+"""DP-SACTGAN's networks and its hook mechanism (``mechanism="hook"``, ``docs/dp-sactgan.md``):
+critic and classifier updates, the generator through the DP hook on its output, the sharded step,
+pretraining and sampling. The networks, optimizer and activations here are shared with the critic
+mechanism (``_critic.py``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Data-parallel training over several devices with JAX's own sharding (see ``docs/scaling.md``).
+"""Devices: data-parallel training over several devices with JAX's own sharding (``docs/scaling.md``).
 
 A *data mesh* is a :class:`jax.sharding.Mesh` with one axis. A DP-SGD step built with
 ``make_dp_step(..., mesh=mesh)`` splits its padded Poisson batch (rows and mask) along that axis
@@ -11,9 +11,11 @@ every device computes the same values from the same key.
 - :func:`mesh_axis`: the axis name and device count of a data mesh (validated).
 - :func:`pad_to_devices`: a size rounded up to a multiple of the device count.
 - :func:`replicate`: places a pytree on every device of the mesh (the dataset, the state).
-- :func:`shared_key`: the same key on every process of a multi-host run.
 - :func:`data_parallel` / :func:`current_mesh`: an ambient mesh, so that a whole ``fit`` can run
   data-parallel without each phase function taking a ``mesh`` argument.
+
+A multi-host run also needs one key on every process: :func:`dpgen_jax.dpsgd.shared_key`
+(``_keys.py``, with the rest of the randomness).
 """
 
 from __future__ import annotations
@@ -108,21 +110,6 @@ def replicate(tree: PyTree, mesh: Mesh) -> PyTree:
     return jax.device_put(tree, NamedSharding(mesh, PartitionSpec()))
 
 
-def shared_key(key: jax.Array) -> jax.Array:
-    """``key`` as drawn by process 0, on every process (the key itself when there is one process).
-
-    A multi-host run must use one key everywhere: each process samples the batch and draws the
-    noise itself, and the copies must agree. With OS-entropy keys (no seed) every process draws a
-    different key, so process 0's is broadcast to all (``multihost_utils.broadcast_one_to_all``).
-    """
-    if jax.process_count() == 1:
-        return key
-    from jax.experimental import multihost_utils
-
-    data = multihost_utils.broadcast_one_to_all(np.asarray(jax.random.key_data(key)))
-    return jax.random.wrap_key_data(np.asarray(data), impl=jax.random.key_impl(key))
-
-
 @contextlib.contextmanager
 def data_parallel(mesh: Mesh | None) -> Iterator[Mesh | None]:
     """Within the block, DP-SGD steps built without an explicit ``mesh`` use ``mesh``.
@@ -160,8 +147,8 @@ __all__ = [
     "data_mesh",
     "data_parallel",
     "mesh_axis",
+    "pad_stacked",
     "pad_to_devices",
     "replicate",
     "resolve_mesh",
-    "shared_key",
 ]
