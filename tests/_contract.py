@@ -1,14 +1,24 @@
 """The contract every synthesizer honours, as a test class each method's tests subclass.
 
-A subclass sets ``METHOD``, ``OVERRIDES`` (a tiny schedule), ``EPSILON`` and implements
+A subclass sets ``METHOD``, ``OVERRIDES`` (a tiny schedule: the method's ``SMOKE`` where the
+contract needs nothing else), ``EPSILON`` and implements
+:meth:`SynthesizerContract.functional_phases` (the method's ``privacy_phases``) and
 :meth:`SynthesizerContract.functional_released` (the released parameters of ``fit(seed=0)``
-recomputed with the method's public functional API). A method whose mechanisms run once (no
-schedule of steps a time budget could cut, e.g. noisy histograms) sets ``HAS_SCHEDULE = False``. Everything runs on a small generated table
+recomputed with the method's public functional API, trained with the phases the functional API
+built); a method that splits its budget also overrides
+:meth:`SynthesizerContract.functional_calibration` with its documented calibration function. A
+method whose mechanisms run once (no schedule of steps a time budget could cut, e.g. noisy
+histograms) sets ``HAS_SCHEDULE = False``. Everything runs on a small generated table
 (``tests/_tables.py``) unless the subclass overrides the ``table`` fixture.
 
 Oracles: the privacy report against ``privacy.epsilon`` of the phases rebuilt from the executed
 steps (and against the data-free plan), samples against the schema, the release file against a
-reload, the class against the functional API.
+reload, the class against the functional API (phases built and calibrated without the class, then
+trained with).
+
+One contract test (``test_functional_api_agrees_with_the_class``) is marked ``xla_default``: CI
+also runs it, for every method, at XLA's default optimisation (``.ci/run``; the suite otherwise
+compiles with the test-only flags of ``tests/conftest.py``).
 """
 
 from __future__ import annotations
@@ -54,8 +64,21 @@ class SynthesizerContract:
         fitted.save(path)
         return path
 
-    def functional_released(self, model, frame, schema) -> dict:
-        """The released pytrees of ``model``'s fit, recomputed with the functional API."""
+    def functional_phases(self, config, schema, num_records: int) -> list:
+        """The planned phases of a fit with ``config`` on ``num_records`` rows of ``schema``, from
+        the method's functional API (its ``privacy_phases``), before calibration."""
+        raise NotImplementedError
+
+    def functional_calibration(self, config, schema, phases: list) -> list:
+        """``phases`` calibrated to ``EPSILON`` as the method documents. Default: one common
+        factor on every noise multiplier (``privacy.calibrate``) under the method's headline
+        accountant; a method that splits its budget overrides this with its own function."""
+        return privacy.calibrate(phases, target_epsilon=self.EPSILON, delta=DELTA,
+                                 accountant=synthesizers.get(self.METHOD).ACCOUNTANT)
+
+    def functional_released(self, model, frame, schema, phases: list) -> dict:
+        """The released pytrees of ``model``'s fit, recomputed with the functional API and the
+        calibrated ``phases`` it built (:meth:`functional_phases`, :meth:`functional_calibration`)."""
         raise NotImplementedError
 
     # -- tests ---------------------------------------------------------------------------------
@@ -112,8 +135,17 @@ class SynthesizerContract:
             with pytest.raises(ValueError, match=f"holds a '{self.METHOD}' model, not '{name}'"):
                 synthesizers.get(name).load(saved)
 
+    @pytest.mark.xla_default
     def test_functional_api_agrees_with_the_class(self, fitted, table):
-        released = self.functional_released(fitted, *table)
+        """The phases from the functional API, calibrated to the same target, are the fit's (its
+        whole schedule ran: executed = planned steps); trained with them and the same keys, the
+        functional API releases the class's arrays."""
+        frame, schema = table
+        config = fitted.fitted_config
+        phases = self.functional_calibration(config, schema, self.functional_phases(config, schema, len(frame)))
+        assert phases == fitted.fitted_phases(), (
+            f"the functional API's calibrated phases {phases} are not the fit's {fitted.fitted_phases()}")
+        released = self.functional_released(fitted, frame, schema, phases)
         assert set(released) == set(fitted.released)
         for name in released:
             np.testing.assert_array_equal(_oracles.flat(released[name]), _oracles.flat(fitted.released[name]))

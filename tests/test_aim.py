@@ -43,11 +43,14 @@ class TestAIMContract(SynthesizerContract):
     def zero_steps(self):
         return {"max_rounds": 1}
 
-    def functional_released(self, model, frame, schema):
+    def functional_phases(self, config, schema, num_records):
+        return aim.privacy_phases(config)
+
+    def functional_released(self, model, frame, schema, phases):
         cfg = model.fitted_config
         disc = aim.discretizer(cfg, schema)
         tables, cliques, _ = aim.fit_released(cfg, disc.codes(frame), disc.sizes, jax.random.key(self.SEED),
-                                              phases=model.fitted_phases())
+                                              phases=phases)
         assert tuple(map(tuple, cliques)) == aim.model_cliques(model.fitted_release.statistics)
         return {"model": tables}
 

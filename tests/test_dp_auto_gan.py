@@ -19,8 +19,7 @@ from tests import _tables
 from tests._contract import SynthesizerContract
 
 PIN = pathlib.Path(__file__).parent / "data" / "pin_dp_auto_gan.npy"
-TINY = dict(ae_steps=12, critic_steps=10, critic_steps_per_generator_step=5, chunk_size=4,
-            ae_batch_size=16, critic_batch_size=16, generator_batch_size=16, ae_clip_norm=0.05)
+TINY = DPAutoGAN.SMOKE  # the method's smoke schedule
 
 
 class TestDPAutoGANContract(SynthesizerContract):
@@ -31,13 +30,16 @@ class TestDPAutoGANContract(SynthesizerContract):
     def zero_steps(self):
         return dict(ae_steps=0, critic_steps=0)
 
-    def functional_released(self, model, frame, schema):
+    def functional_phases(self, config, schema, num_records):
+        return dag.privacy_phases(config, num_records)
+
+    def functional_released(self, model, frame, schema, phases):
         """fit(seed=0) redone with the public functions and the key splits of the class."""
         cfg = model.fitted_config
         x = jax.numpy.asarray(dag.encoder(cfg, schema).encode(frame))
         k_init, _k_clip, k_ae, k_gan = jax.random.split(jax.random.key(self.SEED), 4)
         params = dag.init(cfg, x.shape[1], k_init)
-        ae_phase, critic_phase = model.fitted_phases()
+        ae_phase, critic_phase = phases
         ae = dag.train_autoencoder(cfg, params.autoencoder, x, k_ae, ae_phase)
         gan = dag.train_gan(cfg, params, ae.params["decoder"], x, k_gan, critic_phase)
         return {"generator": gan.generator.params, "decoder": ae.params["decoder"]}
@@ -60,6 +62,7 @@ class TestDPAutoGANContract(SynthesizerContract):
         assert again.sample(50, seed=2).equals(fitted.sample(50, seed=2))
 
 
+@pytest.mark.xla_default  # also at XLA's default optimisation (.ci/run)
 def test_pinned_encoded_sample(tmp_path):
     """A short fixed-seed schedule gives exactly the encoded sample pinned before the toolkit
     refactor (any change to the keys, the engine or the networks shows up here; a deliberate

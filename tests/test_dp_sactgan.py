@@ -25,9 +25,9 @@ from dp_accounting.rdp import rdp_privacy_accountant as rdpa
 from scipy import stats
 
 from dpgen_jax import data, dpsgd, privacy, synthesizers
-from dpgen_jax.synthesizers import _shards
+from dpgen_jax.synthesizers import _dp_em, _shards
 from dpgen_jax.synthesizers import dp_sactgan as ds
-from tests._contract import SynthesizerContract
+from tests._contract import DELTA, SynthesizerContract
 
 
 TINY = dict(mechanism="hook", batch_size=8, generator_steps=6, noise_dim=8, d_model=8, num_heads=2, num_layers=1,
@@ -51,9 +51,9 @@ def _labelled_rows(n=200, seed=0):
 
 
 def functional_preprocessing(cfg, schema, frame, seed, phases):
-    """The class's preprocessing written out with the functional API, with the noise of the fit's
-    accounted ``phases`` (``model.fitted_phases()``): ``(layout, the seven keys of a fit, rows,
-    codes, modes, condition counts, training log-probabilities)``."""
+    """The class's preprocessing written out with the functional API, with the noise of the
+    calibrated ``phases`` (the contract's, built with the functional API): ``(layout, the seven keys
+    of a fit, rows, codes, modes, condition counts, training log-probabilities)``."""
     sigma = {p.name: p.noise_multiplier_or_none for p in phases}
     lay = ds.build_layout(schema, cfg)
     x = jnp.asarray(data.TableEncoder(schema).encode(frame))
@@ -80,6 +80,12 @@ class SACTGANContract(SynthesizerContract):
     def zero_steps(self):
         return dict(generator_steps=0)
 
+    def functional_phases(self, config, schema, num_records):
+        return ds.privacy_phases(config, ds.build_layout(schema, config), num_records)
+
+    def functional_calibration(self, config, schema, phases):  # preprocessing first, then training
+        return ds.calibrate(config, ds.build_layout(schema, config), phases, self.EPSILON, DELTA)
+
     # Three contract tests that refit the transformer (about 7 s each): run for every other
     # method by default, for DP-SACTGAN in the slow set (CI time).
     @pytest.mark.slow
@@ -98,8 +104,7 @@ class SACTGANContract(SynthesizerContract):
 class TestDPSACTGANContract(SACTGANContract):
     OVERRIDES = {**TINY, **FLAGS}
 
-    def functional_released(self, model, frame, schema):
-        phases = model.fitted_phases()
+    def functional_released(self, model, frame, schema, phases):
         # K as accounted (the configuration holds the user's choice, None: K from N)
         cfg = model.fitted_config.replace(num_discriminators=phases[-1].num_shards)
         lay, keys, rows, codes, modes, counts, log_probs = functional_preprocessing(cfg, schema, frame, self.SEED,
@@ -185,7 +190,7 @@ def test_hook_clips_each_row_and_adds_noise_once_for_all_three_terms(hook_setup)
         gen_rows = _gen_rows(cfg, lay, g, batch.z, jax.random.key(8))
         got = _hooked_grad(cfg, lay, gen_rows, batch, d, a, key, _hook(cfg))
         raw = _private_grad(cfg, lay, gen_rows, batch.cond, batch.real, d, a)
-        want = dpsgd.sanitize_rows(raw, key, clip_norm=c, noise_multiplier=sigma, scale=1 / b)
+        want = dpsgd.sanitize_rows(raw, key, clip_norm=c, noise_std=2 * c * sigma, scale=1 / b)
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-4, atol=1e-5)
         clipped = np.asarray(got, np.float64) - noise  # noise off: the clipped rows alone
         assert np.all(np.linalg.norm(clipped, axis=1) <= c / b * (1 + 1e-4))
@@ -388,8 +393,8 @@ def test_dp_em_modes_are_the_accounted_mechanism():
     key = jax.random.key(4)
     got = ds.fit_modes(u, key, cfg, cfg.em_noise_multiplier)
     k_init, k_fit = jax.random.split(key)
-    init = dpsgd.init_mixture(jax.random.split(k_init, 2)[0], 2, 1)
-    want = dpsgd.dp_em_ssp(u[:, :1], jax.random.split(k_fit, 2)[0], init, iterations=5, noise_multiplier=3.0)
+    init = _dp_em.init_mixture(jax.random.split(k_init, 2)[0], 2, 1)
+    want = _dp_em.dp_em_ssp(u[:, :1], jax.random.split(k_fit, 2)[0], init, iterations=5, noise_multiplier=3.0)
     np.testing.assert_allclose(np.asarray(got.means[0]), np.asarray(want.means[:, 0]), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(np.asarray(got.weights[0]), np.asarray(want.weights), rtol=1e-5, atol=1e-6)
     other = ds.fit_modes(u, jax.random.key(5), cfg, cfg.em_noise_multiplier)

@@ -17,7 +17,7 @@ import pytest
 from dpgen_jax import data, dpsgd, privacy, synthesizers
 from dpgen_jax.synthesizers import dp_syn as ds
 from tests import _tables
-from tests._contract import SynthesizerContract
+from tests._contract import DELTA, SynthesizerContract
 
 LABELLED = data.Schema(tuple(dataclasses.replace(c, label=(c.name == "b"))
                              for c in _tables.MIXED_SCHEMA.columns))
@@ -44,15 +44,21 @@ class TestDPSYNContract(SynthesizerContract):
     def zero_steps(self):
         return dict(epochs=0.0, em_iterations=0)
 
-    def functional_released(self, model, frame, schema):
+    def functional_phases(self, config, schema, num_records):
+        return ds.privacy_phases(config, num_records)
+
+    def functional_calibration(self, config, schema, phases):
+        return ds.calibrate(config, phases, self.EPSILON, DELTA)  # DP-EM's share first, then each group
+
+    def functional_released(self, model, frame, schema, phases):
         cfg = model.fitted_config
         x = ds.encoder_for(cfg, schema).encode(frame)
         codes, feats = ds.split_label(schema, x, ds.encoder_for(cfg, schema))
         _k_cnt, k_init, k_ae, k_em = jax.random.split(jax.random.key(self.SEED), 4)
         blocks = tuple(ds.encoder_for(cfg, ds.feature_schema(schema)).blocks)
         states = ds.train_autoencoders(cfg, blocks, codes, feats, k_init, k_ae,
-                                       ds.autoencoder_phases(model.fitted_phases()))
-        sigma = {p.name: p.noise_multiplier for p in privacy.flat_phases(model.fitted_phases())}
+                                       ds.autoencoder_phases(phases))
+        sigma = {p.name: p.noise_multiplier for p in privacy.flat_phases(phases)}
         mixtures = ds.fit_mixtures(cfg, blocks, codes, feats, states.params, k_em,
                                    sigma[f"dp-em/{cfg.groups[0]}"])
         return {"decoder": states.params["decoder"], "mixture": dict(mixtures._asdict())}
@@ -118,9 +124,9 @@ def test_vmapped_group_autoencoders_equal_a_loop_over_groups():
     big = int(sizes.max())
     cap = dpsgd.default_capacity(big, max(rates))
     ae = ds.networks(cfg, feats.shape[1])
-    from dpgen_jax.synthesizers import _losses, _training
+    from dpgen_jax.synthesizers import _losses, _dpsgd_phases
     recon = _losses.reconstruction_loss(blocks, cfg.continuous_loss)
-    opt = _training.torch_adam(cfg.learning_rate)
+    opt = _dpsgd_phases.torch_adam(cfg.learning_rate)
     params = ds.init(cfg, feats.shape[1], 2, k_init)
     for j in range(2):
         q = rates[j]

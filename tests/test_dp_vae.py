@@ -25,7 +25,7 @@ from tests import _oracles, _tables
 from tests._contract import SynthesizerContract
 from tests._presets import check_paper_presets
 
-TINY = dict(steps=12, batch_size=16, chunk_size=4, clip_norm=0.5)
+TINY = DPVAE.SMOKE  # the method's smoke schedule
 
 
 
@@ -38,14 +38,16 @@ class TestDPVAEContract(SynthesizerContract):
     def zero_steps(self):
         return dict(steps=0)
 
-    def functional_released(self, model, frame, schema):
+    def functional_phases(self, config, schema, num_records):
+        return dv.privacy_phases(config, num_records)
+
+    def functional_released(self, model, frame, schema, phases):
         """fit(seed=0) redone with the public functions and the key splits of the class."""
         cfg = model.fitted_config
         enc = data.TableEncoder(schema)
         x = jnp.asarray(enc.encode(frame))
         k_init, _k_clip, k_train = jax.random.split(jax.random.key(self.SEED), 3)
-        state = dv.train_vae(cfg, tuple(enc.blocks), dv.init(cfg, enc.width, k_init), x, k_train,
-                             model.fitted_phases()[0])
+        state = dv.train_vae(cfg, tuple(enc.blocks), dv.init(cfg, enc.width, k_init), x, k_train, phases[0])
         return {"decoder": state.params["decoder"]}
 
 

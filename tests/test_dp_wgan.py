@@ -23,8 +23,7 @@ from tests import _oracles, _tables
 from tests._contract import SynthesizerContract
 from tests._presets import check_paper_presets
 
-TINY = dict(critic_steps=10, critic_steps_per_generator_step=5, chunk_size=4, batch_size=16,
-            hidden=(16, 16), clip_norm=0.01)
+TINY = DPWGAN.SMOKE  # the method's smoke schedule
 
 
 
@@ -37,14 +36,16 @@ class TestDPWGANContract(SynthesizerContract):
     def zero_steps(self):
         return dict(critic_steps=0)
 
-    def functional_released(self, model, frame, schema):
+    def functional_phases(self, config, schema, num_records):
+        return dw.privacy_phases(config, num_records)
+
+    def functional_released(self, model, frame, schema, phases):
         """fit(seed=0) redone with the public functions and the key splits of the class."""
         cfg = model.fitted_config
         enc = data.TableEncoder(schema)
         x = jnp.asarray(enc.encode(frame))
         k_init, _k_clip, k_gan = jax.random.split(jax.random.key(self.SEED), 3)
-        state = dw.train_gan(cfg, tuple(enc.blocks), dw.init(cfg, enc.width, k_init), x, k_gan,
-                             model.fitted_phases()[0])
+        state = dw.train_gan(cfg, tuple(enc.blocks), dw.init(cfg, enc.width, k_init), x, k_gan, phases[0])
         return {"generator": state.generator.params}
 
 

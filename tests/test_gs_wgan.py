@@ -21,7 +21,7 @@ from scipy import stats
 from dpgen_jax import data, dpsgd, privacy, synthesizers
 from dpgen_jax.synthesizers import _shards
 from dpgen_jax.synthesizers import gs_wgan as gw
-from tests._contract import SynthesizerContract
+from tests._contract import DELTA, SynthesizerContract
 
 TINY = dict(records_per_shard=50.0, batch_size=8, noise_dim=4, generator_hidden=(16, 16),
             critic_hidden=(8,), pretrain_iterations=6, generator_steps=12)
@@ -37,15 +37,21 @@ class TestGSWGANContract(SynthesizerContract):
     def zero_steps(self):
         return dict(pretrain_iterations=0, generator_steps=0)
 
-    def functional_released(self, model, frame, schema):
+    def functional_phases(self, config, schema, num_records):
+        return gw.privacy_phases(config, num_records)
+
+    def functional_calibration(self, config, schema, phases):  # the proven bound needs sigma > 100
+        return privacy.calibrate(phases, target_epsilon=self.EPSILON, delta=DELTA, max_noise_multiplier=1e7)
+
+    def functional_released(self, model, frame, schema, phases):
         # K as accounted (the configuration holds the user's choice, None: K from N)
-        cfg = model.fitted_config.replace(num_shards=model.fitted_phases()[0].num_shards)
+        cfg = model.fitted_config.replace(num_shards=phases[0].num_shards)
         x = 2.0 * jnp.asarray(data.TableEncoder(schema).encode(frame)) - 1.0
         k_part, k_pre, k_init, k_gen = jax.random.split(jax.random.key(self.SEED), 4)
         xs, shards = gw.partition(x, k_part, cfg.num_shards)
         pre = gw.pretrain(cfg, xs, shards, k_pre)
         state = gw.init_generator_phase(cfg, x.shape[1], pre.critics.params, k_init)
-        state = gw.train_generator(cfg, state, xs, shards, k_gen, model.fitted_phases()[0])
+        state = gw.train_generator(cfg, state, xs, shards, k_gen, phases[0])
         return {"generator": state.generator.params, "generator_ema": state.ema}
 
     def test_report_has_both_accountings_and_no_secret(self, fitted):
@@ -78,7 +84,7 @@ def _rows(seed, b=6, f=5, scale=3.0):
 
 def test_sanitize_rows_matches_a_hand_written_reference():
     g, key = _rows(0), jax.random.key(4)
-    got = dpsgd.sanitize_rows(g, key, clip_norm=1.5, noise_multiplier=0.7, scale=0.25)
+    got = dpsgd.sanitize_rows(g, key, clip_norm=1.5, noise_std=2 * 1.5 * 0.7, scale=0.25)
     gn = np.asarray(g, np.float64)
     norms = np.linalg.norm(gn, axis=1, keepdims=True)
     clipped = gn * np.minimum(1.0, 1.5 / norms)
@@ -90,16 +96,18 @@ def test_two_arbitrary_critics_move_the_sanitised_gradient_by_at_most_2C_sqrtB_o
     b, c = 8, 1.0
     for seed in range(20):
         g1, g2 = _rows(seed, b, 5, 10.0 ** (seed % 4 - 1)), _rows(seed + 100, b, 5, 3.0)
-        s1 = dpsgd.sanitize_rows(g1, None, clip_norm=c, noise_multiplier=0.0, scale=1 / b)
-        s2 = dpsgd.sanitize_rows(g2, None, clip_norm=c, noise_multiplier=0.0, scale=1 / b)
+        s1 = dpsgd.sanitize_rows(g1, None, clip_norm=c, noise_std=0.0, scale=1 / b)
+        s2 = dpsgd.sanitize_rows(g2, None, clip_norm=c, noise_std=0.0, scale=1 / b)
         assert np.all(np.linalg.norm(np.asarray(s1), axis=1) <= c / b * (1 + 1e-6))
         assert float(jnp.linalg.norm(s1 - s2)) <= 2 * c * math.sqrt(b) / b * (1 + 1e-6)
 
 
 def test_noise_std_is_2_C_sigma_over_B():
     b, c, sigma = 32, 0.5, 1.3
+    phase = privacy.ShardedSanitizerPhase("generator", num_shards=1, steps=1, rows_per_step=b,
+                                          noise_multiplier=sigma, dataset_size=100, clip_norm=c)
     z = dpsgd.sanitize_rows(jnp.zeros((b, 4000)), jax.random.key(9), clip_norm=c,
-                            noise_multiplier=sigma, scale=1 / b)
+                            noise_std=phase.noise_std, scale=1 / b)
     assert float(jnp.std(z)) == pytest.approx(2 * c * sigma / b, rel=0.02)
     assert abs(float(jnp.mean(z))) < 3 * 2 * c * sigma / b / math.sqrt(z.size)
 
@@ -109,25 +117,25 @@ def test_barrier_adds_noise_once_however_many_terms_consume_the_rows():
     w1, w2 = _rows(2), _rows(3)
 
     def loss(x):
-        xs = dpsgd.sanitized(x, key, clip_norm=1.0, noise_multiplier=0.8, scale=0.5)
+        xs = dpsgd.sanitized(x, key, clip_norm=1.0, noise_std=1.6, scale=0.5)
         return jnp.sum(w1 * xs) + jnp.sum(w2 * jnp.tanh(xs))  # two terms, one release
 
     total = w1 + w2 * (1 - jnp.tanh(x) ** 2)  # the summed cotangent reaching the barrier
-    want = dpsgd.sanitize_rows(total, key, clip_norm=1.0, noise_multiplier=0.8, scale=0.5)
+    want = dpsgd.sanitize_rows(total, key, clip_norm=1.0, noise_std=1.6, scale=0.5)
     np.testing.assert_allclose(np.asarray(jax.grad(loss)(x)), np.asarray(want), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(np.asarray(jax.jit(jax.grad(loss))(x)), np.asarray(want), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(clip_norm=0.0, noise_multiplier=1.0), "clip_norm=0.0"),
-    (dict(clip_norm=1.0, noise_multiplier=-1.0), "noise_multiplier=-1.0"),
-    (dict(clip_norm=1.0, noise_multiplier=1.0, scale=0.0), "scale=0.0"),
+    (dict(clip_norm=0.0, noise_std=2.0), "clip_norm=0.0"),
+    (dict(clip_norm=1.0, noise_std=-2.0), "noise_std=-2.0"),
+    (dict(clip_norm=1.0, noise_std=2.0, scale=0.0), "scale=0.0"),
 ])
 def test_barrier_refuses_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         dpsgd.sanitized(_rows(0), jax.random.key(0), **kwargs)
     with pytest.raises(ValueError, match="key"):
-        dpsgd.sanitized(_rows(0), None, clip_norm=1.0, noise_multiplier=1.0)
+        dpsgd.sanitized(_rows(0), None, clip_norm=1.0, noise_std=2.0)
 
 
 def test_generator_update_depends_on_the_data_only_through_the_sanitised_rows():
@@ -143,7 +151,7 @@ def test_generator_update_depends_on_the_data_only_through_the_sanitised_rows():
     def got_grad(critic):
         def loss(p):
             rows = dpsgd.sanitized(gw.generate(CFG, width, p, z), key, clip_norm=1.0,
-                                   noise_multiplier=1.07, scale=1 / CFG.batch_size)
+                                   noise_std=2.14, scale=1 / CFG.batch_size)
             return -jnp.sum(gw.critic_scores(CFG, critic, rows))
 
         return jax.grad(loss)(g_params)
@@ -152,7 +160,7 @@ def test_generator_update_depends_on_the_data_only_through_the_sanitised_rows():
     def want_grad(critic):
         rows, vjp = jax.vjp(lambda p: gw.generate(CFG, width, p, z), g_params)
         g_rows = jax.grad(lambda r: -jnp.sum(gw.critic_scores(CFG, critic, r)))(rows)
-        (want,) = vjp(dpsgd.sanitize_rows(g_rows, key, clip_norm=1.0, noise_multiplier=1.07,
+        (want,) = vjp(dpsgd.sanitize_rows(g_rows, key, clip_norm=1.0, noise_std=2.14,
                                           scale=1 / CFG.batch_size))
         return want
 

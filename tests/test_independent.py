@@ -24,17 +24,20 @@ SCHEMA = _tables.MIXED_SCHEMA
 
 class TestIndependentContract(SynthesizerContract):
     METHOD = "independent"
-    OVERRIDES = dict(bins=16)
+    OVERRIDES = ind.Independent.SMOKE
     EPSILON = 2.0
     HAS_SCHEDULE = False
 
     def zero_steps(self):
         return {}
 
-    def functional_released(self, model, frame, schema):
+    def functional_phases(self, config, schema, num_records):
+        return ind.privacy_phases(config)
+
+    def functional_released(self, model, frame, schema, phases):
         cfg = model.fitted_config
         disc = ind.discretizer(cfg, schema)
-        counts = ind.noisy_counts(disc.codes(frame), disc.sizes, model.fitted_phases()[0].noise_multiplier,
+        counts = ind.noisy_counts(disc.codes(frame), disc.sizes, phases[0].noise_multiplier,
                                   jax.random.key(self.SEED))
         return {"counts": counts}
 

@@ -15,7 +15,6 @@ import pytest
 
 from dpgen_jax import data, metrics, synthesizers
 from tests import _tables
-from tests.test_no_private_count import SMALL
 
 GAPS = 0.2
 
@@ -130,7 +129,7 @@ def test_metrics_compare_missing_as_a_value():
 # -- synthesizers ---------------------------------------------------------------------------------
 def _fit_and_check(method: str, tmp_path, n: int = 600) -> synthesizers.Synthesizer:
     s, df = _schema(), _frame(n)
-    model = synthesizers.create(method, **SMALL[method]).fit(df, s, epsilon=10.0, seed=0)
+    model = synthesizers.create(method, **synthesizers.get(method).SMOKE).fit(df, s, epsilon=10.0, seed=0)
     assert model.schema == s
     rows = model.sample(300, seed=1)
     assert list(rows.columns) == s.names
@@ -165,9 +164,10 @@ def test_every_method_fits_and_samples_a_declared_missing_column(method, tmp_pat
 
 
 def test_plan_takes_the_users_schema():  # non-private: the same phases either way
+    smoke = synthesizers.get("dp-wgan").SMOKE
     s = _schema()
-    a = synthesizers.create("dp-wgan", **SMALL["dp-wgan"]).plan(s, 600, epsilon=math.inf)
-    b = synthesizers.create("dp-wgan", **SMALL["dp-wgan"]).plan(data.model_schema(s), 600, epsilon=math.inf)
+    a = synthesizers.create("dp-wgan", **smoke).plan(s, 600, epsilon=math.inf)
+    b = synthesizers.create("dp-wgan", **smoke).plan(data.model_schema(s), 600, epsilon=math.inf)
     assert a.config == b.config
     assert a.phases == b.phases
 

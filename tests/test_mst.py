@@ -31,7 +31,7 @@ from tests._contract import SynthesizerContract
 
 needs_mbi = pytest.mark.skipif(mst.MST.unavailable_reason() is not None, reason=str(mst.MST.unavailable_reason()))
 SCHEMA = _tables.MIXED_SCHEMA
-TINY = dict(bins=16, estimation_iters=200, selection_iters=100)
+TINY = mst.MST.SMOKE  # the method's smoke schedule
 
 
 @needs_mbi
@@ -44,11 +44,14 @@ class TestMSTContract(SynthesizerContract):
     def zero_steps(self):
         return {}
 
-    def functional_released(self, model, frame, schema):
+    def functional_phases(self, config, schema, num_records):
+        return mst.privacy_phases(config)
+
+    def functional_released(self, model, frame, schema, phases):
         cfg = model.fitted_config
         disc = mst.discretizer(cfg, schema)
         released, _ = mst.fit_released(cfg, disc.codes(frame), disc.sizes, jax.random.key(self.SEED),
-                                       phases=model.fitted_phases())
+                                       phases=phases)
         return {"model": released._asdict()}
 
 

@@ -45,29 +45,8 @@ SCHEMA = data.Schema(tuple(dataclasses.replace(c, label=(c.name == "b"))
 FRAME = _tables.mixed_frame(N_ROWS, 7)
 
 EPSILON = 10.0  # calibrates fastest (the PLD interval grows with epsilon); only the text matters
-# Tiny schedules after each method's contract test (tests/test_<method>.py), a little smaller
-# where that is cheaper (GS-WGAN's shards, DP-SYN's epochs, AIM's rounds): compilation and
-# noise calibration are most of a fit's time here.
-SMALL = {
-    "aim": dict(bins=8, max_rounds=2, round_iters=200, estimation_iters=300),
-    "gem": dict(bins=6, max_rounds=2, round_steps=10, final_steps=10, batch_size=32, hidden=(16,),
-                noise_dim=4, score_samples=300),
-    "dp-auto-gan": dict(ae_steps=12, critic_steps=10, critic_steps_per_generator_step=5, chunk_size=4,
-                        ae_batch_size=16, critic_batch_size=16, generator_batch_size=16,
-                        ae_clip_norm=0.05),
-    "dp-sactgan": dict(batch_size=8, generator_steps=6, noise_dim=8, d_model=8, num_heads=2,
-                       num_layers=1, n_modes=3, em_iterations=2, chunk_size=3, aux_hidden=(8,)),
-    "dp-syn": dict(latent_dim=3, batch_size=16, epochs=0.5, chunk_size=5, em_components=2,
-                   em_iterations=3),
-    "dp-vae": dict(steps=12, batch_size=16, chunk_size=4, clip_norm=0.5),
-    "dp-wgan": dict(critic_steps=10, critic_steps_per_generator_step=5, chunk_size=4, batch_size=16,
-                    hidden=(16, 16), clip_norm=0.01),
-    "gs-wgan": dict(records_per_shard=500.0, batch_size=8, noise_dim=4, generator_hidden=(16, 16),
-                    critic_hidden=(8,), pretrain_iterations=6, generator_steps=12, pretrain_chunk=3,
-                    chunk_size=4),
-    "independent": dict(bins=16),
-    "mst": dict(bins=16, estimation_iters=200, selection_iters=100),
-}
+# Each method runs its smoke schedule (``SMOKE``, a class attribute: the tiny schedule the tests and
+# the benchmark's quick mode run): compilation and noise calibration are most of a fit's time here.
 METHODS = sorted(synthesizers.available())
 # Methods that take no record count: for them the private count may appear in no output, with
 # or without num_records (the case of issue 25). The others treat it as public without
@@ -109,7 +88,6 @@ def method_class(method: str):
     reason = cls.unavailable_reason()
     if reason is not None:
         pytest.skip(f"{method} cannot fit here: {reason}")
-    assert method in SMALL, f"add a small configuration of {method!r} to SMALL in {__file__}"
     return cls
 
 
@@ -127,15 +105,25 @@ def check_outputs(cls, num_records, outputs: dict[str, str], report: dict) -> No
     assert not any(TREATED_AS_PUBLIC in a for a in report["assumptions"])
 
 
-def test_every_registered_method_has_a_small_configuration():
-    assert set(SMALL) == set(METHODS)
+@pytest.mark.parametrize("method", METHODS)
+def test_every_registered_method_has_a_smoke_schedule_that_plans(method):
+    """``SMOKE`` is non-empty, holds only configuration fields and speed settings (flags) of the
+    method, and a data-free plan with it builds (that of the public-N fits below, whose
+    calibration then comes from the PLD memo)."""
+    cls = synthesizers.get(method)
+    smoke = dict(cls.SMOKE)
+    assert smoke, f"{method} has an empty SMOKE; give it a tiny schedule"
+    known = {f.name for f in dataclasses.fields(cls.CONFIG)} | set(cls.FLAGS.to_dict())
+    assert set(smoke) <= known, f"{method}.SMOKE sets {sorted(set(smoke) - known)}, not fields or flags"
+    plan = synthesizers.create(method, **smoke).plan(SCHEMA, PUBLIC_N, epsilon=EPSILON, delta=DELTA)
+    assert plan.phases and plan.epsilon() <= EPSILON
 
 
 @pytest.mark.parametrize("method, num_records", cases(cli=False))
 def test_fit_publishes_no_private_count(method, num_records, tmp_path, capfd):
     """The library: report, release file, warnings and progress bars of ``fit(progress=True)``."""
     cls = method_class(method)
-    overrides = SMALL[method]
+    overrides = cls.SMOKE
     capfd.readouterr()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -168,7 +156,7 @@ def test_fit_publishes_no_private_count(method, num_records, tmp_path, capfd):
 def test_cli_fit_prints_no_private_count(method, num_records, tmp_path, capsys):
     """``dpgen-jax fit`` with its progress bars: stdout, stderr, the --report file, the release."""
     cls = method_class(method)
-    overrides = SMALL[method]
+    overrides = cls.SMOKE
     csv, schema_file = tmp_path / "private.csv", tmp_path / "schema.json"
     data.write_csv(FRAME, csv)
     schema_file.write_text(SCHEMA.to_json())
@@ -197,7 +185,7 @@ def test_a_cut_schedule_publishes_no_private_count(method, recwarn):
     the report's time-budget sentence, with its planned epsilon, name no count either."""
     cls = method_class(method)
     warnings.simplefilter("always")
-    model = synthesizers.create(method, **SMALL[method]).fit(
+    model = synthesizers.create(method, **cls.SMOKE).fit(
         FRAME, SCHEMA, epsilon=EPSILON, delta=DELTA, seed=1, max_seconds=0)
     report = model.privacy_report()
     outputs = {"privacy report": json.dumps(report, allow_nan=False),
