@@ -20,6 +20,9 @@ a thin class).
   optional ``mbi`` package; :mod:`~dpgen_jax.synthesizers.aim`: :class:`AIM` (McKenna et al. 2022).
 - :mod:`~dpgen_jax.synthesizers.gem`: :class:`GEM` (Liu, Vietri and Wu 2021), AIM's rounds fitting a
   generator network.
+
+Every public module or package of this folder is imported here, so a new method's module
+registers itself; exporting its class by name from here is optional.
 """
 
 from dpgen_jax.synthesizers._checkpoint import FitPaused
@@ -48,6 +51,20 @@ from dpgen_jax.synthesizers.independent import Independent, IndependentConfig
 from dpgen_jax.synthesizers.mst import MST, MSTConfig
 from dpgen_jax.synthesizers.aim import AIM, AIMConfig
 from dpgen_jax.synthesizers.gem import GEM, GEMConfig
+
+
+def _import_methods() -> None:
+    """Imports every public module or package of this folder, so that a new method registers
+    itself (``@register``) by its module alone; the names above are its public exports."""
+    import importlib
+    import pkgutil
+
+    for info in pkgutil.iter_modules(__path__):
+        if not info.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{info.name}")
+
+
+_import_methods()
 
 __all__ = [
     "config_overrides",

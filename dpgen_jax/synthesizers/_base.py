@@ -95,8 +95,8 @@ def _check_target(epsilon, delta, preset) -> None:
     if (epsilon is None) == (preset is None):
         raise ValueError("Give exactly one of epsilon=<target or math.inf> or preset=<name> "
                          f"(got epsilon={epsilon!r}, preset={preset!r}).")
-    if epsilon is not None and not _v.real(epsilon, "epsilon") > 0:
-        raise ValueError(f"expected epsilon to be > 0 (or math.inf), got epsilon={epsilon!r}.")
+    if epsilon is not None:
+        _v.positive(allow_inf=True, epsilon=epsilon)
     _v.delta(delta)
 
 
@@ -389,7 +389,7 @@ class Synthesizer(abc.ABC):
         ckpt, run_key = _checkpoint.open_for_fit(self, plan, x, checkpoint_dir=checkpoint_dir,
                                                  resume=resume, seed=seed, every=checkpoint_every)
         plan = dataclasses.replace(plan, seeded=run_key.seeded)
-        bar = Progress(progress, plan, show_epsilon=plan.records.shown(plan.uses_records) is not None)
+        bar = Progress(progress, plan)
         deadline = math.inf if max_seconds is None else time.monotonic() + float(max_seconds)
         hooks = Hooks(progress=bar.phase, should_stop=lambda: time.monotonic() >= deadline,
                       checkpointer=ckpt, flags=self.flags)

@@ -181,9 +181,12 @@ class Plan:
             planned_epsilon = privacy.epsilon(planned, self.delta, accountant=self.accountant)
             assumptions.append(
                 f"A time budget (max_seconds={self.max_seconds}) stopped training early, after the "
-                "executed steps listed. The stop was decided from the wall clock alone, which this "
-                "accounting treats as independent of the private rows; without that assumption the "
-                f"planned schedule's epsilon ({planned_epsilon:.6g}) still bounds the run.")
+                "executed steps listed. This accounting treats the moment of the stop as independent "
+                "of the private rows, which is an assumption: a step's duration grows with its padded "
+                "batch, sized from the private row count, so the number of executed steps can reveal "
+                f"something about that count. The planned schedule's epsilon, {planned_epsilon:.6g}, "
+                "bounds the updates released, not what the stop itself reveals; a fit with "
+                "checkpoint_dir pauses at the budget instead of cutting the schedule.")
         # dataset_size only when N may be shown: privacy.report writes it into a sentence and a
         # warning when delta >= 1/n (and the sentence's absence would say n < 1/delta).
         report = privacy.report(phases, self.delta, accountant=self.accountant,

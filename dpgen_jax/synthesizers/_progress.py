@@ -18,15 +18,15 @@ class Progress:
     The epsilon is that of every phase composed with the steps executed so far; it ends at the
     report's epsilon, which calibration keeps at or below the target. It is recomputed at most
     every ``min_interval`` seconds (and at the end of each phase), between compiled chunks.
-    ``show_epsilon=False`` leaves it out: a plan made with the private row count as a stand-in
+    It is left out when the plan's N may not be shown (``RecordCount.shown``): a plan made with the
+    private row count as a stand-in
     (a method that uses no record count, fitted without ``num_records``) would show a number
     computed from that count (privacy rule 10).
     """
 
-    def __init__(self, enabled: bool, plan, min_interval: float = 2.0,
-                 show_epsilon: bool = True):
+    def __init__(self, enabled: bool, plan, min_interval: float = 2.0):
         self.enabled, self.plan, self.min_interval = enabled, plan, min_interval
-        self.show_epsilon = show_epsilon
+        self.show_epsilon = plan.records.shown(plan.uses_records) is not None
         self.executed: dict[str, int] = {}
         self.bar = None
         self.name: str | None = None
