@@ -126,7 +126,7 @@ def test_epsilon_is_the_composition_of_the_listed_events():
     ({"num_discriminators": 3}, "num_discriminators=3 must be None or 1"),
     ({"pretrain_iterations": 5}, "pretrain_iterations=5"),
     ({"mechanism": "both"}, "mechanism"),
-    ({"generator_average": 1.0}, "generator_average=1.0 in \\(0, 1\\)"),
+    ({"generator_average": 1.0}, "expected generator_average in \\(0, 1\\), got generator_average=1.0"),
     ({"generator_average": 0.9, "mechanism": "hook"}, "mechanism='hook' releases its last iterate"),
 ])
 def test_bad_critic_configurations_are_refused(kwargs, match):

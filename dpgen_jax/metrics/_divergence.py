@@ -13,6 +13,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
+from dpgen_jax import _validate as _v
 from dpgen_jax.data import Schema
 from dpgen_jax.data._check import show_values
 from dpgen_jax.metrics._inputs import Table, check_features, check_schema, prepare, missing_as_value
@@ -92,8 +93,7 @@ def jensen_shannon(p: Any, q: Any, *, support: Support = "real") -> float:
         True
     """
     pa, qa = _check_pair(p, q)
-    if support not in ("real", "union"):
-        raise ValueError(f"support={support!r}; expected 'real' or 'union'.")
+    _v.one_of(("real", "union"), support=support)
     keep = pa > 0 if support == "real" else (pa > 0) | (qa > 0)
     pa, qa = pa[keep], qa[keep]
     m = 0.5 * (pa + qa)
@@ -152,9 +152,7 @@ def kl_mu(p: Any, q: Any, mu: float | None = None) -> float:
         2.637685
     """
     pa, qa = _check_pair(p, q)
-    mu_v = smoothing_mu(pa) if mu is None else float(mu)
-    if not math.isfinite(mu_v) or mu_v < 0:
-        raise ValueError(f"mu={mu!r}; expected a finite number >= 0.")
+    mu_v = smoothing_mu(pa) if mu is None else _v.non_negative(mu=mu)
     keep = pa > 0
     a, b = pa[keep] + mu_v, qa[keep] + mu_v
     if (b == 0).any():

@@ -138,14 +138,15 @@ class EpsilonMemo:
         return len(self._items)
 
 
-PLD_EPSILON_MEMO = EpsilonMemo(maxsize=1024)
+PLD_EPSILON_MEMO = EpsilonMemo(maxsize=65_536)
 """Every PLD epsilon :class:`ScaledPLDAccountant` computed in this process, by the composed event's
 ``repr`` (every parameter of every event), the neighbouring relation, the fixed discretisation
 interval (None: the rule of :func:`pld_discretization_interval`) and delta, with the interval the
 evaluation used. Fits of one schedule calibrate the same noise again and again (a fit, the data-free
 plan of the same configuration, the CLI's report), and each calibration is a bisection of PLD
 convolutions; the memo spares the repeated ones. Results are unaffected: an evaluation is a
-deterministic function of its key. At most 1024 entries (a few hundred bytes each)."""
+deterministic function of its key. At most 65,536 entries (a few hundred bytes to a few kilobytes
+each: tens of megabytes at most; a test suite or a grid of plans fills thousands)."""
 
 
 class ScaledPLDAccountant(_pa.PrivacyAccountant):

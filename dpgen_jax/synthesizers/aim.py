@@ -132,10 +132,7 @@ class AIMConfig(SynthesizerConfig):
         _v.count(self.max_cells, "max_cells", 1)
         if self.max_rounds is not None:
             _v.count(self.max_rounds, "max_rounds", 1)
-        share = _v.real(self.measure_share, "measure_share")
-        if not 0.0 < share < 1.0:
-            raise ValueError(f"Expected measure_share={self.measure_share!r} in (0, 1) (the "
-                             "share of each unit spent on the measurement; the paper: 0.9).")
+        _v.fraction(measure_share=self.measure_share)  # of each unit spent on the measurement (paper: 0.9)
         _v.positive_finite(self.max_model_size, "max_model_size")
         for name in ("round_iters", "estimation_iters"):
             _v.count(getattr(self, name), name, 1)

@@ -104,8 +104,7 @@ class DPSYNConfig(SynthesizerConfig):
             _v.count(self.max_steps, "max_steps", 1)
         for name in ("learning_rate", "clip_norm", "count_noise_multiplier", "em_noise_multiplier"):
             _v.positive_finite(getattr(self, name), name)
-        if not 0.0 < _v.real(self.em_share, "em_share") < 1.0:
-            raise ValueError(f"expected em_share in (0, 1), got em_share={self.em_share!r}.")
+        _v.fraction(em_share=self.em_share)
         _v.choice(self.continuous_loss, "continuous_loss", _losses.CONTINUOUS_LOSSES)
         _v.choice(self.group_composition, "group_composition", GROUP_COMPOSITIONS)
         _v.choice(self.continuous_encoding, "continuous_encoding", CONTINUOUS_ENCODINGS)

@@ -118,8 +118,7 @@ class DPSACTGANConfig(SynthesizerConfig):
             if self.mechanism != "critic":
                 raise ValueError(f"generator_average={self.generator_average!r} averages the critic mechanism's "
                                  "generator iterates; mechanism='hook' releases its last iterate: use None.")
-            if not 0.0 < _v.real(self.generator_average, "generator_average") < 1.0:
-                raise ValueError(f"Expected generator_average={self.generator_average!r} in (0, 1) or None.")
+            _v.fraction(generator_average=self.generator_average)
         _v.choice(self.modes, "modes", MODE_SOURCES)
         _v.choice(self.mode_assignment, "mode_assignment", MODE_ASSIGNMENTS)
         _v.choice(self.cond, "cond", COND_SOURCES)
@@ -131,7 +130,6 @@ class DPSACTGANConfig(SynthesizerConfig):
         for name in ("beta1", "beta2"):
             if not 0.0 <= _v.real(getattr(self, name), name) < 1.0:
                 raise ValueError(f"Expected {name}={getattr(self, name)!r} in [0, 1).")
-        if self.preprocessing_share is not None and not 0.0 < _v.real(
-                self.preprocessing_share, "preprocessing_share") < 1.0:
-            raise ValueError(f"Expected preprocessing_share={self.preprocessing_share!r} in (0, 1) or None.")
+        if self.preprocessing_share is not None:
+            _v.fraction(preprocessing_share=self.preprocessing_share)
         return self

@@ -138,10 +138,10 @@ class GEMConfig(SynthesizerConfig):
             _v.count(getattr(self, name), name, 0)
         if self.workload_size is not None:
             _v.count(self.workload_size, "workload_size", 1)
-        if self.measure_share is not None and not 0.0 < _v.real(self.measure_share, "measure_share") < 1.0:
-            raise ValueError(f"Expected measure_share={self.measure_share!r} in (0, 1).")
-        if self.one_way_share is not None and not 0.0 < _v.real(self.one_way_share, "one_way_share") < 1.0:
-            raise ValueError(f"Expected one_way_share={self.one_way_share!r} in (0, 1) or None.")
+        if self.measure_share is not None:
+            _v.fraction(measure_share=self.measure_share)
+        if self.one_way_share is not None:
+            _v.fraction(one_way_share=self.one_way_share)
         if self.anneal and self.measurements_per_round not in (None, 1):
             raise ValueError(f"anneal=True needs measurements_per_round=1 (AIM's rounds of one "
                              f"marginal), got measurements_per_round={self.measurements_per_round}.")
