@@ -23,6 +23,8 @@ from dp_accounting import privacy_accountant as _pa
 from dp_accounting.pld import PLDAccountant
 from dp_accounting.rdp import RdpAccountant
 
+from dpgen_jax import _validate as _v
+
 NeighboringRelation = dpa.NeighboringRelation
 
 PLD_VALUE_DISCRETIZATION: float = 1e-4
@@ -106,9 +108,7 @@ class EpsilonMemo:
     """
 
     def __init__(self, maxsize: int) -> None:
-        if isinstance(maxsize, bool) or not isinstance(maxsize, int) or maxsize < 1:
-            raise ValueError(f"expected maxsize to be an integer >= 1, got {maxsize!r}.")
-        self.maxsize = maxsize
+        self.maxsize = _v.whole(minimum=1, maxsize=maxsize)
         self._items: collections.OrderedDict = collections.OrderedDict()
         self._lock = threading.Lock()
 

@@ -39,6 +39,7 @@ import pathlib
 import sys
 import time
 
+from dpgen_jax import _validate as _v
 from experiments.speed.throughput import _configure_threads, _machine, _stats
 
 GOAL = 1.2
@@ -53,19 +54,17 @@ def _parse(argv):
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--out", required=True, type=pathlib.Path, help="output folder")
     p.add_argument("--quick", action="store_true", help=f"tiny counts ({QUICK}) for CI")
-    p.add_argument("--threads", type=int, default=1, help="threads for every contender")
-    p.add_argument("--rows", type=int, default=32561, help="Adult-shaped rows (adult_like)")
-    p.add_argument("--steps", type=int, default=None, help=f"steps per timed call (default {FULL['steps']})")
-    p.add_argument("--rounds", type=int, default=None, help=f"interleaved rounds (default {FULL['rounds']})")
+    p.add_argument("--threads", type=int, default=1, action=_v.flag(_v.whole, minimum=1),
+                   help="threads for every contender")
+    p.add_argument("--rows", type=int, default=32561, action=_v.flag(_v.whole, minimum=1), help="Adult-shaped rows (adult_like)")
+    p.add_argument("--steps", type=int, default=None, action=_v.flag(_v.whole, minimum=1), help=f"steps per timed call (default {FULL['steps']})")
+    p.add_argument("--rounds", type=int, default=None, action=_v.flag(_v.whole, minimum=1), help=f"interleaved rounds (default {FULL['rounds']})")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     mode = QUICK if args.quick else FULL
     for name in ("steps", "rounds"):
         if getattr(args, name) is None:
             setattr(args, name, mode[name])
-    for name in ("threads", "rows", "steps", "rounds"):
-        if getattr(args, name) < 1:
-            p.error(f"--{name}={getattr(args, name)} must be >= 1")
     return args
 
 

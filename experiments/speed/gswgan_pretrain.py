@@ -64,6 +64,7 @@ import pathlib
 import sys
 import time
 
+from dpgen_jax import _validate as _v
 from experiments.speed.throughput import _configure_threads, _machine, _stats
 
 TABLES = {"adult-like": 32561, "cardio-like": 56000}  # rows: Adult's training rows, cardio's split
@@ -100,26 +101,27 @@ def _parse(argv):
     p.add_argument("--out", required=True, type=pathlib.Path, help="output folder")
     p.add_argument("--quick", action="store_true",
                    help=f"tiny iteration counts ({QUICK}) for CI")
-    p.add_argument("--threads", type=int, default=1, help="threads for every contender")
-    p.add_argument("--discriminators", type=int, default=20,
+    p.add_argument("--threads", type=int, default=1, action=_v.flag(_v.whole, minimum=1),
+                   help="threads for every contender")
+    p.add_argument("--discriminators", type=int, default=20, action=_v.flag(_v.whole, minimum=1),
                    help="discriminators of the loops and of the small vmapped run")
-    p.add_argument("--iterations", type=int, default=None,
+    p.add_argument("--iterations", type=int, default=None, action=_v.flag(_v.whole, minimum=1),
                    help=f"iterations per discriminator at --discriminators (default {FULL['iterations']}, "
                         f"quick {QUICK['iterations']})")
     p.add_argument("--table", choices=sorted(TABLES), default="adult-like", help="the rows' shape")
     p.add_argument("--norm", choices=("layer", "batch"), default="layer",
                    help="normalisation in both networks (batch: the thesis's presets')")
-    p.add_argument("--devices", type=int, default=1,
+    p.add_argument("--devices", type=int, default=1, action=_v.flag(_v.whole, minimum=1),
                    help="CPU host devices of the full-K vmapped contender (its shards split over them)")
-    p.add_argument("--full-k", type=int, default=None,
+    p.add_argument("--full-k", type=int, default=None, action=_v.flag(_v.whole, minimum=1),
                    help="K of the full vmapped run and of the extrapolation (default: the "
                         "thesis-M1500 preset's K on --table: 698 on adult-like, 1500 on cardio-like)")
-    p.add_argument("--full-k-iterations", type=int, default=None,
+    p.add_argument("--full-k-iterations", type=int, default=None, action=_v.flag(_v.whole, minimum=1),
                    help=f"iterations measured at full K (default {FULL['full_k_iterations']}, "
                         f"quick {QUICK['full_k_iterations']})")
-    p.add_argument("--full-iterations", type=int, default=2000,
+    p.add_argument("--full-iterations", type=int, default=2000, action=_v.flag(_v.whole, minimum=1),
                    help="iterations per discriminator of the extrapolated schedule (the thesis's)")
-    p.add_argument("--rounds", type=int, default=None,
+    p.add_argument("--rounds", type=int, default=None, action=_v.flag(_v.whole, minimum=1),
                    help=f"interleaved timing rounds (default {FULL['rounds']}, quick {QUICK['rounds']})")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-torch", action="store_true", help="skip the torch contender")
@@ -130,10 +132,6 @@ def _parse(argv):
             setattr(args, name, mode[name])
     if args.full_k is None:
         args.full_k = default_full_k(args.table)
-    for name in ("threads", "discriminators", "iterations", "full_k", "full_k_iterations",
-                 "full_iterations", "rounds", "devices"):
-        if getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')}={getattr(args, name)} must be >= 1")
     if args.discriminators > args.full_k:
         p.error(f"--discriminators={args.discriminators} must be <= --full-k={args.full_k}")
     if args.full_k > TABLES[args.table] // 32:

@@ -38,7 +38,6 @@ clipped sum, noise std ``noise_multiplier * clip_norm``), but nothing here accou
 from __future__ import annotations
 
 import math
-import numbers
 import time
 import types
 import warnings
@@ -46,6 +45,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
+from dpgen_jax import _validate as _v
 
 try:  # torch and opacus come from the optional ``bench`` extra.
     import torch
@@ -144,7 +145,7 @@ def init_weights(model: str, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
         ValueError: unknown ``model``.
     """
     in_dim, layers = _model_spec(model)
-    rng = np.random.default_rng(_check_int("seed", seed, minimum=None))
+    rng = np.random.default_rng(_v.integer(seed, "seed"))
     weights = []
     for out_dim, _ in layers:
         bound = 1.0 / math.sqrt(in_dim)
@@ -188,10 +189,10 @@ def clipped_grad_sum(
     """
     _require_available()
     in_dim, _ = _model_spec(model)
-    _check_method(method)
+    _v.one_of(METHODS, method=method)
     _check_weights(model, weights)
     _check_data("batch", batch, in_dim, min_rows=0)
-    clip_norm = _check_positive("clip_norm", clip_norm)
+    clip_norm = _v.positive(clip_norm=clip_norm)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=_HOOK_WARNING, category=UserWarning)
         step = _DPStep(
@@ -269,21 +270,19 @@ def time_steps(
     """
     _require_available()
     in_dim, _ = _model_spec(model)
-    _check_method(method)
+    _v.one_of(METHODS, method=method)
     _check_weights(model, weights)
     _check_data("data", data, in_dim, min_rows=1)
-    sample_rate = _check_positive("sample_rate", sample_rate)
-    if sample_rate > 1.0:
-        raise ValueError(f"Expected sample_rate={sample_rate!r} in (0, 1].")
-    clip_norm = _check_positive("clip_norm", clip_norm)
-    noise_multiplier = _check_nonnegative("noise_multiplier", noise_multiplier)
-    steps = _check_int("steps", steps, minimum=1)
-    warmup = _check_int("warmup", warmup, minimum=0)
-    threads = _check_int("threads", threads, minimum=1)
-    seed = _check_int("seed", seed, minimum=None)
+    sample_rate = _v.sample_rate(sample_rate)
+    clip_norm = _v.positive(clip_norm=clip_norm)
+    noise_multiplier = _v.non_negative(noise_multiplier=noise_multiplier)
+    steps = _v.whole(minimum=1, steps=steps)
+    warmup = _v.whole(minimum=0, warmup=warmup)
+    threads = _v.whole(minimum=1, threads=threads)
+    seed = _v.integer(seed, "seed")
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"Expected optimizer={optimizer!r} to be one of {OPTIMIZERS}.")
-    learning_rate = _check_nonnegative("learning_rate", learning_rate)
+    learning_rate = _v.non_negative(learning_rate=learning_rate)
 
     dev = torch.device(device)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
@@ -562,13 +561,13 @@ def gswgan_networks(
         ValueError / TypeError: a bad width (named in the message).
     """
     _require_torch()
-    width = _check_int("width", width, minimum=1)
-    noise_dim = _check_int("noise_dim", noise_dim, minimum=1)
+    width = _v.whole(minimum=1, width=width)
+    noise_dim = _v.whole(minimum=1, noise_dim=noise_dim)
     for name, widths in (("generator_hidden", generator_hidden), ("critic_hidden", critic_hidden)):
         if not widths:
             raise ValueError(f"Expected {name}={widths!r} to be a non-empty sequence of widths.")
         for w in widths:
-            _check_int(name, w, minimum=1)
+            _v.count(w, name, 1)
     if norm not in _NORM_MODULES:
         raise ValueError(f"Expected norm={norm!r} to be one of {sorted(_NORM_MODULES)}.")
     generator = _gswgan_mlp(noise_dim, tuple(generator_hidden) + (width,), nn.ReLU, nn.Tanh, norm)
@@ -750,9 +749,9 @@ def gswgan_pretrain_shard(
         ``(temporary generator, critic)`` after training.
     """
     _require_torch()
-    iterations = _check_int("iterations", iterations, minimum=0)
-    start = _check_int("start", start, minimum=0)
-    size = _check_int("size", size, minimum=0)
+    iterations = _v.whole(minimum=0, iterations=iterations)
+    start = _v.whole(minimum=0, start=start)
+    size = _v.whole(minimum=0, size=size)
     if start + size > x_all.shape[0]:
         raise ValueError(
             f"Expected the shard [{start}, {start + size}) inside {x_all.shape[0]} rows."
@@ -847,20 +846,20 @@ def time_gswgan_pretrain(
     _require_torch()
     if not isinstance(data, np.ndarray) or data.dtype != np.float32 or data.ndim != 2:
         raise TypeError("Expected data to be a 2-D float32 numpy array.")
-    starts = [_check_int("starts[i]", int(v), minimum=0) for v in np.asarray(starts).reshape(-1)]
-    sizes = [_check_int("sizes[i]", int(v), minimum=0) for v in np.asarray(sizes).reshape(-1)]
+    starts = [_v.count(int(v), "starts[i]", 0) for v in np.asarray(starts).reshape(-1)]
+    sizes = [_v.count(int(v), "sizes[i]", 0) for v in np.asarray(sizes).reshape(-1)]
     if len(starts) != len(sizes) or not starts:
         raise ValueError(
             f"Expected starts and sizes of one non-zero length, got {len(starts)} and {len(sizes)}."
         )
     k = len(starts)
     if discriminators is not None:
-        k = _check_int("discriminators", discriminators, minimum=1)
+        k = _v.whole(minimum=1, discriminators=discriminators)
     if k > len(starts):
         raise ValueError(f"Expected discriminators={k} <= the {len(starts)} shards given.")
-    iterations = _check_int("iterations", iterations, minimum=1)
-    threads = _check_int("threads", threads, minimum=1)
-    seed = _check_int("seed", seed, minimum=None)
+    iterations = _v.whole(minimum=1, iterations=iterations)
+    threads = _v.whole(minimum=1, threads=threads)
+    seed = _v.integer(seed, "seed")
     dev = torch.device(device)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     previous_threads = torch.get_num_threads()
@@ -904,11 +903,6 @@ def _model_spec(model: str) -> tuple[int, tuple]:
     return MODELS[model]
 
 
-def _check_method(method: str) -> None:
-    if method not in METHODS:
-        raise ValueError(f"Expected method={method!r} to be one of {METHODS}.")
-
-
 def _check_weights(model: str, weights: Weights) -> None:
     in_dim, layers = MODELS[model]
     if not isinstance(weights, (list, tuple)) or len(weights) != len(layers):
@@ -946,34 +940,3 @@ def _check_data(name: str, data: np.ndarray, in_dim: int, *, min_rows: int) -> N
         raise ValueError(
             f"Expected {name} of shape (n >= {min_rows}, {in_dim}), got {data.shape}."
         )
-
-
-def _check_real(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"Expected {name} to be a real number, got {value!r}.")
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"Expected {name}={value!r} to be finite.")
-    return value
-
-
-def _check_positive(name: str, value: Any) -> float:
-    value = _check_real(name, value)
-    if value <= 0.0:
-        raise ValueError(f"Expected {name}={value!r} > 0.")
-    return value
-
-
-def _check_nonnegative(name: str, value: Any) -> float:
-    value = _check_real(name, value)
-    if value < 0.0:
-        raise ValueError(f"Expected {name}={value!r} >= 0.")
-    return value
-
-
-def _check_int(name: str, value: Any, *, minimum: int | None) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"Expected {name} to be an integer, got {value!r}.")
-    if minimum is not None and value < minimum:
-        raise ValueError(f"Expected {name}={value!r} >= {minimum}.")
-    return int(value)

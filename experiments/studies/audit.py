@@ -34,6 +34,7 @@ import math
 import pathlib
 import time
 
+from dpgen_jax import _validate as _v
 from experiments import _common
 
 MECHANISMS = ("autoencoder", "dpsgd-step", "sanitizer", "histograms-independent",
@@ -194,14 +195,14 @@ def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m experiments.studies.audit",
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--mechanism", choices=MECHANISMS, default="autoencoder")
-    p.add_argument("--epsilons", type=float, nargs="+", default=[1.0, 4.0])
+    p.add_argument("--epsilons", type=float, nargs="+", default=[1.0, 4.0], action=_v.flag(_v.positive))
     p.add_argument("--variants", nargs="+", choices=VARIANTS, default=None,
                    help="rows per claim (default: sound and every broken variant of the "
                         "mechanism; for the autoencoder: sound and --broken)")
     p.add_argument("--broken", nargs="+", choices=["noise_off", "no_clip"], default=None,
                    help="autoencoder only, the older form of --variants: sound at --epsilons and "
                         "these variants at --broken-epsilons (default noise_off)")
-    p.add_argument("--broken-epsilons", type=float, nargs="*", default=None,
+    p.add_argument("--broken-epsilons", type=float, nargs="*", default=None, action=_v.flag(_v.positive),
                    help="claims at which --broken variants are audited (default: --epsilons)")
     p.add_argument("--delta", type=float, default=1e-5)
     p.add_argument("--canaries", type=int, default=1000, help="autoencoder: canaries per run")
@@ -218,9 +219,6 @@ def main(argv=None):
     p.add_argument("--data-dir", type=pathlib.Path, default=None)
     p.add_argument("--out", type=pathlib.Path, required=True)
     args = p.parse_args(argv)
-    for e in args.epsilons + (args.broken_epsilons or []):
-        if not e > 0:
-            p.error(f"--epsilons: {e} must be > 0")
     allowed = variants_of(args.mechanism)
     if args.variants is not None:
         if args.broken is not None or args.broken_epsilons is not None:

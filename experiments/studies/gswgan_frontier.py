@@ -37,6 +37,7 @@ import math
 import pathlib
 import time
 
+from dpgen_jax import _validate as _v
 from experiments import _common, reproduce
 
 EPSILONS = (1.0, 3.0, 10.0, 30.0, 100.0)
@@ -74,20 +75,16 @@ def _parse(argv):
     p = argparse.ArgumentParser(prog="python -m experiments.studies.gswgan_frontier", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--out", type=pathlib.Path, required=True)
-    p.add_argument("--epsilons", type=float, nargs="+", default=None, help=f"default {list(EPSILONS)}")
+    p.add_argument("--epsilons", type=float, nargs="+", default=None, action=_v.flag(_v.positive), help=f"default {list(EPSILONS)}")
     p.add_argument("--configs", nargs="+", choices=sorted(CONFIGS), default=None, help=f"default: {list(GRID)}")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--delta", type=float, default=1e-5)
     p.add_argument("--data-dir", type=pathlib.Path, default=None, help="cardio_train.csv or its folder")
-    p.add_argument("--devices", type=int, default=1, help="fit on this many (host) devices")
+    p.add_argument("--devices", type=int, default=1, action=_v.flag(_v.whole, minimum=1), help="fit on this many (host) devices")
     p.add_argument("--quick", action="store_true", help=f"a smoke run: {QUICK}")
     args = p.parse_args(argv)
     args.epsilons = args.epsilons or list(QUICK["epsilons"] if args.quick else EPSILONS)
     args.configs = args.configs or list(QUICK["configs"] if args.quick else GRID)
-    if any(not (e > 0 and math.isfinite(e)) for e in args.epsilons):
-        p.error(f"--epsilons={args.epsilons} must be finite and > 0")
-    if args.devices < 1:
-        p.error(f"--devices={args.devices} must be >= 1")
     return args
 
 

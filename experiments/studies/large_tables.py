@@ -26,6 +26,7 @@ import resource
 import sys
 import time
 
+from dpgen_jax import _validate as _v
 from experiments import _common
 
 EVAL_ROWS = 100_000
@@ -99,7 +100,7 @@ def run(args) -> dict:
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(prog="python -m experiments.studies.large_tables", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--rows", type=int, default=1_000_000)
+    p.add_argument("--rows", type=int, default=1_000_000, action=_v.flag(_v.whole, minimum=2))
     p.add_argument("--epsilon", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--methods", nargs="+", default=["dp-auto-gan", "dp-syn"])
@@ -111,8 +112,6 @@ def main(argv=None) -> None:
     p.add_argument("--method", help=argparse.SUPPRESS)
     p.add_argument("--cell-out", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    if args.rows < 2:
-        p.error(f"--rows={args.rows} must be >= 2")
     if args.child:
         from dpgen_jax import synthesizers
 

@@ -25,6 +25,7 @@ import functools
 import pathlib
 import time
 
+from dpgen_jax import _validate as _v
 from experiments import _common
 
 DATASETS = ("adult", "adult-like")
@@ -103,11 +104,9 @@ def main(argv=None):
     p.add_argument("--dataset", choices=DATASETS, default="adult")
     p.add_argument("--adult-like-rows", type=int, default=48842, help="rows of data.adult_like")
     p.add_argument("--column", default="hours-per-week", help="the continuous column that gets gaps")
-    p.add_argument("--gaps", type=float, default=0.2, help="fraction of the column's values removed")
+    p.add_argument("--gaps", type=float, default=0.2, action=_v.flag(_v.fraction), help="fraction of the column's values removed")
     p.add_argument("--gap-seed", type=int, default=0, help="which rows lose their value (public)")
     args = p.parse_args(argv)
-    if not 0 < args.gaps < 1:
-        p.error(f"--gaps={args.gaps} must lie in (0, 1)")
     spec = _common.spec_from_args(args, p)
     return _common.run(spec, args.seeds, args.out, functools.partial(run_one, args), SUMMARY_KEYS)
 
