@@ -86,7 +86,7 @@ def test_uniform_rows_bad_arguments():
     with pytest.raises(TypeError, match="schema must be a dpgen_jax.data.Schema"):
         data.uniform_rows(schema.to_dict(), 3, jax.random.key(0))
     for n in (-1, 2.5, True, "3"):
-        with pytest.raises(ValueError, match=f"n={n!r}; expected an integer >= 0"):
+        with pytest.raises((TypeError, ValueError), match=f"expected n to be an integer >= 0|expected n to be an integer, got n={n!r}"):
             data.uniform_rows(schema, n, jax.random.key(0))
     with pytest.raises(ValueError, match="uniform_rows needs a key"):
         data.uniform_rows(schema, 3, None)
@@ -165,5 +165,5 @@ def test_adult_like_bad_arguments():
         (dict(n_rows=5, seed=-1), "seed"),
         (dict(n_rows=5, seed="0"), "seed"),
     ):
-        with pytest.raises(ValueError, match=f"^{name}="):
+        with pytest.raises((TypeError, ValueError), match=f"expected {name} to be an integer"):
             data.adult_like(**kwargs)

@@ -27,12 +27,12 @@ rows are prefix-stable: ``adult_like(m, seed=s)`` equals the first ``m`` rows of
 
 from __future__ import annotations
 
-import numbers
 
 import numpy as np
 import pandas as pd
 from scipy.special import gammaincinv, ndtri
 
+from dpgen_jax import _validate as _v
 from dpgen_jax.data._adult import ADULT_COLUMNS, adult_schema
 
 # -- hand-set proportions (not fitted to Adult) ------------------------------------------------
@@ -123,9 +123,8 @@ def adult_like(n_rows: int, seed: int = 0) -> pd.DataFrame:
         >>> list(df.columns) == adult_schema().names, len(df)
         (True, 5)
     """
-    for name, value, minimum in (("n_rows", n_rows, 1), ("seed", seed, 0)):
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < minimum:
-            raise ValueError(f"{name}={value!r}; expected an integer >= {minimum}.")
+    _v.whole(minimum=1, n_rows=n_rows)
+    _v.whole(minimum=0, seed=seed)
     n = int(n_rows)
     seqs = np.random.SeedSequence(int(seed)).spawn(len(_STREAMS))
     u = {k: np.random.Generator(np.random.PCG64(s)).random(n) for k, s in zip(_STREAMS, seqs, strict=True)}

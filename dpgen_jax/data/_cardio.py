@@ -17,7 +17,6 @@ as an argument, in ``$DPGEN_CARDIO_PATH`` or in the per-user cache.
 from __future__ import annotations
 
 import io
-import numbers
 import os
 from pathlib import Path
 
@@ -25,6 +24,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit, ndtri
 
+from dpgen_jax import _validate as _v
 from dpgen_jax.data._schema import Column, Schema
 
 CARDIO_FILE = "cardio_train.csv"
@@ -164,8 +164,7 @@ def cardio_split(df: pd.DataFrame, seed: int = 0) -> tuple[pd.DataFrame, pd.Data
 
     if "cardio" not in df.columns:
         raise ValueError(f"Expected a 'cardio' column to stratify on; got columns {list(df.columns)}.")
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise ValueError(f"Expected seed={seed!r} to be an integer.")
+    _v.integer(seed, "seed")
     train, rest = train_test_split(df, test_size=CARDIO_SPLIT[1] + CARDIO_SPLIT[2], stratify=df["cardio"],
                                    random_state=int(seed))
     val, test = train_test_split(rest, test_size=0.5, stratify=rest["cardio"], random_state=int(seed))
@@ -182,8 +181,7 @@ def cardio_like(n_rows: int, seed: int = 0) -> pd.DataFrame:
     growing with ap_hi, age, cholesterol and weight (about half the rows positive), so a classifier
     can learn it. Every value lies in the public bounds (clipped).
     """
-    if isinstance(n_rows, bool) or not isinstance(n_rows, numbers.Integral) or n_rows < 1:
-        raise ValueError(f"Expected n_rows={n_rows!r} to be an integer >= 1.")
+    _v.whole(minimum=1, n_rows=n_rows)
     rng = np.random.default_rng(seed)
     n = int(n_rows)
     z = ndtri(rng.uniform(1e-9, 1 - 1e-9, size=(n, 8)))

@@ -29,11 +29,11 @@ Model (all parameters drawn from ``seed``; the defaults are assumptions, not MIM
 
 from __future__ import annotations
 
-import numbers
 
 import numpy as np
 import pandas as pd
 
+from dpgen_jax import _validate as _v
 from dpgen_jax.data._schema import binary_schema
 
 _REAL_FEATURES = 1071
@@ -45,12 +45,6 @@ _N_GROUPS = 40
 _FOCUS_GROUPS = 4
 _FOCUS_BOOST = 3.0
 _CHUNK = 2048  # rows per generator chunk; fixed so that outputs are prefix-stable in n_rows
-
-
-def _check_int(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name}={value!r}; expected an integer >= {minimum}.")
-    return int(value)
 
 
 def _target_prevalence(n_features: int) -> np.ndarray:
@@ -112,8 +106,8 @@ def mimic_like_marginals(n_features: int = 1071, seed: int = 0) -> np.ndarray:
     Returns:
         ``(n_features,)`` float64, in column order (0 for features that never occur).
     """
-    n_features = _check_int("n_features", n_features, 1)
-    seed = _check_int("seed", seed, 0)
+    n_features = _v.whole(minimum=1, n_features=n_features)
+    seed = _v.whole(minimum=0, seed=seed)
     return _Params(n_features, seed).marginals.copy()
 
 
@@ -137,9 +131,9 @@ def mimic_like(n_rows: int = 46520, n_features: int = 1071, seed: int = 0) -> pd
     Raises:
         ValueError: on a non-integer or out-of-range argument.
     """
-    n_rows = _check_int("n_rows", n_rows, 1)
-    n_features = _check_int("n_features", n_features, 1)
-    seed = _check_int("seed", seed, 0)
+    n_rows = _v.whole(minimum=1, n_rows=n_rows)
+    n_features = _v.whole(minimum=1, n_features=n_features)
+    seed = _v.whole(minimum=0, seed=seed)
     params = _Params(n_features, seed)
     intercept = params.intercept.astype(np.float32)
     class_effect = params.class_effect.astype(np.float32)

@@ -22,12 +22,12 @@ streams, one draw per row and column, so ``planted_binary(m, d, s)`` is the firs
 
 from __future__ import annotations
 
-import numbers
 from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
+from dpgen_jax import _validate as _v
 from dpgen_jax.data._schema import Schema, binary_schema
 
 #: One planted group per this many columns by default (50 pairs and 50 triples at 1,000 columns).
@@ -50,18 +50,6 @@ class PlantedTable(NamedTuple):
     schema: Schema
     pairs: tuple[tuple[str, str], ...]
     triples: tuple[tuple[str, str, str], ...]
-
-
-def _check_int(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name}={value!r}; expected an integer >= {minimum}.")
-    return int(value)
-
-
-def _check_real(name: str, value: object) -> float:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name}={value!r}; expected a number.")
-    return float(value)
 
 
 def planted_binary(
@@ -107,24 +95,24 @@ def planted_binary(
         >>> t.frame.shape, len(t.pairs), len(t.triples)
         ((100, 20), 1, 1)
     """
-    n_rows = _check_int("n_rows", n_rows, 1)
-    n_features = _check_int("n_features", n_features, 1)
-    seed = _check_int("seed", seed, 0)
+    n_rows = _v.whole(minimum=1, n_rows=n_rows)
+    n_features = _v.whole(minimum=1, n_features=n_features)
+    seed = _v.whole(minimum=0, seed=seed)
     default = n_features // _COLUMNS_PER_GROUP
-    n_pairs = default if n_pairs is None else _check_int("n_pairs", n_pairs, 0)
-    n_triples = default if n_triples is None else _check_int("n_triples", n_triples, 0)
+    n_pairs = default if n_pairs is None else _v.whole(minimum=0, n_pairs=n_pairs)
+    n_triples = default if n_triples is None else _v.whole(minimum=0, n_triples=n_triples)
     if 2 * n_pairs + 3 * n_triples > n_features:
         raise ValueError(
             f"n_pairs={n_pairs} and n_triples={n_triples} need 2 * {n_pairs} + 3 * {n_triples} = "
             f"{2 * n_pairs + 3 * n_triples} columns; n_features={n_features} has fewer. Expected "
             "2 n_pairs + 3 n_triples <= n_features."
         )
-    flip = _check_real("flip", flip)
+    flip = _v.real(flip, "flip")
     if not 0.0 <= flip < 0.5:
         raise ValueError(f"flip={flip!r}; expected a probability in [0, 0.5).")
     if not isinstance(p_range, (tuple, list)) or len(p_range) != 2:
         raise ValueError(f"p_range={p_range!r}; expected a (low, high) pair.")
-    low, high = (_check_real("p_range", p) for p in p_range)
+    low, high = (_v.real(p, "p_range") for p in p_range)
     if not 0.0 < low <= high < 1.0:
         raise ValueError(f"p_range={tuple(p_range)!r}; expected 0 < low <= high < 1.")
 

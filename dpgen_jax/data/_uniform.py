@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import functools
-import numbers
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dpgen_jax import _validate as _v
 from dpgen_jax.data._check import check_key
 from dpgen_jax.data._encoder import TableEncoder
 from dpgen_jax.data._schema import Schema
@@ -73,8 +73,7 @@ def uniform_rows(schema: Schema, n: int, key: jax.Array) -> jax.Array:
     """
     if not isinstance(schema, Schema):
         raise TypeError(f"schema must be a dpgen_jax.data.Schema, got {type(schema).__name__}.")
-    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
-        raise ValueError(f"n={n!r}; expected an integer >= 0.")
+    _v.whole(minimum=0, n=n)
     check_key(key, "uniform_rows")
     plan = _plan(tuple((b.kind, b.width) for b in TableEncoder(schema).blocks))
     return _uniform_rows(int(n), key, plan)
