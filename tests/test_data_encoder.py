@@ -167,7 +167,10 @@ def test_integer_columns_refuse_fractions_and_decode_ties_to_even():
     df = small_frame()
     df["n"] = [2.0, 0.5, 4.0, 1.25]
     with pytest.raises(ValueError, match="column 'n': 2 non-integer value\\(s\\), e.g. 0.5, 1.25"):
+        enc.encode(df, verbose=True)
+    with pytest.raises(ValueError, match="^column 'n': non-integer value\\(s\\); the schema") as info:
         enc.encode(df)
+    assert "0.5" not in str(info.value) and "verbose=True" in str(info.value)
     df["n"] = [2.0, 0.0, 4.0, 1.0]  # integral floats are integers
     assert enc.decode(enc.encode(df))["n"].tolist() == [2, 0, 4, 1]
     # ties round to the even value also when lower is odd
@@ -386,20 +389,26 @@ def test_unknown_categories_are_named_with_a_few_values():
     with pytest.raises(
         ValueError, match="column 'c': 1 value\\(s\\) not in the schema's categories: ' a' \\(1 row\\)"
     ):
+        enc.encode(df, verbose=True)
+    with pytest.raises(ValueError, match="^column 'c': value\\(s\\) not in the schema's categories; expected") as info:
         enc.encode(df)
+    assert "' a'" not in str(info.value) and "row" not in str(info.value)
     many = pd.DataFrame(
         {**small_frame().iloc[[0] * 12].to_dict("list"), "c": [f"z{i}" for i in range(10)] + ["z0", "z0"]}
     )
     with pytest.raises(ValueError, match="12 value\\(s\\).*'z0' \\(3 rows\\).*\\(5 more distinct\\)"):
-        enc.encode(many)
+        enc.encode(many, verbose=True)
     df = small_frame()
     df["k"] = df["k"].astype(str)  # "10" is not 10
     with pytest.raises(ValueError, match="column 'k'.*'30'"):
-        enc.encode(df)
+        enc.encode(df, verbose=True)
     df = small_frame()
     df["k"] = [30, 10, 20, 15]
     with pytest.raises(ValueError, match="column 'k'.*15 \\(1 row\\)"):
+        enc.codes(df, verbose=True)
+    with pytest.raises(ValueError, match="column 'k': value\\(s\\) not in") as info:
         enc.codes(df)
+    assert "15" not in str(info.value)
 
 
 def test_missing_values_need_a_missing_category():
@@ -409,12 +418,14 @@ def test_missing_values_need_a_missing_category():
         df[col] = df[col].astype(object)
         df.loc[2, col] = value
         with pytest.raises(
-            ValueError, match=f"column '{col}': 1 missing value\\(s\\).*no missing-value category"
+            ValueError, match=f"column '{col}': 1 missing value\\(s\\).*does not declare the column missing"
         ):
+            enc.encode(df, verbose=True)
+        with pytest.raises(ValueError, match=f"^column '{col}': missing value\\(s\\)"):
             enc.encode(df)
     df = small_frame()
     df["k"] = pd.array([30, None, 20, 10], dtype="Int64")  # nullable integers
-    with pytest.raises(ValueError, match="column 'k': 1 missing value"):
+    with pytest.raises(ValueError, match="column 'k': missing value"):
         enc.encode(df)
     df["k"] = pd.array([30, 10, 20, 10], dtype="Int64")
     np.testing.assert_array_equal(enc.encode(df), enc.encode(small_frame()))
@@ -433,11 +444,13 @@ def test_non_numeric_continuous_values(value):
     df["v"] = df["v"].astype(object)
     df.at[3, "v"] = value
     with pytest.raises(ValueError, match="column 'v': 1 non-numeric value\\(s\\)"):
+        enc.encode(df, verbose=True)
+    with pytest.raises(ValueError, match="^column 'v': non-numeric value\\(s\\) in a continuous column; expected"):
         enc.encode(df)
     df = small_frame()
     df["v"] = ["1", "2", "3", "4"]
     with pytest.raises(ValueError, match="column 'v': 4 non-numeric"):
-        enc.encode(df)
+        enc.encode(df, verbose=True)
     df = small_frame()
     df["v"] = [True, False, True, True]
     with pytest.raises(ValueError, match="column 'v'.*non-numeric"):
@@ -449,19 +462,23 @@ def test_missing_and_infinite_continuous_values():
     df = small_frame()
     df.loc[0, "v"] = np.nan
     with pytest.raises(ValueError, match="column 'v': 1 missing value"):
+        enc.encode(df, verbose=True)
+    with pytest.raises(ValueError, match="^column 'v': missing value"):
         enc.encode(df)
     df = small_frame()
     df["n"] = df["n"].astype(object)
     df.loc[0, "n"] = None
     with pytest.raises(ValueError, match="column 'n': 1 missing value"):
-        enc.encode(df)
+        enc.encode(df, verbose=True)
     df = small_frame()
     df["n"] = pd.array([1, 2, None, 3], dtype="Int64")
     with pytest.raises(ValueError, match="column 'n': 1 missing value"):
-        enc.encode(df)
+        enc.encode(df, verbose=True)
     df = small_frame()
     df.loc[0, "v"] = np.inf
     with pytest.raises(ValueError, match="column 'v': 1 infinite"):
+        TableEncoder(small_schema(), on_out_of_bounds="clip").encode(df, verbose=True)
+    with pytest.raises(ValueError, match="^column 'v': infinite"):
         TableEncoder(small_schema(), on_out_of_bounds="clip").encode(df)
 
 
@@ -474,7 +491,10 @@ def test_out_of_bounds_error_by_default():
         ValueError,
         match="column 'v': 3 value\\(s\\) outside the schema bounds \\[0, 4\\].*-1.0, 4.5, 5.0.*'clip'",
     ):
+        enc.encode(df, verbose=True)
+    with pytest.raises(ValueError, match=r"^column 'v': value\(s\) outside the schema bounds \[0, 4\]\. Fix") as info:
         enc.encode(df)
+    assert "4.5" not in str(info.value)
     enc.encode(small_frame())
     assert enc.last_clip_counts == {"v": 0, "n": 0}
 
@@ -485,13 +505,16 @@ def test_out_of_bounds_clip_policy_reports_counts():
     df["v"] = [-1.0, 5.0, 4.5, 2.0]
     df["n"] = [7, 0, 1, 2]
     with pytest.warns(UserWarning, match="'v': 3, 'n': 1 \\(of 4 rows\\)"):
-        x = enc.encode(df)
+        x = enc.encode(df, verbose=True)
     assert enc.last_clip_counts == {"v": 3, "n": 1}
+    with pytest.warns(UserWarning, match="in column\\(s\\) 'v', 'n' to the bounds") as record:
+        enc.encode(df)
+    assert not any(ch.isdigit() for ch in str(record[0].message))  # no count, no row number
     np.testing.assert_array_equal(x[:, 8], [0.0, 1.0, 1.0, 0.5])
     np.testing.assert_array_equal(x[:, 9], [1.0, 0.0, 0.25, 0.5])
     assert x.shape[0] == 4  # no row dropped
     with pytest.warns(UserWarning, match="'v': 3"):
-        codes = enc.codes(df)
+        codes = enc.codes(df, verbose=True)
     assert codes["v"].tolist() == [0.0, 4.0, 4.0, 2.0]
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -1,8 +1,9 @@
-"""Missing values in continuous columns declared ``missing=True`` (``docs/data.md``, "Missing values").
+"""Missing values in continuous columns declared ``missing=True`` (``docs/data.md``, "Missing values";
+every other kind: ``tests/test_data_gaps.py``).
 
 The schema declares them, the encoder adds an indicator, every method learns it (a fast check on
 three methods here, every registered method under ``-m slow``), the metrics compare "missing" as a
-value, and a column not declared so still refuses a missing value, naming the column and count.
+value, and a column not declared so still refuses a missing value, naming the column and the rule.
 """
 
 from __future__ import annotations
@@ -91,13 +92,13 @@ def test_encoder_adds_indicators_and_decodes_missing_back():
     np.testing.assert_array_equal(codes["c [missing]"].to_numpy(), c_nan.astype(int))
 
 
-def test_a_column_not_declared_missing_refuses_gaps_naming_the_column_and_count():
+def test_a_column_not_declared_missing_refuses_gaps_naming_the_column_and_the_rule():
     df = _frame(200)
     n_gaps = int(df["d"].isna().sum())
     with pytest.raises(ValueError, match=rf"column 'd': {n_gaps} missing value\(s\).*does not declare"):
-        data.TableEncoder(_schema(True, False)).encode(df)
-    with pytest.raises(ValueError, match=rf"column 'd': {n_gaps} missing value"):
-        synthesizers.create("independent").fit(df, _schema(True, False), epsilon=1.0, seed=0)
+        data.TableEncoder(_schema(True, False)).encode(df, verbose=True)
+    with pytest.raises(ValueError, match=r"column 'd': missing value\(s\).*does not declare"):
+        synthesizers.create("independent").fit(df, _schema(True, False), epsilon=1.0, seed=0)  # no count
 
 
 def test_read_csv_reads_blank_cells_of_a_declared_column(tmp_path):
@@ -183,16 +184,16 @@ def test_independent_learns_the_missing_rate():
         assert math.isclose(syn, real, abs_tol=0.02), (col, real, syn)
 
 
-def test_discretizer_codes_the_indicator_and_decodes_missing_back():
+def test_discretizer_codes_missing_as_one_more_bin_and_decodes_it_back():
     import jax
 
     schema = data.Schema([data.Column("a", "continuous", lower=0, upper=10, missing=True),
                           data.Column("b", "categorical", categories=("x", "y"))])
     frame = pd.DataFrame({"a": [1.0, np.nan, 5.0, np.nan], "b": ["x", "y", "x", "x"]})
     disc = data.Discretizer(schema, 4)
-    assert disc.schema.names == ["a", "a [missing]", "b"] and disc.sizes == (4, 2, 2)
+    assert disc.schema.names == ["a", "b"] and disc.sizes == (5, 2) and disc.missing_codes == {"a": 4}
     codes = disc.codes(frame)
-    np.testing.assert_array_equal(codes[:, 1], [0, 1, 0, 1])  # the indicator, not bin 0 alone
+    np.testing.assert_array_equal(codes[:, 0], [0, 4, 2, 4])  # gaps: the last code, not bin 0
     np.testing.assert_array_equal(codes, disc.codes_from_encoded(data.TableEncoder(schema).encode(frame)))
     back = disc.decode(codes, jax.random.key(0))
     assert list(back.columns) == ["a", "b"]

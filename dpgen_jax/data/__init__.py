@@ -2,13 +2,15 @@
 
 - :class:`Schema` / :class:`Column`: public column metadata (kinds, ordered categories, bounds)
   with its source and notes for privacy reports; :func:`adult_schema`, :func:`binary_schema`,
-  :func:`infer_schema` (data-derived, not end-to-end DP).
+  :func:`infer_schema` (data-derived, not end-to-end DP; gaps, id-like and skewed columns noted).
 - :class:`TableEncoder`: DataFrame <-> float32 matrix (one-hot, 0/1, [0, 1]-scaled), per-column
   :class:`Block` layout, argmax/sample decoding, integer codes; strict errors on bad input.
   :func:`check_frame` is the one frame-vs-schema check the library uses.
 - :func:`uniform_rows`: encoded rows drawn from the public schema alone.
-- :func:`model_schema` / :func:`to_model_frame` / :func:`from_model_frame`: a continuous column
-  declared ``missing=True`` as its value plus a binary missingness indicator (:func:`indicator_name`).
+- :func:`model_schema` / :func:`to_model_frame` / :func:`from_model_frame`: a column declared
+  ``missing=True`` as the methods model it: a continuous one as its value plus a binary missingness
+  indicator (:func:`indicator_name`), a discrete one with one more category for the gap
+  (:func:`missing_category`).
 - :func:`bin_edges` / :func:`bin_index`: public bins of a continuous column from its bounds.
 - :class:`BinnedEncoder`: rows one-hot on the same public bins (continuous columns as bin blocks).
 - :class:`Discretizer`: every column as a small integer code on public bins, and back (values
@@ -59,16 +61,18 @@ from dpgen_jax.data._discrete import LOG_SPAN, SPACINGS, BinnedEncoder, Discreti
 from dpgen_jax.data._files import DRAFT_NOTE_PREFIX, Draft, draft_schema, load_schema, read_csv, read_metadata_yaml, write_csv
 from dpgen_jax.data._encoder import (DECODE_MODES, EXACT_INTEGER_SPAN, Block, IntegerResolutionWarning,
                                      TableEncoder)
-from dpgen_jax.data._missing import from_model_frame, has_missing, model_schema, to_model_frame
+from dpgen_jax.data._infer import infer_schema
+from dpgen_jax.data._missing import (from_model_frame, has_missing, missing_category, model_schema,
+                                     to_model_frame)
 from dpgen_jax.data._mimic import mimic_like, mimic_like_marginals
 from dpgen_jax.data._planted import PlantedTable, planted_binary
 from dpgen_jax.data._schema import (
+    SCALES,
     Column,
     DataDerivedSchemaWarning,
     Schema,
     binary_schema,
     indicator_name,
-    infer_schema,
 )
 from dpgen_jax.data._uniform import uniform_rows
 
@@ -87,6 +91,7 @@ __all__ = [
     "BinnedEncoder",
     "Discretizer",
     "SPACINGS",
+    "SCALES",
     "IntegerResolutionWarning",
     "LOG_SPAN",
     "PlantedTable",
@@ -125,6 +130,7 @@ __all__ = [
     "from_model_frame",
     "has_missing",
     "indicator_name",
+    "missing_category",
     "model_schema",
     "to_model_frame",
     "write_csv",

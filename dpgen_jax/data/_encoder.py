@@ -4,8 +4,9 @@ Layout (the one of Tantipongpipat et al. 2021, "Differentially Private Synthetic
 Generation For Unsupervised Learning", section 4.1; ``docs/data.md``): a categorical column
 becomes a one-hot block of width k (category index = position in the schema's list); a binary
 column one 0/1 column (1 = the second category); a continuous column one column scaled to
-[0, 1] with the schema's bounds. The encoder is built from the schema alone and never fits
-anything on data.
+[0, 1] with the schema's bounds (on the logarithm of the distance from the lower bound for a column
+declared ``scale="log"``). The encoder is built from the schema alone and never fits anything on
+data.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ DECODE_MODES: tuple[str, ...] = get_args(DecodeMode)
 
 #: An integer column whose range holds fewer values than this round-trips exactly through the
 #: float32 encoding: the scaled value of an integer is off by at most half a float32 ulp of [0.5, 1),
-#: 2**-25, which times the span stays below 0.5.
+#: 2**-25, which times the span stays below 0.5. For a column declared ``scale="log"`` the error of
+#: the offset is about ``(1 + span) * log1p(span) * 2**-25``, so the round trip is exact when
+#: ``(1 + span) * log1p(span) < 2**24`` (a span of up to about 1.1 million).
 EXACT_INTEGER_SPAN = 2**24
 
 
@@ -65,6 +68,16 @@ class Block(NamedTuple):
         return slice(self.start, self.stop)
 
 
+def _integer_error(col: Column) -> float:
+    """Upper bound on ``|decode(encode(v)) - v|`` before rounding for an integer column: zero when
+    rounding recovers every integer of the range exactly."""
+    span = col.upper - col.lower
+    if col.scale == "log":
+        reach = (1.0 + span) * np.log1p(span)
+        return 0.0 if reach < EXACT_INTEGER_SPAN else reach * 2.0**-25 + 0.5
+    return 0.0 if span < EXACT_INTEGER_SPAN else span * 2.0**-25 + 0.5
+
+
 def _int_dtype(categories: tuple) -> np.dtype:
     """The smallest signed integer dtype that holds every int category."""
     lo, hi = min(categories), max(categories)
@@ -82,11 +95,16 @@ class TableEncoder:
         schema: The public schema.
         on_out_of_bounds: What :meth:`encode` and :meth:`codes` do with a continuous value outside
             the schema bounds: ``"error"`` (default) raises; ``"clip"`` clips it to the bound,
-            records the per-column counts in :attr:`last_clip_counts` and warns with them.
+            records the per-column counts in :attr:`last_clip_counts` and warns naming the columns.
 
-    A continuous column declared ``missing=True`` is encoded as two blocks: its value (the lower
-    bound where it is missing) and, right after it, the binary block of its missingness indicator
-    (``data.indicator_name``); :meth:`decode` puts the missing values back (``docs/data.md``).
+    A column declared ``missing=True`` is encoded as its model schema says (``data.model_schema``):
+    a continuous one as two blocks, its value (the lower bound where it is missing) and, right after
+    it, the binary block of its missingness indicator (``data.indicator_name``); a discrete one as a
+    one-hot block with one more category for the gap (``data.missing_category``). :meth:`decode`
+    puts the gaps back (``docs/data.md``, "Missing values").
+
+    A continuous column declared ``scale="log"`` is encoded as
+    ``log1p(x - lower) / log1p(upper - lower)`` (in [0, 1]) and decoded with the inverse.
 
     Attributes:
         schema: The schema.
@@ -111,8 +129,10 @@ class TableEncoder:
         [[0.0, 1.0, 0.0, 1.0, 0.25]]
 
     Privacy:
-        Encoding and decoding use only the public schema. The clip counts and the messages of
-        errors and warnings are computed from the rows they were given: if those rows are
+        Encoding and decoding use only the public schema. Errors and warnings name the column and
+        the rule, never a value or a count of rows, unless ``verbose=True`` is passed to
+        :meth:`encode` / :meth:`codes` (for debugging your own data). The clip counts
+        (:attr:`last_clip_counts`) are computed from the rows they were given: if those rows are
         private, do not put them in anything you release.
     """
 
@@ -122,12 +142,14 @@ class TableEncoder:
         if on_out_of_bounds not in ("error", "clip"):
             raise ValueError(f"on_out_of_bounds={on_out_of_bounds!r}; expected 'error' or 'clip'.")
         for col in schema.columns:
-            span = (col.upper - col.lower) if col.integer else 0.0
-            if span >= EXACT_INTEGER_SPAN:
+            error = _integer_error(col) if col.integer else 0.0
+            if error:
+                many = ("2**24 or more values" if col.scale == "linear" else
+                        "too many values on a log scale ((1 + span) * log1p(span) >= 2**24)")
                 warnings.warn(
                     f"column {col.name!r}: the integer range [{col.lower:.0f}, {col.upper:.0f}] holds "
-                    f"2**24 or more values, more than one float32 per column resolves: decode(encode(df)) "
-                    f"can differ from df by up to about {span * 2.0**-25 + 0.5:.3g} in this column.",
+                    f"{many}, more than one float32 per column resolves: decode(encode(df)) "
+                    f"can differ from df by up to about {error:.3g} in this column.",
                     IntegerResolutionWarning,
                     stacklevel=2,
                 )
@@ -157,7 +179,7 @@ class TableEncoder:
             raise KeyError(f"no column {name!r} in the encoder's schema") from None
 
     # -- validation ---------------------------------------------------------------------
-    def _discrete_codes(self, col: Column, s: pd.Series) -> np.ndarray:
+    def _discrete_codes(self, col: Column, s: pd.Series, verbose: bool) -> np.ndarray:
         """Integer codes (category index) of one discrete column; raises on bad values."""
         cats = col.categories
         numeric_fast = (
@@ -186,23 +208,27 @@ class TableEncoder:
         if isna.any():
             if col.missing is None:
                 raise ValueError(
-                    f"{where}: {int(isna.sum())} missing value(s) (NaN/None) and the schema declares no "
-                    "missing-value category for it (Column.missing)."
+                    f"{where}: {_count(isna, verbose)}missing value(s) (NaN/None) and the schema does not "
+                    "declare the column missing (Column.missing=True, or a category that stands for a gap)."
                 )
             codes[isna] = cats.index(col.missing)
         bad = codes < 0
         if bad.any():
-            values = pd.Series(s.to_numpy(dtype=object)[bad]).value_counts(sort=True)
-            listed = ", ".join(f"{v!r} ({n} row{'s' if n > 1 else ''})" for v, n in list(values.items())[:5])
-            more = f", ... ({len(values) - 5} more distinct)" if len(values) > 5 else ""
+            listed = ""
+            if verbose:
+                values = pd.Series(s.to_numpy(dtype=object)[bad]).value_counts(sort=True)
+                listed = ": " + ", ".join(f"{v!r} ({n} row{'s' if n > 1 else ''})"
+                                          for v, n in list(values.items())[:5])
+                listed += f", ... ({len(values) - 5} more distinct)" if len(values) > 5 else ""
             raise ValueError(
-                f"{where}: {int(bad.sum())} value(s) not in the schema's categories: {listed}{more}; "
+                f"{where}: {_count(bad, verbose)}value(s) not in the schema's categories{listed}; "
                 f"expected one of {show_values(cats, 8)} ({len(cats)} categories). Values are compared exactly "
-                "(no whitespace stripping, no str/number conversion)."
+                f"(no whitespace stripping, no str/number conversion).{_HINT if not verbose else ''}"
             )
         return codes
 
-    def _continuous_values(self, col: Column, s: pd.Series, clip_counts: dict[str, int]) -> np.ndarray:
+    def _continuous_values(self, col: Column, s: pd.Series, clip_counts: dict[str, int],
+                           verbose: bool) -> np.ndarray:
         """float64 values of one continuous column, checked against the bounds."""
         where = f"column {col.name!r}"
         if pd.api.types.is_bool_dtype(s.dtype) or not (
@@ -220,9 +246,10 @@ class TableEncoder:
             isna = s.isna().to_numpy(dtype=bool)
             bad = ~numeric & ~isna
             if bad.any():
+                shown = f", e.g. {show_values(pd.unique(obj[bad]).tolist())}" if verbose else ""
                 raise ValueError(
-                    f"{where}: {int(bad.sum())} non-numeric value(s) in a continuous column, e.g. "
-                    f"{show_values(pd.unique(obj[bad]).tolist())}; expected numbers (dtype {s.dtype})."
+                    f"{where}: {_count(bad, verbose)}non-numeric value(s) in a continuous column{shown}; "
+                    f"expected numbers (dtype {s.dtype}).{_HINT if not verbose else ''}"
                 )
             values = np.where(isna, np.nan, obj).astype(np.float64)
         else:
@@ -230,33 +257,33 @@ class TableEncoder:
         nan = np.isnan(values)
         if nan.any():
             raise ValueError(
-                f"{where}: {int(nan.sum())} missing value(s) (NaN/None) and the schema does not declare "
+                f"{where}: {_count(nan, verbose)}missing value(s) (NaN/None) and the schema does not declare "
                 "the column missing (Column.missing=True adds a missingness indicator)."
             )
         inf = np.isinf(values)
         if inf.any():
-            raise ValueError(f"{where}: {int(inf.sum())} infinite value(s); expected finite numbers.")
+            raise ValueError(f"{where}: {_count(inf, verbose)}infinite value(s); expected finite numbers.")
         if col.integer:
             fractional = values != np.round(values)
             if fractional.any():
+                shown = f", e.g. {show_values(np.unique(values[fractional]).tolist())}" if verbose else ""
                 raise ValueError(
-                    f"{where}: {int(fractional.sum())} non-integer value(s), e.g. "
-                    f"{show_values(np.unique(values[fractional]).tolist())}; the schema declares the "
-                    "column integer (Column.integer)."
+                    f"{where}: {_count(fractional, verbose)}non-integer value(s){shown}; the schema declares "
+                    f"the column integer (Column.integer).{_HINT if not verbose else ''}"
                 )
         low, high = values < col.lower, values > col.upper
         n_out = int(low.sum() + high.sum())
         if n_out and self.on_out_of_bounds == "error":
-            out = values[low | high]
+            shown = f", e.g. {show_values(np.unique(values[low | high]).tolist())}" if verbose else ""
             raise ValueError(
-                f"{where}: {n_out} value(s) outside the schema bounds [{col.lower:g}, {col.upper:g}], e.g. "
-                f"{show_values(np.unique(out).tolist())}. Fix the data or the schema, or use "
-                "TableEncoder(schema, on_out_of_bounds='clip')."
+                f"{where}: {_count(low | high, verbose)}value(s) outside the schema bounds "
+                f"[{col.lower:g}, {col.upper:g}]{shown}. Fix the data or the schema, or use "
+                f"TableEncoder(schema, on_out_of_bounds='clip').{_HINT if not verbose else ''}"
             )
         clip_counts[col.name] = n_out
         return np.clip(values, col.lower, col.upper) if n_out else values
 
-    def _validated(self, df: pd.DataFrame) -> dict[str, np.ndarray]:
+    def _validated(self, df: pd.DataFrame, verbose: bool) -> dict[str, np.ndarray]:
         """Per column: int64 codes (discrete) or float64 in-bounds values (continuous)."""
         df = to_model_frame(df, self.schema)
         clip_counts: dict[str, int] = {}
@@ -264,12 +291,12 @@ class TableEncoder:
         for col in self.model_schema.columns:
             s = df[col.name]
             if col.kind == "continuous":
-                out[col.name] = self._continuous_values(col, s, clip_counts)
+                out[col.name] = self._continuous_values(col, s, clip_counts, verbose)
             else:
-                out[col.name] = self._discrete_codes(col, s)
+                out[col.name] = self._discrete_codes(col, s, verbose)
         self.last_clip_counts = clip_counts
         clipped = {k: v for k, v in clip_counts.items() if v}
-        if clipped:
+        if clipped and verbose:
             warnings.warn(
                 "TableEncoder clipped values outside the schema bounds: "
                 + ", ".join(f"{k!r}: {v}" for k, v in clipped.items())
@@ -277,27 +304,38 @@ class TableEncoder:
                 UserWarning,
                 stacklevel=3,
             )
+        elif clipped:
+            warnings.warn(
+                f"TableEncoder clipped values outside the schema bounds in column(s) {show_values(list(clipped), 20)} "
+                "to the bounds (on_out_of_bounds='clip'); last_clip_counts holds the counts, verbose=True shows "
+                "them.",
+                UserWarning,
+                stacklevel=3,
+            )
         return out
 
     # -- encode -------------------------------------------------------------------------
-    def encode(self, df: pd.DataFrame) -> np.ndarray:
+    def encode(self, df: pd.DataFrame, verbose: bool = False) -> np.ndarray:
         """Encode a table.
 
         Args:
             df: A frame with exactly the schema's columns (any order), at least one row.
+            verbose: Quote the offending values and count them in errors and in the clip warning
+                (for debugging your own data; never on private rows whose messages are shared).
 
         Returns:
             ``(len(df), width)`` float32: one-hot blocks, 0/1 binary columns, continuous
-            columns scaled to [0, 1] by ``(x - lower) / (upper - lower)``.
+            columns scaled to [0, 1] by ``(x - lower) / (upper - lower)`` (``scale="log"``:
+            ``log1p(x - lower) / log1p(upper - lower)``).
 
         Raises:
             TypeError: if ``df`` is not a DataFrame.
-            ValueError: naming the column, on a missing or undeclared column, an empty frame, a
-                value outside the categories, a missing value without a missing-value category,
-                a non-numeric or non-finite continuous value, or (policy ``"error"``) a value
-                outside the bounds.
+            ValueError: naming the column and the rule, on a missing or undeclared column, an
+                empty frame, a value outside the categories, a missing value in a column not
+                declared missing, a non-numeric or non-finite continuous value, or (policy
+                ``"error"``) a value outside the bounds.
         """
-        parts = self._validated(df)
+        parts = self._validated(df, verbose)
         x = np.zeros((len(df), self.width), dtype=np.float32, order="F")  # contiguous column writes
         rows = np.arange(len(df))
         for b, col in zip(self.blocks, self.model_schema.columns, strict=True):
@@ -306,11 +344,13 @@ class TableEncoder:
                 x[rows, b.start + v] = 1.0
             elif b.kind == "binary":
                 x[:, b.start] = v
+            elif col.scale == "log":
+                x[:, b.start] = np.log1p(v - col.lower) / np.log1p(col.upper - col.lower)
             else:
                 x[:, b.start] = (v - col.lower) / (col.upper - col.lower)
         return np.ascontiguousarray(x)
 
-    def codes(self, df: pd.DataFrame) -> pd.DataFrame:
+    def codes(self, df: pd.DataFrame, verbose: bool = False) -> pd.DataFrame:
         """Integer codes for discrete columns, raw numbers for continuous ones.
 
         The same checks and out-of-bounds policy as :meth:`encode` apply. Used by the papers'
@@ -318,13 +358,14 @@ class TableEncoder:
 
         Args:
             df: A frame with exactly the schema's columns.
+            verbose: As :meth:`encode`.
 
         Returns:
             A frame in schema order with ``df``'s index: int64 category indices (binary: 0 for the
             first category, 1 for the second) and float64 continuous values (clipped under the
             ``"clip"`` policy).
         """
-        parts = self._validated(df)
+        parts = self._validated(df, verbose)
         return pd.DataFrame({n: parts[n] for n in self.model_schema.names}, index=df.index)
 
     # -- decode -------------------------------------------------------------------------
@@ -348,8 +389,11 @@ class TableEncoder:
             A frame with the schema's columns in order and a RangeIndex. Discrete columns hold
             the schema's own values (str columns as pandas strings; int columns with the
             smallest signed integer dtype that holds the categories; bool columns as bool).
-            Continuous columns are ``x * (upper - lower) + lower`` clipped to the bounds: float64,
-            or for integer columns int64, rounded to the nearest integer (half to even).
+            Continuous columns are ``x * (upper - lower) + lower`` clipped to the bounds
+            (``scale="log"``: ``lower + expm1(x * log1p(upper - lower))`` with ``x`` clipped to
+            [0, 1]): float64, or for integer columns int64, rounded to the nearest integer (half to
+            even). Gaps of columns declared ``missing=True`` come back as ``data.from_model_frame``
+            returns them.
             ``decode(encode(df))`` returns every integer exactly when the column's range holds
             fewer than 2**24 values (:data:`EXACT_INTEGER_SPAN`), e.g. UCI Adult's
             capital-gain over [0, 99999].
@@ -387,11 +431,7 @@ class TableEncoder:
         for b, col in zip(self.blocks, self.model_schema.columns, strict=True):
             v = xt[b.slice]  # (block width, n)
             if b.kind == "continuous":
-                if col.integer:
-                    out[b.name] = _decode_integer(v[0], col)
-                else:
-                    y = v[0].astype(np.float64) * (col.upper - col.lower) + col.lower
-                    out[b.name] = np.clip(y, col.lower, col.upper)
+                out[b.name] = decode_continuous(v[0], col)
                 continue
             if mode == "argmax":
                 idx = np.argmax(v, axis=0) if b.kind == "categorical" else (v[0] > 0.5).astype(np.int64)
@@ -403,13 +443,47 @@ class TableEncoder:
         return from_model_frame(pd.DataFrame(out, index=pd.RangeIndex(n)), self.schema)
 
 
+def _count(flags: np.ndarray, verbose: bool) -> str:
+    """``"<n> "`` (the number of flagged rows) under ``verbose``, else nothing: a count of rows is
+    a private number."""
+    return f"{int(flags.sum())} " if verbose else ""
+
+
+_HINT = " Pass verbose=True to see the values (for your own data only)."
+
+
+def decode_continuous(x: np.ndarray, col: Column) -> np.ndarray:
+    """A continuous column's values from its scaled outputs ``x`` (any real numbers), inside its
+    bounds: int64 for an integer column (:func:`_decode_integer`), float64 otherwise, on the
+    column's scale (``lower + x * (upper - lower)``, or ``lower + expm1(x * log1p(upper - lower))``
+    for ``scale="log"``)."""
+    if col.integer:
+        return _decode_integer(x, col)
+    if col.scale == "log":
+        y = _log_offset(x, col) + col.lower
+    else:
+        y = x.astype(np.float64) * (col.upper - col.lower) + col.lower
+    return np.clip(y, col.lower, col.upper)
+
+
+def _log_offset(x: np.ndarray, col: Column) -> np.ndarray:
+    """``expm1(x * log1p(upper - lower))`` in float64 with ``x`` clipped to [0, 1] (``upper - lower``
+    exactly at 1): the offset from ``lower`` of a log-scaled column."""
+    t = np.clip(x.astype(np.float64), 0.0, 1.0)
+    span = col.upper - col.lower
+    return np.where(t >= 1.0, span, np.expm1(t * np.log1p(span)))  # the upper bound exactly at 1
+
+
 def _decode_integer(x: np.ndarray, col: Column) -> np.ndarray:
     """int64 values of an integer column from its scaled outputs ``x`` (any real numbers).
 
     The offset from ``lower`` is rounded in float64 before ``lower`` is added as an integer, so
     no rounding happens at the magnitude of the bounds (up to 2**53); ties go to the even value.
     """
-    offset = np.clip(x.astype(np.float64), 0.0, 1.0) * (col.upper - col.lower)
+    if col.scale == "log":
+        offset = np.minimum(_log_offset(x, col), col.upper - col.lower)
+    else:
+        offset = np.clip(x.astype(np.float64), 0.0, 1.0) * (col.upper - col.lower)
     base = np.floor(offset)
     frac = offset - base
     base_int = base.astype(np.int64)

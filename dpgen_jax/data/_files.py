@@ -5,28 +5,31 @@
 * :func:`load_schema`: a schema from its JSON file.
 * :func:`read_metadata_yaml` and :func:`draft_schema`: public facts from a SmartNoise SQL metadata
   file, and a draft schema from them and/or the data (marked ``data-derived`` when any fact was
-  read from the rows).
+  read from the rows), with the advice of a review (:class:`Draft`).
 
 Every problem a user can fix (a missing file, an unreadable CSV, a value the schema does not
 allow) raises :class:`dpgen_jax._validate.UsageError` (a ``ValueError``) naming the file and column;
-the command line prints it as one line. ``docs/cli.md`` describes the formats.
+the command line prints it as one line; it names the rule, not the offending value, unless the
+caller passes ``verbose=True``. ``docs/cli.md`` describes the formats.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pathlib
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import pandas as pd
 
 from dpgen_jax._validate import UsageError, existing_file
 from dpgen_jax.data._check import check_frame
 from dpgen_jax.data._encoder import TableEncoder
-from dpgen_jax.data._schema import DataDerivedSchemaWarning, Schema, infer_schema
+from dpgen_jax.data._infer import advice, gap_columns, infer_schema, looks_like_id
+from dpgen_jax.data._schema import Column, DataDerivedSchemaWarning, Schema
 
 DRAFT_NOTE_PREFIX = "DRAFT"
 SMARTNOISE_TYPES = ("boolean", "string", "int", "float")
@@ -54,22 +57,26 @@ def load_schema(path: os.PathLike | str) -> Schema:
         raise UsageError(f"{p}: not a valid schema: {exc}") from None
 
 
-def _parse_bool(s: pd.Series, where: str):
+def _parse_bool(s: pd.Series, where: str, verbose: bool = False):
     lowered = s.str.lower()
     bad = ~lowered.isin(("true", "false", ""))
     if bad.any():
-        raise UsageError(f"{where} holds {s[bad].iloc[0]!r}; expected True or False (a bool column "
+        shown = repr(s[bad].iloc[0]) if verbose else "a value other than True/False"
+        raise UsageError(f"{where} holds {shown}; expected True or False (a bool column "
                          "of the schema).")
     return lowered.map({"true": True, "false": False, "": None})
 
 
-def _parse_numbers(s: pd.Series, where: str, integer: bool):
+def _parse_numbers(s: pd.Series, where: str, integer: bool, verbose: bool = False):
     blank = s == ""
     try:
         values = pd.to_numeric(s.mask(blank), errors="raise")
     except (ValueError, TypeError) as exc:
         bad = [v for v in s[~blank] if _not_number(v)]
-        shown = repr(bad[0]) if bad else f"a value it cannot parse ({exc})"
+        if not verbose:
+            shown = "text that is not a number"
+        else:
+            shown = repr(bad[0]) if bad else f"a value it cannot parse ({exc})"
         raise UsageError(f"{where} holds {shown}; expected "
                          f"{'integers' if integer else 'numbers'}.") from None
     if integer and not blank.any() and values.dtype.kind == "f":
@@ -87,7 +94,22 @@ def _not_number(v: str) -> bool:
         return True
 
 
-def read_csv(path: os.PathLike | str, schema: Schema, name: str | None = None) -> pd.DataFrame:
+def _nullable(values: pd.Series, col: Column) -> Any:
+    """A column declared ``missing=True`` in the dtype ``data.from_model_frame`` gives it: ``Int64``
+    for integer values and int categories, ``boolean`` for bool categories (float and str columns
+    keep float64 / object with NaN). Values the dtype cannot hold are left for the encoder to refuse."""
+    if col.kind == "continuous" and not col.integer:
+        return values
+    if col.kind != "continuous" and isinstance(col.categories[0], bool):
+        return pd.array(list(values), dtype="boolean")
+    if col.kind != "continuous" and isinstance(col.categories[0], str):
+        return values
+    present = values.dropna()
+    return values.astype("Int64") if (present == present.round()).all() else values
+
+
+def read_csv(path: os.PathLike | str, schema: Schema, name: str | None = None,
+             verbose: bool = False) -> pd.DataFrame:
     """A CSV file read with the dtypes ``schema`` declares, checked against its columns.
 
     Every cell is first read as the exact text in the file (no whitespace stripping, no guessing
@@ -96,22 +118,30 @@ def read_csv(path: os.PathLike | str, schema: Schema, name: str | None = None) -
     * discrete columns with ``str`` categories keep the text (so ``"10"`` stays a string);
       ``int`` categories are parsed as integers, ``bool`` categories from ``True``/``False``
       (any case); an empty cell is a missing value (unless ``""`` is itself a category), which
-      encodes as the column's ``missing`` category if it has one;
+      encodes as the column's ``missing`` category if it names one;
     * continuous columns are parsed as numbers (int64 for integer columns); an empty cell is a
-      missing value, allowed in a column declared ``missing=True``.
+      missing value;
+    * a column (of any kind) declared ``missing=True``: an empty cell is a gap, and the column
+      has the dtype ``TableEncoder.decode`` gives it: nullable ``Int64`` (integer values, int
+      categories) or ``boolean`` (bool categories) with ``pd.NA``, float64 or object (str
+      categories) with NaN. :func:`write_csv` writes gaps as empty cells, so a read, a write and a
+      read give the same frame.
 
     The values are then checked as the library reads them (``TableEncoder.encode``): unknown
-    categories, values out of bounds and missing values without a missing category are errors
-    naming the file and the column.
+    categories, values out of bounds and missing values in a column not declared missing are
+    errors naming the file, the column and the rule.
 
     Args:
         path: The CSV file (header row with the column names, comma-separated).
         schema: The public schema of the table.
         name: What to call the file in messages (default: its path).
+        verbose: Quote the offending value (and counts) in errors, for debugging your own data.
 
     Raises:
-        UsageError: no file, unreadable CSV, columns that differ from the schema's, or a value
-            that cannot be parsed as its column's type or is not allowed by the schema.
+        UsageError: no file, unreadable CSV, columns that differ from the schema's, a value that
+            cannot be parsed as its column's type or is not allowed by the schema, or a str column
+            declared ``missing=True`` with ``""`` among its categories (an empty cell would be
+            ambiguous).
     """
 
     p = existing_file(path, "data file")
@@ -129,29 +159,34 @@ def read_csv(path: os.PathLike | str, schema: Schema, name: str | None = None) -
         s = raw[col.name].astype(object)
         where = f"{label}: column {col.name!r}"
         if col.kind == "continuous":
-            out[col.name] = _parse_numbers(s, where, col.integer)
+            values = _parse_numbers(s, where, col.integer, verbose)
+            out[col.name] = _nullable(values, col) if col.missing is True else values
             continue
         kind = type(col.categories[0])
         if kind is str:
+            if col.missing is True and "" in col.categories:
+                raise UsageError(f"{where}: the column is declared missing=True and has the category \"\"; "
+                                 "in a CSV file an empty cell would be both. Rename that category.")
             out[col.name] = s if "" in col.categories else s.mask(s == "")
         elif kind is bool:
-            out[col.name] = _parse_bool(s, where)
+            values = _parse_bool(s, where, verbose)
+            out[col.name] = _nullable(values, col) if col.missing is True else values
         else:
-            values = _parse_numbers(s, where, integer=True)
+            values = _parse_numbers(s, where, True, verbose)
             if values.dtype.kind == "f" and not (values.dropna() == values.dropna().round()).all():
                 raise UsageError(f"{where} holds non-integer values; its categories are integers.")
-            out[col.name] = values
+            out[col.name] = _nullable(values, col) if col.missing is True else values
     frame = pd.DataFrame(out, columns=schema.names)
     try:
-        TableEncoder(schema).encode(frame)  # every value checked here, named by file and column
+        TableEncoder(schema).encode(frame, verbose)  # every value checked here, named by file and column
     except ValueError as exc:
         raise UsageError(f"{label}: {exc}") from None
     return frame
 
 
 def write_csv(df: pd.DataFrame, path: pathlib.Path) -> None:
-    """Writes ``df`` without its index; floats at full precision, so :func:`read_csv` reads the
-    same values back."""
+    """Writes ``df`` without its index; floats at full precision and gaps (NaN, None, ``pd.NA``)
+    as empty cells, so :func:`read_csv` reads the same values and gaps back."""
     path.parent.mkdir(parents=True, exist_ok=True)
     df.to_csv(path, index=False)
 
@@ -236,10 +271,15 @@ def _metadata_column(name: str, meta: Mapping[str, Any], where: str) -> dict[str
         raise UsageError(f"{where} is a private identifier (private_id: true); drop it from the "
                          "table: a synthesizer must not learn identifiers.")
     kind = meta.get("type")
+    nullable = meta.get("nullable", False)
+    if not isinstance(nullable, bool):
+        raise UsageError(f"{where}: nullable must be true or false, got {nullable!r}.")
     if kind not in SMARTNOISE_TYPES:
         raise UsageError(f"{where}: type {kind!r} is not supported; expected one of "
                          f"{list(SMARTNOISE_TYPES)} (drop datetime and unknown columns from the table).")
     out: dict[str, Any] = {"name": name, "label": bool(meta.get("label", False))}
+    if nullable and meta.get("missing_value") is None:
+        out["missing"] = True
     has_bounds = [k for k in ("lower", "upper") if meta.get(k) is not None]
     cats = meta.get("categories")
     missing = meta.get("missing_value")
@@ -252,7 +292,7 @@ def _metadata_column(name: str, meta: Mapping[str, Any], where: str) -> dict[str
     if kind in ("int", "float") and cats is None:
         if missing is not None:
             raise UsageError(f"{where}: missing_value is supported for discrete columns only (a "
-                             "continuous column cannot hold a missing value).")
+                             "continuous column has no value to spare: declare nullable: true).")
         if len(has_bounds) == 1:
             raise UsageError(f"{where}: give both lower and upper.")
         if not has_bounds:
@@ -268,6 +308,8 @@ def _metadata_column(name: str, meta: Mapping[str, Any], where: str) -> dict[str
         missing = None if missing is None else str(missing)
     if missing is not None and missing not in cats:
         cats = [*cats, missing]
+    if missing is None:
+        return {**out, "kind": "binary" if len(cats) == 2 else "categorical", "categories": cats}
     return {**out, "kind": "binary" if len(cats) == 2 else "categorical", "categories": cats,
             "missing": missing}
 
@@ -279,7 +321,8 @@ _LEADING_ZERO = r"-?0[0-9]+"  # a code such as a ZIP code, not a number
 def _read_draft_frame(path: pathlib.Path, string_columns: Sequence[str]) -> pd.DataFrame:
     """The CSV typed for drafting: a column is bool when every cell is True/False, int when every
     cell is a canonical integer, float when every cell is a number and none has a leading zero
-    (``"01"`` is a code), else str (always str for ``string_columns``). Empty cells are missing."""
+    (``"01"`` is a code), else str (always str for ``string_columns``). Empty cells are gaps (and
+    make a bool column ``boolean``, an int column ``Int64``, with ``pd.NA``)."""
     try:
         raw = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False)
     except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
@@ -293,36 +336,53 @@ def _read_draft_frame(path: pathlib.Path, string_columns: Sequence[str]) -> pd.D
         if name not in string_columns and len(filled):
             if filled.isin(("True", "False")).all():
                 typed = typed.map({"True": True, "False": False}, na_action="ignore")
-                typed = typed.astype(bool) if not blank.any() else typed
+                typed = typed.astype(bool if not blank.any() else "boolean")
             elif filled.str.fullmatch(_CANONICAL_INT).all():
                 typed = pd.to_numeric(typed)
+                typed = typed if not blank.any() else pd.Series(
+                    pd.array([None if b else int(v) for b, v in zip(blank, s)], dtype="Int64"), index=s.index)
             elif not (filled.str.fullmatch(_LEADING_ZERO).any() or any(map(_not_number, filled))):
                 typed = pd.to_numeric(typed).astype(float)
         out[name] = typed
     return pd.DataFrame(out, columns=raw.columns)
 
 
-class Draft(NamedTuple):
-    """What ``schema draft`` produced.
+@dataclasses.dataclass(frozen=True)
+class Draft:
+    """What ``schema draft`` produced. It unpacks as ``schema, drafted, rows`` (as before the
+    ``advice`` field existed).
 
     Attributes:
         schema: the schema.
-        drafted: the columns whose facts were read from the data (empty: all public).
+        drafted: the columns whose facts were read from the data (empty: all public); a column of
+            the metadata file whose data has gaps it does not declare (``nullable``) is one.
         rows: the number of rows the metadata file declares (``rows``), if any.
+        advice: sentences for the person who reviews the draft, also at the end of the schema's
+            notes: every column with gaps, columns that look like identifiers (drop them) with a
+            sentence on the unit of privacy, columns set to ``scale="log"``. Column names only,
+            no values or counts.
     """
 
     schema: Schema
     drafted: list[str]
     rows: int | None
+    advice: tuple[str, ...] = ()
+
+    def __iter__(self):
+        return iter((self.schema, self.drafted, self.rows))
 
 
 def draft_schema(data_path: os.PathLike | str | None, *, yaml_path: os.PathLike | str | None = None,
                  table: str | None = None, label: str | None = None) -> Draft:
     """A draft schema from a metadata file of public facts and/or the data.
 
-    Facts declared in the metadata file (SmartNoise layout) are public. Every other fact is read
-    from the data with :func:`dpgen_jax.infer_schema`; if there is any, the schema is marked
-    ``data-derived`` and its first note, starting with ``DRAFT``, says which columns.
+    Facts declared in the metadata file (SmartNoise layout; ``nullable: true`` declares
+    ``missing=True``) are public. Every other fact is read from the data with
+    :func:`dpgen_jax.infer_schema`; if there is any, the schema is marked ``data-derived`` and its
+    first note, starting with ``DRAFT``, says which columns. Gaps (empty cells) are accepted in every
+    column: a column with gaps gets ``missing=True`` (a declared column whose metadata does not say
+    ``nullable`` counts as drafted). :attr:`Draft.advice` lists every column with gaps, the columns
+    that look like identifiers and the columns set to ``scale="log"``; it never advises filling gaps.
 
     Raises:
         UsageError: neither input, a column of the metadata file missing from the data, facts
@@ -360,6 +420,8 @@ def draft_schema(data_path: os.PathLike | str | None, *, yaml_path: os.PathLike 
         raise UsageError(f"{yaml_path}: column(s) {to_draft} lack public facts (categories for "
                          "strings, lower and upper for numbers); add them or give the data file "
                          "to draft them from.")
+    gaps = gap_columns(frame) if frame is not None else []
+    undeclared_gaps = [n for n in gaps if declared.get(n) is not None and declared[n].get("missing") is None]
     drafted: dict[str, dict] = {}
     if to_draft:
         with warnings.catch_warnings():
@@ -374,27 +436,47 @@ def draft_schema(data_path: os.PathLike | str | None, *, yaml_path: os.PathLike 
     cols = []
     for n in names:
         d = dict(declared.get(n) or drafted[n])
+        if n in undeclared_gaps:
+            d["missing"] = True
         if label is not None:
             d["label"] = n == label
         cols.append(d)
     public = [n for n in names if n not in drafted]
-    if drafted:
+    if drafted or undeclared_gaps:
         source = "data-derived"
-        notes.insert(0, f"{DRAFT_NOTE_PREFIX} by `dpgen-jax schema draft`: the kinds, categories "
-                        f"and bounds of column(s) {to_draft} were read from the rows of {data_path} "
-                        "(not differentially private). Review every column, replace those facts by "
-                        'public knowledge, then set "source" to "public" and rewrite these notes.')
+        if drafted:
+            notes.insert(0, f"{DRAFT_NOTE_PREFIX} by `dpgen-jax schema draft`: the kinds, categories "
+                            f"and bounds of column(s) {to_draft} were read from the rows of {data_path} "
+                            "(not differentially private). Review every column, replace those facts by "
+                            'public knowledge, then set "source" to "public" and rewrite these notes.')
+        else:
+            notes.insert(0, f"{DRAFT_NOTE_PREFIX} by `dpgen-jax schema draft`: the metadata file "
+                            f"{yaml_path} declares every column, but the rows of {data_path} have gaps "
+                            "it does not declare. Review, then set \"source\" to \"public\" and rewrite "
+                            "these notes.")
         if public:
             notes.insert(1, f"Column(s) {public} were declared in the public metadata file "
                             f"{yaml_path}.")
+        if undeclared_gaps:
+            notes.insert(2 if public else 1,
+                         f"That column(s) {undeclared_gaps} may be missing was read from the rows of "
+                         f"{data_path} (the metadata file does not declare them nullable).")
     else:
         source = "public"
         notes.insert(0, f"Declared in the metadata file {yaml_path} (SmartNoise layout): column "
                         "kinds, category lists and bounds are public knowledge, not read from the "
                         "private rows.")
+    if frame is not None:
+        ids = [n for n in names if looks_like_id(n, frame[n])]
+    else:
+        ids = [n for n in names if looks_like_id(n, pd.Series([], dtype=object))]
+    logs = [n for n in to_draft if drafted[n].get("scale") == "log"]
+    review = tuple(advice(gaps, ids, logs))
+    notes.extend(review)
     try:
         schema = Schema.from_dict({"columns": cols, "source": source, "notes": notes})
     except (ValueError, TypeError) as exc:
         raise UsageError(f"{yaml_path or data_path}: {exc}") from None
     rows = options.get("rows")
-    return Draft(schema, to_draft, rows if isinstance(rows, int) and not isinstance(rows, bool) else None)
+    return Draft(schema, [*to_draft, *undeclared_gaps], rows if isinstance(rows, int) and not isinstance(rows, bool)
+                 else None, review)

@@ -1,16 +1,25 @@
-"""Missing values in continuous columns: the model schema and the frames on either side of it.
+"""Gaps in any column kind: the model schema and the frames on either side of it.
 
-A continuous column declared ``missing=True`` (a public fact: the column may be missing) is
-modelled as two columns of the *model schema*: the value itself (no longer missing) and, right
-after it, a binary missingness indicator named :func:`indicator_name` (``False``/``True``). A
-missing value becomes ``indicator=True`` with the column's lower bound as its value (a public
-constant: the value is never read where the indicator is set); decoding puts the missing value
-back wherever the indicator is ``True``. Every synthesizer fits and samples on the model schema,
-so each method learns the indicator as a column of its own, and the metrics compare the
-indicator like any binary column ("missing" is a value). ``docs/data.md`` ("Missing values").
+A column declared ``missing=True`` (a public fact: the column may be missing) is modelled by the
+*model schema* (:func:`model_schema`), which every synthesizer fits and samples on and every
+metric compares:
+
+* a continuous column becomes two columns: the value itself (no longer missing) and, right after
+  it, a binary missingness indicator named :func:`indicator_name` (``False``/``True``). A missing
+  value becomes ``indicator=True`` with the column's lower bound as its value (a public constant:
+  the value is never read where the indicator is set);
+* a discrete column becomes a categorical column of the same name whose categories are its own
+  followed by one more, :func:`missing_category`, that stands for the gap (bool categories become
+  the ints 0 and 1, the gap 2), so "missing" is one more category and no value is filled anywhere.
+
+Decoding puts the gaps back (:func:`from_model_frame`). Neural methods thus see the indicator pair
+(continuous) or the extra category (discrete); marginal methods see "missing" as one more bin of
+the discretised column (``Discretizer``). ``docs/data.md`` ("Missing values").
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pandas as pd
@@ -18,29 +27,80 @@ import pandas as pd
 from dpgen_jax.data._check import check_frame
 from dpgen_jax.data._schema import Column, Schema, indicator_name
 
-__all__ = ["from_model_frame", "has_missing", "indicator_name", "model_schema", "to_model_frame"]
+__all__ = ["from_model_frame", "has_missing", "indicator_name", "missing_category", "model_schema",
+           "to_model_frame"]
+
+_GAP_TEXT = "[missing]"
 
 
 def _declared(schema: Schema) -> list[Column]:
-    return [c for c in schema.columns if c.kind == "continuous" and c.missing]
+    return [c for c in schema.columns if c.missing is True]
 
 
 def has_missing(schema: Schema) -> bool:
-    """Whether ``schema`` has a continuous column declared ``missing=True``."""
+    """Whether ``schema`` has a column (of any kind) declared ``missing=True``."""
     return bool(_declared(schema))
 
 
+def missing_category(column: Column) -> str | int:
+    """The category that stands for a gap in the model schema of a discrete column declared
+    ``missing=True``: for str categories ``"[missing]"`` (with ``"_"`` appended until it is not one
+    of them), for int categories their maximum plus one (the minimum minus one if the maximum is the
+    largest int64), for bool categories ``2`` (they become ``0``/``1`` in the model).
+
+    Raises:
+        ValueError: if the column is continuous (its gap is the indicator :func:`indicator_name`)
+            or not declared ``missing=True``.
+
+    Example:
+        >>> missing_category(Column("smoker", "binary", categories=("no", "yes"), missing=True))
+        '[missing]'
+        >>> missing_category(Column("grade", "categorical", categories=(1, 2, 3), missing=True))
+        4
+    """
+    if not isinstance(column, Column):
+        raise TypeError(f"column must be a dpgen_jax.data.Column, got {type(column).__name__}.")
+    if column.kind == "continuous" or column.missing is not True:
+        raise ValueError(
+            f"column {column.name!r}: missing_category applies to a discrete column declared missing=True; "
+            "a continuous column's gaps are its indicator (indicator_name)."
+        )
+    cats = column.categories
+    if isinstance(cats[0], bool):
+        return 2
+    if isinstance(cats[0], int):
+        top = max(cats)
+        return top + 1 if top + 1 < 2**63 else min(cats) - 1
+    text = _GAP_TEXT
+    while text in cats:
+        text += "_"
+    return text
+
+
+def _model_categories(column: Column) -> tuple:
+    """The model schema's categories of a discrete column declared ``missing=True``."""
+    if isinstance(column.categories[0], bool):
+        return (0, 1, 2)
+    return (*column.categories, missing_category(column))
+
+
 def model_schema(schema: Schema) -> Schema:
-    """The schema the methods model: each continuous column declared ``missing=True`` followed by
-    its binary indicator ``indicator_name(column)`` (categories ``(False, True)``).
+    """The schema the methods model. Each continuous column declared ``missing=True`` is followed by
+    its binary indicator ``indicator_name(column)`` (categories ``(False, True)``); each discrete
+    column declared ``missing=True`` becomes a categorical column of the same name (and label flag)
+    whose categories are its own (bool ones as ``0``/``1``) followed by :func:`missing_category`,
+    which is its ``missing`` category.
 
     A schema without such a column is returned as it is (the same object).
 
     Example:
         >>> s = Schema.from_dict({"columns": [
-        ...     {"name": "hours", "kind": "continuous", "lower": 1, "upper": 99, "missing": True}]})
+        ...     {"name": "hours", "kind": "continuous", "lower": 1, "upper": 99, "missing": True},
+        ...     {"name": "smoker", "kind": "binary", "categories": [False, True], "missing": True}]})
         >>> model_schema(s).names
-        ['hours', 'hours [missing]']
+        ['hours', 'hours [missing]', 'smoker']
+        >>> model_schema(s)["smoker"].categories, model_schema(s)["smoker"].missing
+        ((0, 1, 2), 2)
     """
     if not isinstance(schema, Schema):
         raise TypeError(f"schema must be a dpgen_jax.data.Schema, got {type(schema).__name__}.")
@@ -48,22 +108,56 @@ def model_schema(schema: Schema) -> Schema:
         return schema
     columns: list[Column] = []
     for c in schema.columns:
-        if c.kind == "continuous" and c.missing:
-            columns.append(Column(c.name, "continuous", lower=c.lower, upper=c.upper, integer=c.integer,
-                                  label=c.label))
+        if c.missing is not True:
+            columns.append(c)
+        elif c.kind == "continuous":
+            columns.append(dataclasses.replace(c, missing=None))
             columns.append(Column(indicator_name(c.name), "binary", categories=(False, True)))
         else:
-            columns.append(c)
+            cats = _model_categories(c)
+            columns.append(Column(c.name, "categorical", categories=cats, label=c.label, missing=cats[-1]))
     return Schema(tuple(columns), source=schema.source, notes=schema.notes)
+
+
+def _discrete_to_model(c: Column, s: pd.Series, where: str) -> pd.Series:
+    """A discrete column declared missing=True as values of its model column (gaps -> the gap
+    category); values outside the categories are passed on for the encoder to refuse."""
+    gap = missing_category(c)
+    isna = s.isna().to_numpy(dtype=bool)
+    cats = c.categories
+    if isinstance(cats[0], bool):
+        obj = s.to_numpy(dtype=object)
+        present = obj[~isna]
+        if not pd.api.types.is_bool_dtype(s.dtype) and not all(isinstance(v, (bool, np.bool_)) for v in present):
+            raise ValueError(
+                f"{where}: value(s) that are not True or False; the schema's categories are {cats} "
+                "(gaps: NaN, None or pd.NA)."
+            )
+        codes = np.full(len(obj), 2, dtype=np.int8)
+        codes[~isna] = (present.astype(bool) == cats[1]).astype(np.int8)
+        return pd.Series(codes, index=s.index)
+    if (s[~isna] == gap).to_numpy(dtype=bool).any():
+        raise ValueError(
+            f"{where}: holds {gap!r}, the category that stands for a gap in the model (missing=True), which "
+            "is not one of the schema's categories."
+        )
+    if not isna.any():
+        return s
+    if isinstance(cats[0], int) and pd.api.types.is_integer_dtype(s.dtype):  # nullable Int64 etc.
+        return s.fillna(gap).astype(np.int64)
+    if isinstance(cats[0], int) and pd.api.types.is_float_dtype(s.dtype) and isinstance(s.dtype, np.dtype):
+        return pd.Series(np.where(isna, float(gap), s.to_numpy()), index=s.index)
+    return s.astype(object).mask(isna, gap)
 
 
 def to_model_frame(df: pd.DataFrame, schema: Schema, name: str = "df") -> pd.DataFrame:
     """``df`` (the schema's columns) as a frame of :func:`model_schema`'s columns.
 
     For each continuous column declared ``missing=True``: its indicator is ``True`` where the value
-    is NaN, None or ``pd.NA``, and those values become the column's lower bound. Other columns are
-    passed on untouched (their values are checked where they are encoded). A frame whose schema
-    declares no such column is returned as it is.
+    is NaN, None or ``pd.NA``, and those values become the column's lower bound. For each discrete
+    column declared ``missing=True``: gaps become :func:`missing_category` (bool values become
+    ``0``/``1``). Other columns are passed on untouched (their values are checked where they are
+    encoded). A frame whose schema declares no such column is returned as it is.
 
     Args:
         df: A frame with exactly the schema's columns (any order).
@@ -71,7 +165,9 @@ def to_model_frame(df: pd.DataFrame, schema: Schema, name: str = "df") -> pd.Dat
         name: What to call the frame in messages.
 
     Raises:
-        TypeError, ValueError: as :func:`~dpgen_jax.data.check_frame`.
+        TypeError, ValueError: as :func:`~dpgen_jax.data.check_frame`; ValueError naming the
+            column for a value that is not a bool in a bool column declared ``missing=True``, or
+            that equals the gap category.
     """
     check_frame(df, schema, name)
     if not has_missing(schema):
@@ -79,19 +175,43 @@ def to_model_frame(df: pd.DataFrame, schema: Schema, name: str = "df") -> pd.Dat
     out: dict[str, object] = {}
     for c in schema.columns:
         s = df[c.name]
-        if c.kind == "continuous" and c.missing:
+        if c.missing is not True:
+            out[c.name] = s
+        elif c.kind == "continuous":
             isna = s.isna().to_numpy(dtype=bool)
             out[c.name] = s.where(~isna, c.lower).infer_objects() if isna.any() else s
             out[indicator_name(c.name)] = isna
         else:
-            out[c.name] = s
+            out[c.name] = _discrete_to_model(c, s, f"{name}: column {c.name!r}")
     return pd.DataFrame(out, index=df.index)
 
 
+def _discrete_from_model(c: Column, values: pd.Series) -> object:
+    """The user's values of a discrete column declared missing=True from its model column."""
+    gap = missing_category(c)
+    cats = c.categories
+    if isinstance(cats[0], bool):
+        codes = values.to_numpy(dtype=np.int64)
+        out = pd.array(np.asarray(cats, dtype=bool)[np.minimum(codes, 1)], dtype="boolean")
+        out[codes == 2] = pd.NA
+        return out
+    if isinstance(cats[0], int):
+        codes = values.to_numpy(dtype=np.int64)
+        out = pd.array(codes, dtype="Int64")
+        out[codes == gap] = pd.NA
+        return out
+    obj = values.to_numpy(dtype=object).copy()
+    obj[obj == gap] = np.nan
+    return pd.Series(obj, index=values.index, dtype=object)
+
+
 def from_model_frame(df: pd.DataFrame, schema: Schema) -> pd.DataFrame:
-    """The inverse of :func:`to_model_frame` on decoded rows: where a column's indicator is
-    ``True`` its value becomes missing (NaN in a float64 column; ``pd.NA`` in a nullable ``Int64``
-    column for an integer column), and the indicators are dropped.
+    """The inverse of :func:`to_model_frame` on decoded rows, with gaps as a user expects them:
+    where a continuous column's indicator is ``True`` its value becomes missing (NaN in a float64
+    column; ``pd.NA`` in a nullable ``Int64`` column for an integer column) and the indicators are
+    dropped; a discrete column's gap category becomes ``pd.NA`` in a nullable ``Int64`` (int
+    categories) or ``boolean`` (bool categories) column, and NaN in an object column (str
+    categories).
 
     Args:
         df: A frame with :func:`model_schema`'s columns.
@@ -105,7 +225,11 @@ def from_model_frame(df: pd.DataFrame, schema: Schema) -> pd.DataFrame:
     check_frame(df, model_schema(schema), "the model's rows")
     out: dict[str, object] = {}
     for c in schema.columns:
-        if c.kind == "continuous" and c.missing:
+        if c.missing is not True:
+            out[c.name] = df[c.name]
+        elif c.kind != "continuous":
+            out[c.name] = _discrete_from_model(c, df[c.name])
+        else:
             flag = df[indicator_name(c.name)].to_numpy(dtype=bool)
             if c.integer:
                 values = pd.array(df[c.name].to_numpy(dtype=np.int64), dtype="Int64")
@@ -113,6 +237,4 @@ def from_model_frame(df: pd.DataFrame, schema: Schema) -> pd.DataFrame:
             else:
                 values = np.where(flag, np.nan, df[c.name].to_numpy(dtype=np.float64))
             out[c.name] = values
-        else:
-            out[c.name] = df[c.name]
     return pd.DataFrame(out, index=df.index)

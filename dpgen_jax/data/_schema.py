@@ -14,21 +14,22 @@ import dataclasses
 import json
 import math
 import numbers
-import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
-import pandas as pd
 
 
 ColumnKind = Literal["binary", "categorical", "continuous"]
 SchemaSource = Literal["public", "data-derived"]
+ColumnScale = Literal["linear", "log"]
 
 _KINDS: tuple[str, ...] = ("binary", "categorical", "continuous")
 _SOURCES: tuple[str, ...] = ("public", "data-derived")
 _FORMAT_VERSION = 1
-_COLUMN_KEYS = ("name", "kind", "categories", "lower", "upper", "integer", "label", "missing")
+_COLUMN_KEYS = ("name", "kind", "categories", "lower", "upper", "integer", "label", "missing", "scale")
+#: The scales of a continuous column (``Column.scale``).
+SCALES: tuple[str, ...] = ("linear", "log")
 _SCHEMA_KEYS = ("version", "columns", "source", "notes")
 #: Largest magnitude of an integer column's bounds: every integer up to it is exact in float64.
 MAX_EXACT_INTEGER = 2**53
@@ -96,14 +97,22 @@ class Column:
             exactly through the float32 encoding (see ``TableEncoder``).
         label: Whether this column is the prediction target (at most one per schema). The
             label is encoded like any other column.
-        missing: Discrete columns: the category that stands for a missing value. NaN, None and
-            ``pd.NA`` in the data encode as this category, and decoding returns the category
-            itself (for Adult ``"?"``). Continuous columns: ``True`` declares (as a public fact)
-            that the column may be missing; the encoder then adds a binary missingness indicator
-            right after the column (:func:`~dpgen_jax.data.indicator_name`), every method learns
-            it as a column of its own, and decoding returns NaN (``pd.NA`` for an integer column)
-            where the indicator is set (``docs/data.md``, "Missing values"). ``None`` (default):
-            a missing value is an error.
+        missing: ``True`` declares (as a public fact) that the column may be missing, for every
+            kind: NaN, None and ``pd.NA`` in the data are gaps, every method models them, and
+            decoding returns gaps where the model put them (``docs/data.md``, "Missing values"). A
+            continuous column is then modelled as its value plus a binary missingness indicator
+            right after it (:func:`~dpgen_jax.data.indicator_name`); a discrete one as a
+            categorical column whose last category stands for the gap
+            (:func:`~dpgen_jax.data.missing_category`). Decoded gaps are NaN in float columns,
+            ``pd.NA`` in nullable ``Int64`` / ``boolean`` columns (integer values, int or bool
+            categories) and NaN in object columns (str categories). A discrete column may instead
+            name one of its categories as the gap (for Adult ``"?"``): NaN, None and ``pd.NA``
+            then encode as that category and decoding returns the category itself. ``None`` or
+            ``False`` (default): a missing value is an error.
+        scale: Continuous columns only: ``"linear"`` (default) or ``"log"``, a public fact that the
+            column is skewed (incomes, counts). A log column is encoded as
+            ``log1p(x - lower) / log1p(upper - lower)`` and binned on log-spaced edges, so its
+            many small values are not crowded into one bin.
 
     Raises:
         ValueError: if a field is inconsistent with ``kind`` (e.g. a binary column without
@@ -119,6 +128,7 @@ class Column:
     integer: bool = False
     label: bool = False
     missing: str | int | bool | None = None
+    scale: ColumnScale = "linear"
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -130,6 +140,15 @@ class Column:
             raise TypeError(f"{where}: integer and label must be bool, got {self.integer!r}, {self.label!r}.")
         object.__setattr__(self, "integer", bool(self.integer))
         object.__setattr__(self, "label", bool(self.label))
+        if self.scale not in SCALES:
+            raise ValueError(f"{where}: scale={self.scale!r}; expected one of {SCALES}.")
+        if self.scale != "linear" and self.kind != "continuous":
+            raise ValueError(f"{where}: scale={self.scale!r} applies to continuous columns only (a {self.kind} "
+                             "column has no numeric scale).")
+        if self.missing is False or (isinstance(self.missing, np.bool_) and not self.missing):
+            object.__setattr__(self, "missing", None)
+        elif self.missing is True or isinstance(self.missing, np.bool_):
+            object.__setattr__(self, "missing", True)
         if self.kind == "continuous":
             self._check_continuous(where)
         else:
@@ -138,16 +157,12 @@ class Column:
     def _check_continuous(self, where: str) -> None:
         if self.categories is not None:
             raise ValueError(f"{where}: a continuous column takes no categories, got {self.categories!r}.")
-        if self.missing is False or (isinstance(self.missing, np.bool_) and not self.missing):
-            object.__setattr__(self, "missing", None)
-        elif self.missing is not None:
-            if not (self.missing is True or isinstance(self.missing, np.bool_)):
-                raise ValueError(
-                    f"{where}: missing={self.missing!r}; a continuous column takes missing=True (the "
-                    "column may be missing: the encoder adds an indicator) or None (a missing value is an "
-                    "error), not a category."
-                )
-            object.__setattr__(self, "missing", True)
+        if self.missing is not None and self.missing is not True:
+            raise ValueError(
+                f"{where}: missing={self.missing!r}; a continuous column takes missing=True (the "
+                "column may be missing: the encoder adds an indicator) or None (a missing value is an "
+                "error), not a category."
+            )
         bounds = []
         for side, value in (("lower", self.lower), ("upper", self.upper)):
             if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
@@ -207,7 +222,7 @@ class Column:
             if out_of_range:
                 raise ValueError(f"{where}: int categories must fit in int64, got {show_values(out_of_range)}.")
         object.__setattr__(self, "categories", cats)
-        if self.missing is not None:
+        if self.missing is not None and self.missing is not True:
             try:
                 missing = _normalise_category(self.missing)
             except TypeError as err:
@@ -224,7 +239,8 @@ class Column:
         return len(self.categories) if self.kind == "categorical" else 1
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict with every field (lossless; inverse of :meth:`from_dict`)."""
+        """A JSON-ready dict with every field (lossless; inverse of :meth:`from_dict`); ``scale`` only
+        when it is not ``"linear"``, so schemas without it serialise as before."""
         return {
             "name": self.name,
             "kind": self.kind,
@@ -234,6 +250,7 @@ class Column:
             "integer": self.integer,
             "label": self.label,
             "missing": self.missing,
+            **({} if self.scale == "linear" else {"scale": self.scale}),
         }
 
     @classmethod
@@ -416,6 +433,18 @@ class Schema:
                 "public knowledge; each is modelled as its value plus a missingness indicator, a column "
                 "like any other."
             )
+        discrete = [c.name for c in self.columns if c.kind != "continuous" and c.missing is True]
+        if discrete:
+            out.append(
+                f"That the discrete column(s) {show_values(discrete, 10)} may be missing is declared as "
+                "public knowledge; each is modelled with \"missing\" as one more category."
+            )
+        logs = [c.name for c in self.columns if c.scale == "log"]
+        if logs:
+            out.append(
+                f"That the column(s) {show_values(logs, 10)} are skewed (scale \"log\") is declared as "
+                "public knowledge; it sets how they are encoded and binned."
+            )
         out.extend(self.notes)
         if self.source == "data-derived":
             out.append(
@@ -449,95 +478,4 @@ def binary_schema(n_features: int, prefix: str = "x") -> Schema:
         cols,
         source="public",
         notes=(f"All {int(n_features)} columns are binary with values 0/1; this layout is public.",),
-    )
-
-
-def infer_schema(df: pd.DataFrame, label: str | None = None) -> Schema:
-    """Read a schema from the data itself. For non-private use only.
-
-    Rules: bool columns -> binary ``(False, True)``; integer columns holding only 0/1 ->
-    binary ``(0, 1)``; other integer columns -> continuous integer with the observed min/max;
-    float columns -> continuous with the observed min/max; other columns (strings) ->
-    categorical with the sorted distinct values, or binary when there are exactly two.
-
-    Args:
-        df: The table.
-        label: Optional name of the label column.
-
-    Returns:
-        A schema with ``source="data-derived"``.
-
-    Raises:
-        ValueError: on an empty frame, missing values, a constant numeric column, a column of
-            mixed types, or an unknown ``label``.
-
-    Warns:
-        DataDerivedSchemaWarning: always.
-
-    Privacy:
-        Category sets, bounds and kinds read from the rows are not differentially private (a
-        category that occurs once reveals that row). Any privacy report built on this schema
-        says the result is not end-to-end DP. Declare a public schema instead for real use.
-    """
-    if not isinstance(df, pd.DataFrame):
-        raise TypeError(f"df must be a pandas DataFrame, got {type(df).__name__}.")
-    if len(df) == 0 or df.shape[1] == 0:
-        raise ValueError(f"df is empty (shape {df.shape}); cannot infer a schema.")
-    if label is not None and label not in df.columns:
-        raise ValueError(f"label={label!r} is not a column of df.")
-    if len(set(df.columns)) != df.shape[1]:
-        raise ValueError("df has duplicate column names.")
-    warnings.warn(
-        "infer_schema reads column kinds, categories and bounds from the data: the result is "
-        "marked 'data-derived' and is not end-to-end differentially private.",
-        DataDerivedSchemaWarning,
-        stacklevel=2,
-    )
-    columns = []
-    for name in df.columns:
-        if not isinstance(name, str):
-            raise ValueError(f"column name {name!r} is not a string.")
-        s = df[name]
-        n_missing = int(s.isna().sum())
-        if n_missing:
-            raise ValueError(
-                f"column {name!r}: {n_missing} missing values (NaN/None); infer_schema cannot invent "
-                "a missing-value category. Fill them or declare the schema by hand."
-            )
-        is_label = name == label
-        if pd.api.types.is_bool_dtype(s):
-            columns.append(Column(name, "binary", categories=(False, True), label=is_label))
-        elif pd.api.types.is_integer_dtype(s) or pd.api.types.is_float_dtype(s):
-            values = s.to_numpy()
-            lo, hi = values.min(), values.max()
-            if pd.api.types.is_integer_dtype(s) and set(np.unique(values).tolist()) <= {0, 1} and lo != hi:
-                columns.append(Column(name, "binary", categories=(0, 1), label=is_label))
-            elif lo == hi:
-                raise ValueError(f"column {name!r} is constant ({lo!r}); declare its bounds by hand.")
-            else:
-                columns.append(
-                    Column(
-                        name,
-                        "continuous",
-                        lower=float(lo),
-                        upper=float(hi),
-                        integer=bool(pd.api.types.is_integer_dtype(s)),
-                        label=is_label,
-                    )
-                )
-        else:
-            uniques = pd.unique(s.to_numpy(dtype=object))
-            try:
-                kinds = {_category_type(v) for v in uniques}
-            except TypeError as err:
-                raise ValueError(f"column {name!r}: {err}.") from None
-            if len(kinds) > 1:
-                raise ValueError(f"column {name!r} mixes value types {sorted(k.__name__ for k in kinds)}.")
-            cats = tuple(sorted(_normalise_category(v) for v in uniques))
-            kind = "binary" if len(cats) == 2 else "categorical"
-            columns.append(Column(name, kind, categories=cats, label=is_label))
-    return Schema(
-        tuple(columns),
-        source="data-derived",
-        notes=("The schema was produced by infer_schema from the table's own values.",),
     )
