@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import numpy as np
 import pandas as pd
@@ -126,3 +128,84 @@ def test_binned_encoder_sample_mode_draws_bins_by_their_weights():
     low = (out < -0.75).mean()
     assert abs(low - 0.75) < 4 * np.sqrt(0.75 * 0.25 / n)
     assert ((out < -0.75) | (out >= 0.75)).all()
+
+
+GAPS = data.Schema([
+    data.Column("n", "continuous", lower=0, upper=9, integer=True, missing=True),
+    data.Column("x", "continuous", lower=0, upper=1, missing=True),
+    data.Column("c", "categorical", categories=("a", "b")),
+    data.Column("z", "continuous", lower=-1, upper=1)])
+
+
+def _gap_frame(n=400, seed=0):
+    r = np.random.default_rng(seed)
+    nn = pd.array(r.integers(3, 10, n), dtype="Int64")
+    nn[r.random(n) < 0.25] = pd.NA
+    x = np.where(r.random(n) < 0.25, np.nan, r.uniform(0.3, 1.0, n))
+    return pd.DataFrame({"n": nn, "x": x, "c": r.choice(["a", "b"], n).astype(object),
+                         "z": r.uniform(-1, 1, n)})
+
+
+def test_a_gap_is_the_last_code_of_its_column():
+    d = data.Discretizer(GAPS, bins=4)
+    assert d.schema.names == ["n", "x", "c", "z"] and d.sizes == (5, 5, 2, 4)
+    assert d.missing_codes == {"n": 4, "x": 4}
+    df = _gap_frame()
+    codes = d.codes(df)
+    np.testing.assert_array_equal(codes[:, 0] == 4, df["n"].isna().to_numpy())
+    np.testing.assert_array_equal(codes[:, 1] == 4, df["x"].isna().to_numpy())
+    present = df["x"].notna().to_numpy()
+    np.testing.assert_array_equal(codes[present, 1], data.bin_index(df["x"][present], d.edges["x"]))
+    np.testing.assert_array_equal(codes, d.codes_from_encoded(data.TableEncoder(GAPS).encode(df)))
+    assert d.describe() == ("n: 4 equal-width bins and a missing code; "
+                            "x: 4 equal-width bins and a missing code; z: 4 equal-width bins")
+
+
+def test_decode_returns_the_gaps_of_the_missing_code_and_values_elsewhere():
+    d = data.Discretizer(GAPS, bins=4)
+    codes = d.codes(_gap_frame(2000, 1))
+    back = d.decode(codes, jax.random.key(0))
+    assert list(back.columns) == GAPS.names
+    assert str(back["n"].dtype) == "Int64" and back["x"].dtype == np.float64
+    np.testing.assert_array_equal(back["n"].isna().to_numpy(), codes[:, 0] == 4)
+    np.testing.assert_array_equal(back["x"].isna().to_numpy(), codes[:, 1] == 4)
+    np.testing.assert_array_equal(d.codes(back), codes)  # every value in its own bin
+    # a discretizer of the model schema codes the same columns and returns the model frame
+    m = data.Discretizer(data.model_schema(GAPS), bins=4)
+    assert m.sizes == d.sizes and m.schema.names == d.schema.names
+    model_rows = m.decode(codes, jax.random.key(0))
+    assert list(model_rows.columns) == data.model_schema(GAPS).names
+    assert (model_rows.loc[codes[:, 1] == 4, "x"] == 0.0).all()  # the fill, only where missing
+    pd.testing.assert_frame_equal(data.from_model_frame(model_rows, GAPS), back)
+
+
+def test_parents_map_the_missing_code_to_the_missing_code():
+    coarse, fine = data.Discretizer(GAPS, bins=4), data.Discretizer(GAPS, bins=8)
+    up = fine.parents(coarse)
+    assert up["x"].tolist() == [0, 0, 1, 1, 2, 2, 3, 3, 4]  # eight nested bins, then the gap
+    assert up["n"][-1] == coarse.missing_codes["n"] and up["n"].size == fine.sizes[0]
+    assert coarse.parents(fine)["x"][-1] == fine.missing_codes["x"]
+    with pytest.raises(ValueError, match="same schema"):
+        fine.parents(data.Discretizer(data.Schema([dataclasses.replace(c, missing=None)
+                                                   for c in GAPS.columns]), bins=4))
+
+
+def test_binned_encoder_has_no_indicator_block_and_returns_the_gaps():
+    enc = data.BinnedEncoder(GAPS, bins=4)
+    df = _gap_frame(300, 2)
+    assert enc.width == 5 + 5 + 2 + 4 == sum(enc.discretizer.sizes)  # one block per coded column
+    x = enc.encode(df)
+    back = enc.decode(x, key=jax.random.key(0))
+    for col in ("n", "x"):
+        np.testing.assert_array_equal(back[col].isna().to_numpy(), df[col].isna().to_numpy())
+    np.testing.assert_array_equal(enc.discretizer.codes(back), enc.discretizer.codes(df))
+
+
+def test_a_declared_log_scale_spaces_the_auto_bins_logarithmically():
+    cols = [data.Column("small", "continuous", lower=0, upper=50, scale="log"),
+            data.Column("neg", "continuous", lower=-5, upper=5, scale="log"),
+            data.Column("plain", "continuous", lower=0, upper=50)]
+    d = data.Discretizer(data.Schema(cols), bins=5)
+    assert d.spacings == {"small": "log", "neg": "log", "plain": "equal"}
+    np.testing.assert_allclose(d.edges["neg"], -5 + np.expm1(np.linspace(0, np.log1p(10), 6)))
+    assert data.Discretizer(data.Schema(cols), bins=5, spacing="equal").spacings["small"] == "equal"

@@ -2,13 +2,17 @@
 
 Discrete columns keep their category index. A continuous column is cut into public bins from its
 schema bounds (:func:`~dpgen_jax.data.bin_edges`); an integer column keeps only the bins that hold
-at least one integer, so that no code stands for an impossible value. Decoding draws a value
-uniformly inside its bin (uniformly among the bin's integers for an integer column). Everything
-here depends on the schema and the number of bins only, never on the rows.
+at least one integer, so that no code stands for an impossible value. A continuous column declared
+``missing=True`` has one more code after its bins, "missing": the value and its indicator of the
+model schema are one coded column, so a model of the codes never pairs a gap with a value or a
+value with the fill of a gap. Decoding draws a value uniformly inside its bin (uniformly among the
+bin's integers for an integer column) and returns a gap for the missing code. Everything here
+depends on the schema and the number of bins only, never on the rows.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import numbers
 from typing import Any, Literal
 
@@ -19,21 +23,49 @@ import pandas as pd
 from dpgen_jax._random import host_rng
 from dpgen_jax.data._bins import bin_edges, bin_index
 from dpgen_jax.data._check import check_key
-from dpgen_jax.data._encoder import TableEncoder, _decode_integer, _values_from_codes
+from dpgen_jax.data._encoder import TableEncoder, _values_from_codes, decode_continuous
 from dpgen_jax.data._missing import from_model_frame, has_missing, model_schema
-from dpgen_jax.data._schema import Column, Schema
+from dpgen_jax.data._schema import Column, Schema, indicator_name
 
 DiscreteSpacing = Literal["auto", "equal", "log"]
 SPACINGS: tuple[str, ...] = ("auto", "equal", "log")
-#: ``"auto"`` spaces a continuous column's bins logarithmically when its bounds start at or above
-#: zero and span at least this much (money-like, heavy-tailed amounts such as Adult's
-#: capital-gain, 0 to 99999), and equally otherwise. A public rule: it reads the bounds only.
+#: ``"auto"`` spaces a continuous column's bins logarithmically when the column declares
+#: ``scale="log"``, or when its bounds start at or above zero and span at least this much
+#: (money-like, heavy-tailed amounts such as Adult's capital-gain, 0 to 99999), and equally
+#: otherwise. A public rule: it reads the schema only.
 LOG_SPAN = 1000.0
 
 
 def auto_spacing(column: Column) -> str:
-    """The ``"auto"`` spacing of a continuous column: ``"log"`` or ``"equal"`` (see :data:`LOG_SPAN`)."""
+    """The ``"auto"`` spacing of a continuous column: ``"log"`` for a column declared
+    ``scale="log"`` or spanning :data:`LOG_SPAN` from a lower bound >= 0, ``"equal"`` otherwise."""
+    if column.scale == "log":
+        return "log"
     return "log" if column.lower >= 0 and column.upper - column.lower >= LOG_SPAN else "equal"
+
+
+def _is_indicator(column: Column, value: Column) -> bool:
+    """Whether ``column`` is the missingness indicator of the continuous column ``value``, as
+    ``data.model_schema`` writes it (right after the value, binary ``(False, True)``)."""
+    return (column.name == indicator_name(value.name) and column.kind == "binary"
+            and tuple(column.categories) == (False, True))
+
+
+def _coded_columns(schema: Schema) -> tuple[Schema, list[bool]]:
+    """The model schema of ``schema`` with each (continuous value, its indicator) pair as one
+    continuous column declared ``missing=True``, and per column whether it is such a pair."""
+    model = model_schema(schema)
+    cols, folded, i = [], [], 0
+    while i < len(model.columns):
+        col = model.columns[i]
+        nxt = model.columns[i + 1] if i + 1 < len(model.columns) else None
+        pair = col.kind == "continuous" and nxt is not None and _is_indicator(nxt, col)
+        cols.append(dataclasses.replace(col, missing=True) if pair else col)
+        folded.append(pair)
+        i += 2 if pair else 1
+    if not any(folded):
+        return model, folded
+    return Schema(tuple(cols), source=model.source, notes=model.notes), folded
 
 
 class Discretizer:
@@ -45,12 +77,21 @@ class Discretizer:
         spacing: ``"auto"`` (default; :func:`auto_spacing` per column), ``"equal"`` or ``"log"``
             (see :func:`~dpgen_jax.data.bin_edges`).
 
+    A continuous column declared ``missing=True`` is one coded column: its bins, then one last
+    code that stands for a gap (``missing_codes``). The same holds for a value followed by its
+    indicator in a schema that is already a model schema (``data.model_schema``), so a
+    discretizer of the user's schema and one of its model schema code the same columns with the
+    same sizes; each reads and returns frames of the schema it was given.
+
     Attributes:
-        schema: The schema coded: ``data.model_schema(user_schema)``, where each continuous column
-            declared ``missing=True`` is followed by its binary indicator (another column of
-            codes); ``codes`` reads the user's frame, ``decode`` gives it back (NaN restored).
-        user_schema: The schema given.
-        sizes: Number of codes per column of ``schema``, in order (categories, or kept bins).
+        schema: The columns coded, one per code column: ``data.model_schema(user_schema)`` with
+            each continuous value and its indicator as one continuous column declared
+            ``missing=True``; its names are the coded columns' names.
+        user_schema: The schema given: ``codes`` reads its frames, ``decode`` returns them (gaps
+            as the schema's frames hold them).
+        sizes: Number of codes per column of ``schema``, in order (categories, or kept bins and
+            the missing code).
+        missing_codes: ``{continuous column declared missing: its missing code}`` (its last code).
         edges: ``{continuous column: (bins + 1,) edges}``.
         spacings: ``{continuous column: "equal" | "log"}``.
 
@@ -72,15 +113,17 @@ class Discretizer:
             raise ValueError(f"bins={bins!r}; expected an integer >= 1.")
         if spacing not in SPACINGS:
             raise ValueError(f"spacing={spacing!r}; expected one of {SPACINGS}.")
-        # A continuous column declared missing=True is coded as the methods model it: its value
-        # on bins and its indicator as one more binary column (data.model_schema); decode puts
-        # the missing values back.
-        self.user_schema, self.schema, self.bins = schema, model_schema(schema), int(bins)
+        # A continuous column declared missing=True: its value and indicator (data.model_schema)
+        # are one coded column whose last code is "missing".
+        self.user_schema, self.bins = schema, int(bins)
+        self.schema, folded = _coded_columns(schema)
+        self._model = model_schema(schema)
+        self.missing_codes: dict[str, int] = {}
         self.edges: dict[str, np.ndarray] = {}
         self.spacings: dict[str, str] = {}
         self._int_ranges: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         sizes = []
-        for col in self.schema.columns:
+        for col, pair in zip(self.schema.columns, folded, strict=True):
             if col.kind != "continuous":
                 sizes.append(len(col.categories))
                 continue
@@ -98,6 +141,9 @@ class Discretizer:
                 sizes.append(int(kept.sum()))
             else:
                 sizes.append(self.bins)
+            if pair:
+                self.missing_codes[col.name] = sizes[-1]
+                sizes[-1] += 1
         self.sizes: tuple[int, ...] = tuple(sizes)
 
     def __repr__(self) -> str:
@@ -118,33 +164,39 @@ class Discretizer:
         for j, col in enumerate(self.schema.columns):
             v = raw[col.name].to_numpy()
             out[:, j] = self._bin_codes(col, v) if col.kind == "continuous" else v
+        return self._fold(out, raw)
+
+    def _fold(self, out: np.ndarray, model: Any) -> np.ndarray:
+        """``out`` with the missing code where a folded column's indicator (read from ``model``,
+        the model schema's columns by name) is set."""
+        for name, code in self.missing_codes.items():
+            out[np.asarray(model[indicator_name(name)], dtype=bool), self.schema.names.index(name)] = code
         return out
 
     def codes_from_encoded(self, x: Any) -> np.ndarray:
         """``(n, d)`` int64 codes of rows already encoded by ``TableEncoder(schema).encode``.
 
-        Continuous values are recovered as ``x * (upper - lower) + lower`` in float64 (integer
-        columns rounded), so a real value within float32 resolution of a bin edge may land in
+        Continuous values are recovered as ``TableEncoder.decode`` recovers them, in float64
+        (``x * (upper - lower) + lower``, or its log-scale inverse; integer columns rounded), so a real value within float32 resolution of a bin edge may land in
         the neighbouring bin; integer columns whose range holds fewer than 2**24 values are exact.
         """
         x = np.asarray(x)
         enc = TableEncoder(self.user_schema)
         if x.ndim != 2 or x.shape[1] != enc.width:
             raise ValueError(f"x has shape {x.shape}; expected (n, {enc.width}) encoded rows.")
-        out = np.empty((x.shape[0], len(self.sizes)), dtype=np.int64)
-        for j, (b, col) in enumerate(zip(enc.blocks, self.schema.columns, strict=True)):
+        model: dict[str, np.ndarray] = {}  # codes per column of the model schema
+        for b, col in zip(enc.blocks, self._model.columns, strict=True):
             v = x[:, b.slice]
             if b.kind == "categorical":
-                out[:, j] = np.argmax(v, axis=1)
+                model[col.name] = np.argmax(v, axis=1)
             elif b.kind == "binary":
-                out[:, j] = (v[:, 0] > 0.5).astype(np.int64)
-            elif col.integer:
-                out[:, j] = self._bin_codes(col, _decode_integer(v[:, 0], col).astype(np.float64))
+                model[col.name] = (v[:, 0] > 0.5).astype(np.int64)
             else:
-                vals = np.clip(v[:, 0].astype(np.float64) * (col.upper - col.lower) + col.lower,
-                               col.lower, col.upper)
-                out[:, j] = self._bin_codes(col, vals)
-        return out
+                model[col.name] = self._bin_codes(col, decode_continuous(v[:, 0], col).astype(np.float64))
+        out = np.empty((x.shape[0], len(self.sizes)), dtype=np.int64)
+        for j, name in enumerate(self.schema.names):
+            out[:, j] = model[name]
+        return self._fold(out, model)
 
     def parents(self, coarse: Discretizer) -> dict[str, np.ndarray]:
         """For each continuous column, the code in ``coarse`` of each of this discretizer's bins,
@@ -152,9 +204,11 @@ class Discretizer:
 
         When this binning refines ``coarse``'s (``bins`` a multiple of ``coarse.bins``, the same
         spacing: the edges nest), every value of a bin lies in the coarse bin named, so a
-        histogram on these bins sums to ``coarse``'s. Public: computed from the two binnings.
+        histogram on these bins sums to ``coarse``'s. A column's missing code has ``coarse``'s
+        missing code as its parent. Public: computed from the two binnings.
         """
-        if not isinstance(coarse, Discretizer) or coarse.schema.names != self.schema.names:
+        if (not isinstance(coarse, Discretizer) or coarse.schema.names != self.schema.names
+                or set(coarse.missing_codes) != set(self.missing_codes)):
             raise ValueError("coarse must be a Discretizer of the same schema.")
         out = {}
         for col in self.schema.columns:
@@ -163,6 +217,8 @@ class Discretizer:
             e = self.edges[col.name]
             at = self._int_ranges[col.name][0] if col.name in self._int_ranges else 0.5 * (e[:-1] + e[1:])
             out[col.name] = coarse._bin_codes(col, at)
+            if col.name in self.missing_codes:  # the missing code is the missing code
+                out[col.name] = np.append(out[col.name], coarse.missing_codes[col.name])
         return out
 
     def decode(self, codes: Any, key: jax.Array) -> pd.DataFrame:
@@ -170,7 +226,8 @@ class Discretizer:
 
         Discrete codes map to their categories. A continuous code draws a value uniformly inside
         its bin: uniformly among the bin's integers for an integer column (int64), uniformly on
-        ``[edge_i, edge_i+1)`` otherwise (float64).
+        ``[edge_i, edge_i+1)`` otherwise (float64); a missing code gives a gap (NaN, or ``pd.NA``
+        in an integer column; in a frame of a model schema, the indicator set and the lower bound).
 
         Args:
             codes: ``(n, d)`` integers with ``0 <= codes[:, j] < sizes[j]``.
@@ -192,6 +249,10 @@ class Discretizer:
                 raise ValueError(f"column {col.name!r}: codes must lie in [0, {self.sizes[j]}), got "
                                  f"[{v.min()}, {v.max()}].")
             u = rng.random(v.size)
+            gap = None
+            if col.name in self.missing_codes:  # the model frame: the lower bound and the indicator
+                gap = v == self.missing_codes[col.name]
+                v = np.where(gap, 0, v)
             if col.kind != "continuous":
                 out[col.name] = _values_from_codes(col, v)
             elif col.name in self._int_ranges:
@@ -201,17 +262,21 @@ class Discretizer:
             else:
                 e = self.edges[col.name]
                 out[col.name] = np.clip(e[v] + u * (e[v + 1] - e[v]), col.lower, col.upper)
-        frame = pd.DataFrame(out, index=pd.RangeIndex(c.shape[0]))
+            if gap is not None:
+                out[col.name] = np.where(gap, out[col.name].dtype.type(col.lower), out[col.name])
+                out[indicator_name(col.name)] = gap
+        frame = pd.DataFrame({name: out[name] for name in self._model.names}, index=pd.RangeIndex(c.shape[0]))
         return from_model_frame(frame, self.user_schema) if has_missing(self.user_schema) else frame
 
     def describe(self) -> str:
         """The public binning in words, for reports: per continuous column its spacing and codes."""
         parts = []
         for name, sp in self.spacings.items():
-            k = self.sizes[self.schema.names.index(name)]
+            k = self.sizes[self.schema.names.index(name)] - (name in self.missing_codes)
             kind = "log-spaced" if sp == "log" else "equal-width"
             kept = "" if k == self.bins else f" (the {k} of {self.bins} that hold an integer)"
-            parts.append(f"{name}: {kind} bins{kept}" if kept else f"{name}: {k} {kind} bins")
+            gap = " and a missing code" if name in self.missing_codes else ""
+            parts.append(f"{name}: {kind} bins{kept}{gap}" if kept else f"{name}: {k} {kind} bins{gap}")
         return "; ".join(parts) if parts else "no continuous column"
 
 
@@ -219,7 +284,8 @@ class BinnedEncoder:
     """Rows one-hot on public bins: a :class:`TableEncoder` over the :class:`Discretizer`'s codes.
 
     Discrete columns are encoded as :class:`TableEncoder` encodes them; a continuous column
-    becomes a categorical block over its bins (``Discretizer(schema, bins, spacing).sizes``).
+    becomes a categorical block over its bins (``Discretizer(schema, bins, spacing).sizes``; for a
+    column declared ``missing=True``, its bins and the missing code: no separate indicator block).
     Decoding picks a bin per block (``"argmax"`` or ``"sample"``, as ``TableEncoder.decode``) and
     draws a value uniformly inside it (``Discretizer.decode``). The same interface as
     ``TableEncoder`` (``encode``, ``decode``, ``width``, ``blocks``), so a model that works on
@@ -238,10 +304,11 @@ class BinnedEncoder:
     def __init__(self, schema: Schema, bins: int = 20, spacing: DiscreteSpacing = "auto") -> None:
         self.discretizer = Discretizer(schema, bins, spacing)
         self.schema = schema
+        coded = self.discretizer.schema
         columns = [Column(c.name, "categorical", tuple(range(k)), label=c.label)
                    if c.kind == "continuous" else c
-                   for c, k in zip(schema.columns, self.discretizer.sizes, strict=True)]
-        self.code_schema = Schema(tuple(columns), source=schema.source, notes=schema.notes)
+                   for c, k in zip(coded.columns, self.discretizer.sizes, strict=True)]
+        self.code_schema = Schema(tuple(columns), source=coded.source, notes=coded.notes)
         self._codes = TableEncoder(self.code_schema)
         self.width: int = self._codes.width
         self.blocks = self._codes.blocks
@@ -252,10 +319,8 @@ class BinnedEncoder:
     def encode(self, df: pd.DataFrame) -> np.ndarray:
         """``(n, width)`` float32 one-hot rows (checked against the schema as ``TableEncoder`` does)."""
         codes = self.discretizer.codes(df)
-        frame = df[self.schema.names].copy()
-        for j, col in enumerate(self.schema.columns):
-            if col.kind == "continuous":
-                frame[col.name] = codes[:, j]
+        frame = pd.DataFrame({c.name: codes[:, j] if c.kind == "continuous" else _values_from_codes(c, codes[:, j])
+                              for j, c in enumerate(self.discretizer.schema.columns)})
         return self._codes.encode(frame)
 
     def decode(self, array: Any, mode: str = "argmax", key: jax.Array | None = None) -> pd.DataFrame:
@@ -266,15 +331,8 @@ class BinnedEncoder:
         check_key(key, "BinnedEncoder.decode")
         k_blocks, k_bins = jax.random.split(key)
         frame = self._codes.decode(array, mode=mode, key=k_blocks if mode == "sample" else None)
-        codes = np.zeros((len(frame), len(self.schema.columns)), dtype=np.int64)
-        cont = [j for j, c in enumerate(self.schema.columns) if c.kind == "continuous"]
-        for j in cont:
-            codes[:, j] = frame[self.schema.columns[j].name].to_numpy(dtype=np.int64)
-        values = self.discretizer.decode(codes, k_bins)
-        for j in cont:
-            name = self.schema.columns[j].name
-            frame[name] = values[name].to_numpy()
-        return frame
+        codes = self._codes.codes(frame).to_numpy(dtype=np.int64)  # a bin or category per column
+        return self.discretizer.decode(codes, k_bins)
 
 
 __all__ = ["BinnedEncoder", "Discretizer", "LOG_SPAN", "SPACINGS", "auto_spacing"]

@@ -12,6 +12,7 @@
 * ``zcdp_rho`` and ``cks_epsilon``: the papers' accounting (the zCDP of every selection and
   measurement summed, converted to (epsilon, delta) by Canonne, Kamath and Steinke 2020).
 * ``mbi_missing`` / ``load_mbi``: the optional graphical-model package, imported only to fit.
+* ``tick``: a progress bar's count through a fit's ``hooks.progress`` (the rounds of MST, AIM, GEM).
 * ``MarginalSynthesizer``: the hooks MST, AIM and GEM have in common.
 
 Nothing here needs ``mbi``. See ``docs/mst.md``, ``docs/aim.md`` and ``docs/gem.md``.
@@ -24,7 +25,7 @@ import importlib.util
 import itertools
 import math
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import ClassVar
 
 import jax
@@ -270,8 +271,20 @@ def unit_phases(d: int, rounds: int, one_way: float, selection: float, measure: 
 
 
 
+def tick(progress: Callable[[str], Callable[[int, int], None] | None] | None, phase: str,
+         done: int, total: int) -> None:
+    """Moves the progress bar of accounted phase ``phase`` to ``done`` of ``total`` steps;
+    ``progress`` is a fit's ``hooks.progress`` (None, or one returning None: no bars). A bar's
+    epsilon composes the steps reported so far of every phase, so a method ticks each of its
+    phases (e.g. the one-way release as 1 of 1) for the last bar to end at the epsilon spent."""
+    update = None if progress is None else progress(phase)
+    if update is not None:
+        update(int(done), int(total))
+
+
 def discretizer(config, schema) -> Discretizer:
-    """The public binning of ``schema`` by a configuration's ``bins`` and ``bin_spacing``."""
+    """The public binning of ``schema`` by a configuration's ``bins`` and ``bin_spacing`` (a
+    continuous column declared missing: one coded column, its bins and a missing code)."""
     return Discretizer(schema, config.bins, config.bin_spacing)
 
 

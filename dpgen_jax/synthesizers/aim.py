@@ -300,14 +300,18 @@ class Round(NamedTuple):
 
 def fit_released(config: AIMConfig, codes: np.ndarray, sizes: Sequence[int], key: jax.Array, *,
                  private: bool = True, should_stop: Callable[[], bool] | None = None,
-                 phases: Sequence | None = None) -> tuple[dict[str, np.ndarray], list[Clique], list[Round]]:
+                 phases: Sequence | None = None,
+                 progress: Callable[[str], Any] | None = None,
+                 ) -> tuple[dict[str, np.ndarray], list[Clique], list[Round]]:
     """The whole of AIM on the private codes. Returns the released maximal-clique marginals
     (``{"c000": table, ...}``, probabilities on the public bins, float32), the cliques (column
     indices, sampling order) and the rounds executed. ``private=False``: exact counts, the best
     candidate each round, no annealing. ``should_stop`` (the fit's time budget) is asked before
     every round after the first; the units not spent are then not spent at all. ``phases``: the
     accounted phases the noise and budgets are read from (a fit's calibrated plan; default
-    :func:`privacy_phases` of ``config``)."""
+    :func:`privacy_phases` of ``config``). ``progress``: a fit's ``hooks.progress``: the one-way
+    release, then the units spent after every round (bar "measure"), then "selection" at the
+    same count (:func:`~dpgen_jax.synthesizers._select_measure.tick`)."""
     d = len(sizes)
     if config.num_columns != d:
         raise ValueError(f"num_columns={config.num_columns} but the codes have {d} columns; "
@@ -330,6 +334,7 @@ def fit_released(config: AIMConfig, codes: np.ndarray, sizes: Sequence[int], key
     std1 = phases["one_way"].noise_std if private else None
     one = sm.measure(codes, sizes, [(j,) for j in range(d)], std1, k_one)
     log: list[tuple[Clique, np.ndarray, float]] = [((j,), y, std1 or 1.0) for j, y in enumerate(one)]
+    sm.tick(progress, "one_way", 1, 1)
     measured: list[Clique] = [(j,) for j in range(d)]
     model = estimate(sizes, log, config.round_iters)
     level, spent, rounds = 1, 0, []
@@ -356,6 +361,8 @@ def fit_released(config: AIMConfig, codes: np.ndarray, sizes: Sequence[int], key
         if annealed:
             level *= 4
         rounds.append(Round(r, m, len(allowed), annealed))
+        sm.tick(progress, "measure", spent, total_units)
+    sm.tick(progress, "selection", spent, total_units)
     model = estimate(sizes, log, config.estimation_iters, warm_start=model)
     cliques = maximal_cliques(sizes, measured)
     pots, total = _potentials(model), float(model.total)
@@ -422,8 +429,8 @@ class AIM(sm.MarginalSynthesizer):
 
     def resolve_config(self, schema, preset=None):
         config = super().resolve_config(schema, preset)
-        config = config.for_columns(len(schema))
-        sizes = discretizer(config, schema).sizes
+        sizes = discretizer(config, schema).sizes  # a column declared missing is one coded column
+        config = config.for_columns(len(sizes))
         if not workload(sizes, config.workload_degree, config.max_cells):
             smallest = min(math.prod(c) for c in itertools.combinations(sizes, config.workload_degree))
             raise ValueError(f"max_cells={config.max_cells} leaves no {config.workload_degree}-way "
@@ -440,8 +447,9 @@ class AIM(sm.MarginalSynthesizer):
         codes = disc.codes_from_encoded(x)
         tables, cliques, rounds = fit_released(config, codes, disc.sizes, key, private=plan.private,
                                                should_stop=hooks.should_stop,
-                                               phases=list(plan.phases) if plan.private else None)
-        names = plan.model_schema.names
+                                               phases=list(plan.phases) if plan.private else None,
+                                               progress=hooks.progress)
+        names = disc.schema.names
         spent = sum(r.units for r in rounds)
         listing = ", ".join(f"{'-'.join(names[a] for a in r.clique)} ({r.units})" for r in rounds)
         notes = [

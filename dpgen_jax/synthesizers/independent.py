@@ -44,11 +44,13 @@ class IndependentConfig(SynthesizerConfig):
     Attributes:
         bins: public bins per continuous column (``data.Discretizer``; integer columns keep the
             bins that hold an integer).
-        bin_spacing: ``"auto"`` (log-spaced for bounds from 0 spanning >= 1000, else equal),
-            ``"equal"`` or ``"log"``.
+        bin_spacing: ``"auto"`` (log-spaced for a column declared ``scale="log"`` or bounds from 0
+            spanning >= 1000, else equal; ``data.auto_spacing``), ``"equal"`` or ``"log"``.
         noise_multiplier: noise standard deviation over the L2 sensitivity sqrt(num_columns);
             set by calibration when fitting to a target epsilon.
-        num_columns: d, set from the schema by the fit (the number of histograms released).
+        num_columns: d, set from the schema by the fit (the number of histograms released: one per
+            column; a continuous column declared missing has one histogram over its bins and a
+            missing code).
     """
 
 
@@ -157,14 +159,16 @@ class Independent(Synthesizer):
     DESCRIPTION = ("Every column's histogram with Gaussian noise (continuous columns on public bins), "
                    "columns sampled independently: the reference floor")
     CONFIG = IndependentConfig
+    STOP_POINTS = False  # one pass of measurements: a time budget has nothing to cut
     SMOKE = dict(bins=16)
     USES_NUM_RECORDS = False
 
     def resolve_config(self, schema, preset=None):
         config = super().resolve_config(schema, preset)
-        if config.num_columns not in (None, len(schema)):
-            raise ValueError(f"num_columns={config.num_columns} but the schema has {len(schema)} columns.")
-        return config.replace(num_columns=len(schema)).validate()
+        d = len(discretizer(config, schema).sizes)  # a column declared missing is one histogram
+        if config.num_columns not in (None, d):
+            raise ValueError(f"num_columns={config.num_columns} but the schema has {d} columns.")
+        return config.replace(num_columns=d).validate()
 
     def _phases(self, config, schema, num_records, private):
         return privacy_phases(config, private=private)

@@ -36,7 +36,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -172,9 +172,11 @@ def pair_scores(codes: np.ndarray, sizes: Sequence[int], one_way_model: Sequence
     return np.add.reduceat(np.add.reduceat(dist, offsets[:-1], axis=0), offsets[:-1], axis=1)
 
 
-def select_tree(scores: np.ndarray, epsilon: float | None, key: jax.Array) -> list[tuple[int, int]]:
+def select_tree(scores: np.ndarray, epsilon: float | None, key: jax.Array,
+                progress: Callable[[int, int], None] | None = None) -> list[tuple[int, int]]:
     """d - 1 edges of a spanning tree: each round, among pairs joining two components, one chosen
-    with probability proportional to exp(epsilon * score / 2) (Gumbel-max; None: the largest)."""
+    with probability proportional to exp(epsilon * score / 2) (Gumbel-max; None: the largest).
+    ``progress(done, d - 1)`` is called after each selection."""
     d = scores.shape[0]
     a, b = np.triu_indices(d, 1)
     comp = np.arange(d)
@@ -186,6 +188,8 @@ def select_tree(scores: np.ndarray, epsilon: float | None, key: jax.Array) -> li
         i = open_[sm.exponential_mechanism(q, epsilon, rng)]
         edges.append((int(a[i]), int(b[i])))
         comp[comp == comp[b[i]]] = comp[a[i]]
+        if progress is not None:
+            progress(len(edges), d - 1)
     return edges
 
 
@@ -233,18 +237,21 @@ def _expand(table: np.ndarray, maps: Sequence[np.ndarray]) -> np.ndarray:
 
 
 def fit_released(config: MSTConfig, codes: np.ndarray, sizes: Sequence[int], key: jax.Array, *,
-                 private: bool = True, phases: Sequence | None = None) -> tuple[Released, list[tuple[int, int]]]:
+                 private: bool = True, phases: Sequence | None = None,
+                 progress: Callable[[str], Any] | None = None) -> tuple[Released, list[tuple[int, int]]]:
     """The whole of MST on the private codes: one-way measurements, compression, selection,
     two-way measurements and the final estimate. Returns the released tree marginals (on the
     original public bins) and the selected edges. ``private=False``: exact counts and the maximum
     spanning tree. ``phases``: the accounted phases the noise and selection budgets are read from
-    (a fit's calibrated plan; default :func:`privacy_phases` of ``config``)."""
+    (a fit's calibrated plan; default :func:`privacy_phases` of ``config``). ``progress``: a
+    fit's ``hooks.progress``; each phase's bar moves as it runs (the selections one by one)."""
     d = len(sizes)
     k1, k_sel, k2 = jax.random.split(key, 3)
     # The noise scales come from the accounted phases themselves (noise multiplier x sensitivity).
     phases = {p.name: p for p in (privacy_phases(config) if phases is None else phases)}
     std1 = phases["one_way"].noise_std if private else None
     one = sm.measure(codes, sizes, [(j,) for j in range(d)], std1, k1)
+    sm.tick(progress, "one_way", 1, 1)
     maps = compress(one, 3.0 * std1 if private and config.compress else None)
     small = [int(m.max()) + 1 for m in maps]
     ccodes = np.stack([maps[j][codes[:, j]] for j in range(d)], axis=1)
@@ -255,9 +262,11 @@ def fit_released(config: MSTConfig, codes: np.ndarray, sizes: Sequence[int], key
         model1 = estimate(sizes, maps, log1, [], config.selection_iters)
         ones = [np.asarray(model1.project((str(j),)).datavector()) for j in range(d)]
         scores = pair_scores(ccodes, small, ones, float(model1.total))
-        edges = select_tree(scores, phases["selection"].epsilon if private else None, k_sel)
+        selected = None if progress is None else progress("selection")
+        edges = select_tree(scores, phases["selection"].epsilon if private else None, k_sel, selected)
         std2 = phases["two_way"].noise_std if private else None
         log2 = [(e, y, std2 or 1.0) for e, y in zip(edges, sm.measure(ccodes, small, edges, std2, k2))]
+        sm.tick(progress, "two_way", 1, 1)
     model = estimate(sizes, maps, log1, log2, config.estimation_iters)
     big = max(sizes)
     pairs = np.zeros((d - 1, big, big), np.float32)
@@ -317,11 +326,13 @@ class MST(sm.MarginalSynthesizer):
     DESCRIPTION = ("Noisy 1-way marginals, a maximum spanning tree of 2-way marginals chosen with "
                    "the exponential mechanism, a graphical model (McKenna et al. 2021; needs mbi)")
     CONFIG = MSTConfig
+    STOP_POINTS = False  # one pass of measurements: a time budget has nothing to cut
     SMOKE = dict(bins=16, estimation_iters=200, selection_iters=100)
     PAPER_ACCOUNTING = PAPER_ACCOUNTING
 
     def resolve_config(self, schema, preset=None):
-        return super().resolve_config(schema, preset).for_columns(len(schema))
+        config = super().resolve_config(schema, preset)
+        return config.for_columns(len(discretizer(config, schema).sizes))
 
     def _phases(self, config, schema, num_records, private):
         return privacy_phases(config, private=private)
@@ -332,8 +343,9 @@ class MST(sm.MarginalSynthesizer):
         disc = discretizer(config, plan.model_schema)
         codes = disc.codes_from_encoded(x)
         released, edges = fit_released(config, codes, disc.sizes, key, private=plan.private,
-                                       phases=list(plan.phases) if plan.private else None)
-        names = plan.model_schema.names
+                                       phases=list(plan.phases) if plan.private else None,
+                                       progress=hooks.progress)
+        names = disc.schema.names
         notes = [
             sm.bins_note(disc),
             "Selected tree (from the exponential mechanism): "

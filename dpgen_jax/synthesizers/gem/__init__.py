@@ -100,7 +100,7 @@ class GEM(sm.MarginalSynthesizer):
         config = super().resolve_config(schema, preset)
         sizes = discretizer(config, schema).sizes
         config = config.for_sizes(sizes)
-        if len(schema) >= config.workload_degree and not sm.workload(
+        if len(sizes) >= config.workload_degree and not sm.workload(
                 sizes, config.workload_degree, config.max_cells, size=config.workload_size,
                 seed=config.workload_seed):
             raise ValueError(f"max_cells={config.max_cells} leaves no {config.workload_degree}-way "
@@ -118,8 +118,8 @@ class GEM(sm.MarginalSynthesizer):
         fine = None if finer is None else (finer.codes_from_encoded(x), refinement(disc, finer))
         params, total, rounds, one_probs, fine_probs = fit_released(
             config, codes, disc.sizes, key, private=plan.private, should_stop=hooks.should_stop,
-            phases=list(plan.phases) if plan.private else None, progress=hooks.progress("measure"), fine=fine)
-        names = plan.model_schema.names
+            phases=list(plan.phases) if plan.private else None, progress=hooks.progress, fine=fine)
+        names = disc.schema.names
         listing = ", ".join("-".join(names[a] for a in c) for r in rounds for c in r.cliques)
         units = sum(r.units * len(r.cliques) for r in rounds)
         pairs = config.scores_pairs(disc.sizes)

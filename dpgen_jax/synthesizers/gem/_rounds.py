@@ -33,7 +33,7 @@ class Round(NamedTuple):
 
 def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key: jax.Array, *,
                  private: bool = True, should_stop: Callable[[], bool] | None = None,
-                 phases: Sequence | None = None, progress=None,
+                 phases: Sequence | None = None, progress: Callable[[str], object] | None = None,
                  fine: tuple[np.ndarray, Refinement] | None = None):
     """The whole of GEM on the private codes. Returns the generator's parameters, the released
     total (the mean of the noisy one-way histograms' sums), the rounds executed, the one-way
@@ -43,7 +43,10 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
     column's histogram) and summed onto the model's.
     ``private=False``: exact counts and the best candidate each round. ``should_stop`` is asked
     before every round after the first (units not spent are not spent at all). ``phases``: the
-    accounted phases the noise is read from (default: :func:`privacy_phases` of ``config``)."""
+    accounted phases the noise is read from (default: :func:`privacy_phases` of ``config``).
+    ``progress``: a fit's ``hooks.progress``: the one-way release, then the units of the
+    measurements made after every round (bar "measure", of ``config.units()``), then
+    "selection" at the same count (``_select_measure.tick``)."""
     d = len(sizes)
     if config.num_columns != d:
         raise ValueError(f"num_columns={config.num_columns} but the codes have {d} columns; "
@@ -77,6 +80,7 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
         fine_one = sm.measure(fine[0], fine[1].sizes, singles, std1, k_one)
         one = coarse_histograms(fine_one, fine[1], sizes)
         fine_probs = one_way_probabilities(fine_one, fine[1].sizes)
+    sm.tick(progress, "one_way", 1, 1)
     total = max(1.0, float(np.mean([y.sum() for y in one])))  # post-processing of the release
     one_probs = one_way_probabilities(one, sizes)
     log: list[tuple[Clique, np.ndarray, float]] = []
@@ -98,7 +102,7 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
     z_moved = (jax.random.normal(jax.random.fold_in(k_rounds, 10**6 + 3), (config.batch_size, config.noise_dim))
                if anneal else None)
     sigma_u, eps_u = sigma, eps
-    level, spent, t = 1, 0, 0
+    level, spent, t, used = 1, 0, 0, 0  # used: the units of every selection and measurement
     while spent < config.max_rounds:
         if rounds and should_stop is not None and should_stop():
             break
@@ -139,8 +143,9 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
             level = 4 * level if annealed else level
         rounds.append(Round(picked, time.perf_counter() - t0, m, annealed))
         spent, t = spent + m, t + 1
-        if progress is not None:
-            progress(spent, config.max_rounds)
+        used += m * len(picked)
+        sm.tick(progress, "measure", used, config.units())
+    sm.tick(progress, "selection", used, config.units())
     params, _ = fit(params, state, jax.random.fold_in(k_rounds, 10**6 + 1), config.final_steps)
     if config.calibrate_iterations:
         columns = np.ones(d, bool)
