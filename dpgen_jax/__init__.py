@@ -11,8 +11,16 @@ Sub-packages (see ``docs/architecture.md``):
 - :mod:`dpgen_jax.metrics`: the papers' evaluation metrics.
 """
 
-from dpgen_jax._versions import library_versions
-
 __version__ = "0.1.0"
 
 __all__ = ["library_versions"]
+
+
+def __getattr__(name: str):
+    """``library_versions`` on first use: importing the package (and so the ``dpgen-jax`` command
+    line, whose ``--help`` and usage errors must answer at once) loads no module it does not need."""
+    if name == "library_versions":
+        from dpgen_jax._versions import library_versions
+
+        return library_versions
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

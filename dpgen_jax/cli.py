@@ -57,9 +57,11 @@ def _synthesizer(method: str, overrides: Sequence[str], *, to_fit: bool = False)
     read: an unknown method, a method that cannot fit here (``to_fit``: a missing optional
     package, :meth:`Synthesizer.unavailable_reason`) and a ``--set`` value of the wrong type or
     range are user errors naming the flag."""
+    if method not in METHODS:  # the registry's own message, before the methods load (seconds)
+        raise UsageError(f"Unknown method {method!r}; expected one of {sorted(METHODS)}.")
     from dpgen_jax import synthesizers
 
-    cls = synthesizers.get(method)  # an unknown method fails here
+    cls = synthesizers.get(method)
     if to_fit:
         reason = cls.unavailable_reason()
         if reason is not None:
@@ -95,12 +97,14 @@ def cmd_schema_draft(args) -> int:
     from dpgen_jax import data
 
     out = new_file(args.out, args.force, "output file")
-    schema, drafted, rows = data.draft_schema(args.data, yaml_path=args.from_yaml, table=args.table,
-                                         label=args.label)
+    draft = data.draft_schema(args.data, yaml_path=args.from_yaml, table=args.table, label=args.label)
+    schema, drafted, rows = draft
     out.write_text(schema.to_json() + "\n")
     kinds = {k: sum(c.kind == k for c in schema.columns) for k in ("categorical", "binary", "continuous")}
     print(f"wrote {out}: {len(schema)} columns ({', '.join(f'{v} {k}' for k, v in kinds.items())}), "
           f"source {schema.source!r}, label {schema.label!r}")
+    for line in draft.advice:  # gaps, identifiers and the unit of privacy, log scales (also in the notes)
+        print(f"review: {line}")
     if rows is not None:
         print(f"the metadata declares rows: {rows}; if that count is public, pass --num-records "
               f"{rows} to fit")
@@ -216,12 +220,20 @@ def cmd_evaluate(args) -> int:
                               n_jobs=args.n_jobs)
     written = metrics.write_report(result, args.out, real=[train, test], synthetic=synthetic,
                                    schema=schema, epsilon=epsilon)
-    acc, tstr = result.get("label_accuracy") or {}, result.get("tstr_auroc") or {}
-    tv = (result.get("tv_1way") or {}).get("mean")
-    print(f"label {acc.get('label') or tstr.get('label')!r}: random-forest accuracy real "
-          f"{privacy.format_number(acc.get('real'), 3)} / synthetic {privacy.format_number(acc.get('synthetic'), 3)}; TSTR AUROC real "
-          f"{privacy.format_number(tstr.get('real'), 3)} / synthetic {privacy.format_number(tstr.get('synthetic'), 3)}; mean 1-way TV "
-          f"{privacy.format_number(tv, 3)}")
+    from dpgen_jax.metrics._registry import lookup
+    from dpgen_jax.metrics._report import why_null
+
+    def shown(path: str) -> str:  # a number, or why it is undefined
+        reason = why_null(result, path) if lookup(result, path) is None else None
+        return f"undefined ({reason})" if reason else privacy.format_number(lookup(result, path), 3)
+
+    def pair(key: str, what: str) -> str:
+        if result.get(key) is None:
+            return f"{what} {shown(key)}"
+        return f"{what} real {shown(key + '.real')} / synthetic {shown(key + '.synthetic')}"
+
+    print(f"label {result['meta']['label']!r}: {pair('label_accuracy', 'random-forest accuracy')}; "
+          f"{pair('tstr_auroc', 'TSTR AUROC')}; mean 1-way TV {shown('tv_1way.mean')}")
     print(f"wrote {', '.join(sorted(written))} to {args.out} (not private: computed from the real rows)")
     return 0
 
@@ -287,13 +299,48 @@ def cmd_recommend(args) -> int:
     return 0
 
 
-def cmd_methods(args) -> int:
+# The registry's methods as `dpgen-jax methods` lists them, without importing a method (which
+# loads JAX, Flax and dp_accounting: about 3 s before the first line). A test checks that this
+# table equals :func:`registered_methods` (the registry itself); update both together.
+METHODS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "aim": ("Adaptive rounds: the worst-approximated workload marginal chosen by the exponential "
+            "mechanism, measured with Gaussian noise, a graphical model re-estimated (McKenna et al. "
+            "2022; needs mbi)", ()),
+    "dp-auto-gan": ("DP autoencoder, then a WGAN in its latent space with a DP-SGD critic (Tantipongpipat "
+                    "et al. 2021)", ("paper-0.36", "paper-0.51", "paper-0.81", "paper-1.01",
+                                     "paper-1.33", "paper-2.70")),
+    "dp-sactgan": ("conditional column-token transformer GAN, generator trained through one sanitised "
+                   "output gradient per step, K sharded critics (Li and Wang 2023, corrected)", ("paper",)),
+    "dp-syn": ("per-label DP autoencoders and DP-EM mixtures in their latent spaces, composed in parallel "
+               "across labels (Abay et al. 2018)", ()),
+    "dp-vae": ("variational autoencoder trained with DP-SGD on the ELBO, sampled from the prior (SAP's "
+               "DP-VAE tutorial), the baseline of Tantipongpipat et al. 2021",
+               ("paper-0.36", "paper-0.51", "paper-1.01")),
+    "dp-wgan": ("WGAN in data space with a DP-SGD critic (Frigerio et al. 2019), the baseline of "
+                "Tantipongpipat et al. 2021", ("paper-0.36", "paper-0.51", "paper-1.01")),
+    "gem": ("AIM's rounds (a marginal chosen by the exponential mechanism, measured with Gaussian noise) "
+            "fitting a generator network instead of a graphical model (Liu, Vietri and Wu 2021)", ()),
+    "gs-wgan": ("K discriminators on secret shards, a generator trained through sanitised row gradients "
+                "(Chen et al. 2020, for tables)", ("thesis-M1000", "thesis-M1500", "thesis-M250",
+                                                   "thesis-M500", "thesis-M750")),
+    "independent": ("Every column's histogram with Gaussian noise (continuous columns on public bins), "
+                    "columns sampled independently: the reference floor", ()),
+    "mst": ("Noisy 1-way marginals, a maximum spanning tree of 2-way marginals chosen with the "
+            "exponential mechanism, a graphical model (McKenna et al. 2021; needs mbi)", ()),
+}
+
+
+def registered_methods() -> dict[str, tuple[str, tuple[str, ...]]]:
+    """The registry's methods: name -> (description, sorted preset names); imports every method."""
     from dpgen_jax import synthesizers
 
-    methods = synthesizers.available()
-    width = max(map(len, methods))
-    for name, description in methods.items():
-        presets = sorted(synthesizers.get(name).PRESETS)
+    return {name: (description, tuple(sorted(synthesizers.get(name).PRESETS)))
+            for name, description in synthesizers.available().items()}
+
+
+def cmd_methods(args) -> int:
+    width = max(map(len, METHODS))
+    for name, (description, presets) in METHODS.items():
         extra = f" [presets: {', '.join(presets)}]" if presets else ""
         print(f"{name.ljust(width)}  {description}{extra}")
     return 0

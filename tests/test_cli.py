@@ -479,10 +479,10 @@ def test_csv_round_trip_keeps_every_dtype(tmp_path):
 def test_read_csv_names_the_file_and_column_it_cannot_parse(tmp_path):
     path = tmp_path / "bad.csv"
     mixed_frame(5).assign(age="old").to_csv(path, index=False)
-    with pytest.raises(cli.UsageError, match=r"bad.csv: column 'age' holds 'old'; expected integers"):
+    with pytest.raises(cli.UsageError, match=r"bad.csv: column 'age' holds text that is not a number; expected integers"):
         data.read_csv(path, MIXED_SCHEMA)
     mixed_frame(5).assign(flag="maybe").to_csv(path, index=False)
-    with pytest.raises(cli.UsageError, match=r"column 'flag' holds 'maybe'; expected True or False"):
+    with pytest.raises(cli.UsageError, match=r"column 'flag' holds a value other than True/False; expected True or False"):
         data.read_csv(path, MIXED_SCHEMA)
 
 
@@ -591,3 +591,32 @@ def test_fit_method_auto_refuses_without_a_public_record_count(tmp_path, capsys,
                      "--epsilon", "1", "--out", str(tmp_path / "m.npz"), *extra])
     assert code == 2
     assert needle in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- a quick command line
+
+
+def test_the_methods_table_is_the_registry():
+    """`dpgen-jax methods` prints cli.METHODS (no method imported); it must be the registry's."""
+    assert cli.METHODS == cli.registered_methods()
+
+
+@pytest.mark.parametrize("argv", [
+    ["--help"], ["methods"], ["fit"], ["sample", "m.npz", "-n", "0", "-o", "x.csv"],
+    ["fit", "--method", "dp-magic", "--data", "data.csv", "--schema", "s.json", "--epsilon", "1", "--out", "m.npz"],
+])
+def test_help_methods_and_usage_errors_load_no_heavy_module(env, tmp_path, argv):
+    """The commands that read no data answer without importing JAX, pandas, scikit-learn or
+    dp_accounting (seconds of imports): the modules loaded are listed by the process itself."""
+    (tmp_path / "data.csv").write_text("a\n1\n")
+    script = ("import sys\nfrom dpgen_jax import cli\ntry:\n    code = cli.main(sys.argv[1:])\n"
+              "except SystemExit as e:\n    code = e.code\n"
+              "heavy = [m for m in ('jax', 'pandas', 'sklearn', 'dp_accounting', 'flax') if m in sys.modules]\n"
+              "print('HEAVY', heavy, code, file=sys.stderr)\n")
+    proc = subprocess.run([sys.executable, "-c", script, *argv], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("HEAVY [] "), proc.stderr
+    assert last.endswith(" 0") == (argv[0] in ("--help", "methods")), proc.stderr
+    if argv[-1] == "m.npz":
+        assert "Unknown method 'dp-magic'; expected one of [" in proc.stderr

@@ -490,7 +490,7 @@ def test_bad_input_errors_name_the_problem(frames):
         metrics.dimension_wise_prediction(train, test, syn.assign(extra=1), SCHEMA)
     with pytest.raises(ValueError, match="synthetic is empty"):
         metrics.evaluate(train, test, syn.iloc[:0], SCHEMA)
-    with pytest.raises(ValueError, match=r"synthetic: column 'color'.*'purple'"):
+    with pytest.raises(ValueError, match=r"synthetic: column 'color': value\(s\) not in the schema's categories"):
         metrics.evaluate(train, test, syn.assign(color="purple"), SCHEMA)
     with pytest.raises(ValueError, match=r"real_test: column 'num'.*outside the schema bounds"):
         metrics.evaluate(train, test.assign(num=150.0), syn, SCHEMA)
@@ -584,3 +584,95 @@ def test_the_metric_table_drives_evaluate_and_the_docs(identical_result):
     assert [k for k in keys if f"`{k}`" not in docs] == []
     with pytest.raises(ValueError, match="clashes"):
         metrics.register_metric(metrics.Metric("tv_again", ("tv_1way",), lambda inputs, nulls: {}))
+
+
+# ----------------------------------------------------------------------------- issue 48: labels with gaps,
+# scores at chance, warnings once
+
+
+def _with_label_gaps(df: pd.DataFrame, seed: int, share: float = 0.2) -> pd.DataFrame:
+    out = df.copy().astype({"y": object})
+    out.loc[np.random.default_rng(seed).random(len(out)) < share, "y"] = np.nan
+    return out
+
+
+GAPPY = Schema.from_dict({"columns": [
+    {**c.to_dict(), "missing": True} if c.name == "y" else c.to_dict() for c in SCHEMA.columns]})
+LABEL_KEYS = ("label_accuracy", "tstr_auroc", "lr_utility")
+
+
+def test_a_label_with_gaps_is_scored_on_the_rows_where_it_is_present(frames):
+    """The reference: the same metrics on frames from which the user dropped the rows without a
+    label, under the schema without gaps; the label stays binary (TSTR and LR are defined)."""
+    gappy = [_with_label_gaps(f, seed) for seed, f in enumerate(frames)]
+    got = metrics.evaluate(*gappy, GAPPY, n_triples=5, label_protocol=FAST, n_jobs=1)
+    present = [f[f["y"].notna()].reset_index(drop=True) for f in gappy]
+    want = metrics.evaluate(*present, SCHEMA, n_triples=5, label_protocol=FAST, n_jobs=1)
+    for key in LABEL_KEYS:
+        assert got[key] is not None and got[key] == want[key], key
+    assert got["meta"]["label_majority_rate"] == want["meta"]["label_majority_rate"]
+    assert "present" in got["meta"]["label_rows"] and "label_rows" not in want["meta"]
+    # the public functions read the same rows
+    assert metrics.tstr_auroc(gappy[0], gappy[1], GAPPY) == want["tstr_auroc"]["real"]
+    assert metrics.label_accuracy(gappy[2], gappy[1], GAPPY, n_estimators=40) == want["label_accuracy"]["synthetic"]
+
+
+def test_a_label_missing_everywhere_in_the_synthetic_rows_says_why(frames, tmp_path):
+    train, test, syn = frames
+    empty = syn.copy().astype({"y": object})
+    empty["y"] = np.nan
+    r = metrics.evaluate(_with_label_gaps(train, 0), test, empty, GAPPY, n_triples=5, label_protocol=FAST, n_jobs=1)
+    for key in LABEL_KEYS:
+        assert r[key] is None and r["nulls"][key] == "the label 'y' is missing in every row of synthetic"
+    md = metrics.summary_markdown(r)
+    assert "| RF accuracy on the label | — | undefined: the label 'y' is missing in every row of synthetic |" in md
+    assert "LR AUROC on y (TSTR, liblinear) | — | undefined: the label 'y' is missing" in md
+
+
+def test_a_synthetic_score_at_or_below_the_majority_rate_is_flagged(frames):
+    train, test, syn = frames
+    constant = syn.copy()
+    constant["y"] = "neg"
+    majority = float(max(np.mean(test["y"] == "neg"), np.mean(test["y"] == "pos")))
+    with pytest.warns(UserWarning) as caught:
+        r = metrics.evaluate(train, test, constant, SCHEMA, n_triples=5, label_protocol=FAST, n_jobs=1)
+    assert r["meta"]["label_majority_rate"] == pytest.approx(majority)
+    assert set(r["warnings"]) == {"label_accuracy.synthetic", "lr_utility.synthetic.accuracy",
+                                  "tstr_auroc.synthetic"}
+    assert r["label_accuracy"]["synthetic"] <= majority  # a forest trained on one class predicts it
+    shown = [str(w.message) for w in caught]
+    for path, text in r["warnings"].items():
+        assert text.startswith(path) and "'y'" in text and shown.count(text) == 1
+    assert "## Warnings" in metrics.summary_markdown(r)
+    healthy = metrics.evaluate(train, test, train, SCHEMA, n_triples=5, label_protocol=FAST, n_jobs=1)
+    assert healthy["label_accuracy"]["synthetic"] > majority and healthy["warnings"] == {}
+
+
+def test_each_distinct_sklearn_warning_is_shown_once_per_evaluate(monkeypatch):
+    """Every dimension-wise liblinear fit of an all-binary table (run in threads) stops at max_iter:
+    scikit-learn warns once per fit, evaluate shows the warning once, and every fit is still flagged."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    from dpgen_jax.metrics import _dimension_wise
+
+    monkeypatch.setattr(_dimension_wise, "LogisticRegression",
+                        lambda **kw: LogisticRegression(**{**kw, "max_iter": 1}))
+    schema = binary_schema(12)
+    rng = np.random.default_rng(0)
+    base = rng.random((900, 1)) < 0.5
+    rows = (rng.random((900, 12)) < np.where(base, 0.7, 0.3)).astype(int)
+    train, test, syn = (pd.DataFrame(rows[i::3], columns=schema.names) for i in range(3))
+    with warnings.catch_warnings(record=True) as direct:  # the reference: sklearn on its own
+        warnings.simplefilter("always")
+        for j in range(3):
+            LogisticRegression(solver="liblinear", max_iter=1).fit(np.delete(rows, j, 1), rows[:, j])
+    assert sum(issubclass(w.category, ConvergenceWarning) for w in direct) == 3
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r = metrics.evaluate(train, test, syn, schema, n_triples=5, n_jobs=2)
+    convergence = [w for w in caught if issubclass(w.category, ConvergenceWarning)]
+    assert len(convergence) == 1
+    flags = [s["flag"] for s in r["dimension_wise_prediction"].values()]
+    assert len(flags) == 12 and all(f == "real_fit_not_converged,synthetic_fit_not_converged" for f in flags)

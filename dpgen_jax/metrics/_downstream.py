@@ -108,7 +108,7 @@ def label_accuracy_from_tables(
     return float(np.mean(forest_predict(rf, x_test.astype(np.float32), n_jobs) == y_test))
 
 
-@missing_as_value
+@missing_as_value(label_rows=True)
 def label_accuracy(
     train: pd.DataFrame,
     test: pd.DataFrame,
@@ -160,6 +160,13 @@ def label_accuracy(
     name = check_label(schema, label)
     protocol = LabelAccuracyProtocol(size, shuffle_seed, n_estimators, random_state)
     return label_accuracy_from_tables(*prepare_frames(schema, train=train, test=test), schema, name, protocol, n_jobs)
+
+
+def majority_rate(test: Table, schema: Schema, label: str) -> float:
+    """The share of the real test rows in their most frequent label class: the accuracy of a model
+    that always predicts it, which ``evaluate`` holds synthetic-trained accuracies against."""
+    codes = test.codes[:, schema.names.index(label)].astype(np.int64)
+    return float(np.bincount(codes).max() / len(codes))
 
 
 # -- TSTR logistic-regression AUROC -------------------------------------------------------------
@@ -225,7 +232,7 @@ def _tstr_fit(
     return Score(auc, flag=None if converged else "not_converged")
 
 
-@missing_as_value
+@missing_as_value(label_rows=True)
 def tstr_auroc(
     train: pd.DataFrame,
     test: pd.DataFrame,
@@ -333,7 +340,7 @@ def lr_utility_from_tables(
     }
 
 
-@missing_as_value
+@missing_as_value(label_rows=True)
 def lr_utility(
     real_train: pd.DataFrame,
     real_test: pd.DataFrame,

@@ -7,6 +7,7 @@ import hashlib
 import json
 import math
 import time
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,16 +26,20 @@ from dpgen_jax.metrics._fidelity import (
     resolve_spacing,
 )
 from dpgen_jax.metrics._marginals import DEFAULT_HISTOGRAM_BINS, DEFAULT_TRIPLES
-from dpgen_jax.metrics._registry import METRICS, MetricInputs
+from dpgen_jax.metrics._forest import warnings_once
+from dpgen_jax.metrics._registry import METRICS, MetricInputs, lookup
 from dpgen_jax.metrics._dimension_wise import DIMENSION_WISE_TREES, is_all_binary
+from dpgen_jax.data import has_missing
+from dpgen_jax.metrics._downstream import majority_rate
 from dpgen_jax.metrics._inputs import (
     Table,
+    as_model,
     check_label,
     check_same_columns,
     check_schema,
     concat_tables,
+    label_rows,
     prepare,
-    missing_as_value,
 )
 
 #: Format version of the result dict (bump on incompatible changes).
@@ -62,7 +67,6 @@ def _jsonable(obj: Any, path: str, nulls: dict[str, str]) -> Any:
     return obj
 
 
-@missing_as_value
 def evaluate(
     real_train: pd.DataFrame,
     real_test: pd.DataFrame,
@@ -113,7 +117,9 @@ def evaluate(
         synthetic: Synthetic rows, decoded to the schema's values.
         schema: The public schema; all three frames must have exactly its columns.
         label: The label column (default: the schema's label). Without one, the label metrics
-            are null and ``nulls`` says why.
+            are null and ``nulls`` says why. A label declared ``missing=True`` is scored on the
+            rows where it is present, as its own kind (``meta.label_rows``; ``docs/metrics.md``,
+            "Labels with gaps").
         seed: Seed of the dimension-wise forests and of the 3-way marginal's triples.
         n_jobs: Parallel jobs for the forests (-1 = all cores).
         n_triples: Random feature triples of the 3-way marginal.
@@ -164,7 +170,12 @@ def evaluate(
         - ``lr_utility``: accuracy, AUROC and macro F1 of the DP-SACTGAN paper's logistic
           regression trained on R and on S, and their differences (binary labels);
         - ``excluded``: ``{feature: reason}`` for dimension-wise prediction;
-        - ``nulls``: ``{path: reason}``; ``meta``; ``timings_s`` (seconds per metric).
+        - ``nulls``: ``{path: reason}``; ``meta`` (with ``label_majority_rate``, the majority-class
+          share of the test rows); ``timings_s`` (seconds per metric);
+        - ``warnings``: ``{path: message}`` for each synthetic-trained score at or below chance
+          (:data:`CHANCE_SCORES`), each also issued as a ``UserWarning``.
+
+        Each distinct warning of the model fits (scikit-learn's) is shown once per call.
 
     Raises:
         TypeError: if a frame is not a DataFrame or ``schema`` not a Schema.
@@ -200,8 +211,13 @@ def evaluate(
         raise TypeError(
             f"label_protocol must be a LabelAccuracyProtocol, got {type(label_protocol).__name__}."
         )
-    check_same_columns({"real_train": real_train, "real_test": real_test, "synthetic": synthetic})
+    frames = {"real_train": real_train, "real_test": real_test, "synthetic": synthetic}
+    check_same_columns(frames)
     label_name = check_label(schema, label, required=False)
+    labelled = label_rows(schema, label_name, **frames)
+    if has_missing(schema):  # every metric compares gaps as values of their own
+        schema, frames = as_model(schema, frames)
+        real_train, real_test, synthetic = frames["real_train"], frames["real_test"], frames["synthetic"]
     enc = TableEncoder(schema)
     train = prepare(real_train, schema, "real_train", enc)
     test = prepare(real_test, schema, "real_test", enc)
@@ -240,23 +256,62 @@ def evaluate(
                           histogram_bins=histogram_bins, tune_tstr=tune_tstr,
                           label_protocol=label_protocol, marginal_bins=marginal_bins,
                           marginal_spacing=marginal_spacing, max_3way_triples=max_3way_triples,
-                          prior=prior, max_2way_pairs=max_2way_pairs, **given)
-    for metric in METRICS:
-        t = time.perf_counter()
-        reason = metric.applies(inputs)
-        if reason is not None:
-            for key in metric.keys:
-                out[key] = None
-                nulls[key] = reason
-        else:
-            out.update(metric.compute(inputs, nulls))
-        timings[metric.name] = time.perf_counter() - t
+                          prior=prior, max_2way_pairs=max_2way_pairs, label_rows=labelled, **given)
+    if label_name is not None and (labelled is None or labelled.reason is None):
+        out["meta"]["label_majority_rate"] = majority_rate(*inputs.labelled()[1::2], label_name)
+        if labelled is not None:
+            out["meta"]["label_rows"] = (f"the label {label_name!r} is declared missing=True: the label metrics "
+                                         "use the rows where it is present, the label as its own kind")
+    with warnings_once():  # scikit-learn's warnings, each once per call
+        for metric in METRICS:
+            t = time.perf_counter()
+            reason = metric.applies(inputs)
+            if reason is not None:
+                for key in metric.keys:
+                    out[key] = None
+                    nulls[key] = reason
+            else:
+                out.update(metric.compute(inputs, nulls))
+            timings[metric.name] = time.perf_counter() - t
 
     timings["total"] = time.perf_counter() - t0
     out["timings_s"] = timings
     result = _jsonable(out, "", nulls)
     result["nulls"] = nulls
+    result["warnings"] = score_warnings(result)
+    for text in result["warnings"].values():
+        warnings.warn(text, UserWarning, stacklevel=2)
     return result
+
+
+#: The scores ``evaluate`` compares with what a model without information scores: result path,
+#: the rate it is held against ("majority": the majority-class share of the real test rows, in
+#: ``meta.label_majority_rate``; a number: that value), and its name.
+CHANCE_SCORES: tuple[tuple[str, str | float, str], ...] = (
+    ("label_accuracy.synthetic", "majority", "random-forest accuracy (trained on synthetic rows)"),
+    ("lr_utility.synthetic.accuracy", "majority", "logistic-regression accuracy (trained on synthetic rows)"),
+    ("tstr_auroc.synthetic", 0.5, "TSTR AUROC (logistic regression trained on synthetic rows)"),
+)
+
+
+def score_warnings(result: dict[str, Any]) -> dict[str, str]:
+    """``{path: message}`` for each synthetic-trained score of :data:`CHANCE_SCORES` at or below
+    what always predicting the majority class scores (0.5 for an AUROC): the synthetic rows taught
+    the model nothing about the label."""
+    out: dict[str, str] = {}
+    majority = (result.get("meta") or {}).get("label_majority_rate")
+    label = (result.get("meta") or {}).get("label")
+    for path, rate, what in CHANCE_SCORES:
+        value, bound = lookup(result, path), majority if rate == "majority" else rate
+        if value is None or bound is None or value > bound:
+            continue
+        against = (f"the majority-class share {bound:.4g} of the real test rows" if rate == "majority"
+                   else f"chance ({bound:g})")
+        out[path] = (f"{path}: the {what} on {label!r} is {value:.4g}, at or below {against}: the synthetic "
+                     "rows carry no usable signal about the label (often a budget too small for the method "
+                     "at this table size; see dpgen-jax recommend, or a larger epsilon).")
+    return out
+
 
 
 def _real_fingerprint(

@@ -3,14 +3,15 @@ bookkeeping and the flags that record both in a result."""
 
 from __future__ import annotations
 
+import contextlib
 import warnings
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import joblib
 import numpy as np
 from joblib import Parallel, delayed
 from sklearn.ensemble import RandomForestClassifier
-from sklearn.exceptions import ConvergenceWarning
 
 
 class Score(NamedTuple):
@@ -36,11 +37,33 @@ def forest_predict(rf: RandomForestClassifier, x: np.ndarray, n_jobs: int | None
 
 
 def fit_recording_convergence(model: Any, x: np.ndarray, y: np.ndarray) -> bool:
-    """``model.fit(x, y)``; a ConvergenceWarning is caught and returned as False (then flagged)."""
+    """``model.fit(x, y)``; returns whether the solver stopped before ``max_iter`` (then flagged).
+
+    That is the test behind scikit-learn's ConvergenceWarning for liblinear, lbfgs and coordinate
+    descent (Lasso). It is read from ``n_iter_`` rather than by catching the warning: the fits of
+    the dimension-wise metrics run in threads, and ``warnings.catch_warnings`` is not thread-safe
+    (each use also resets the once-per-location registry, so a warning printed once printed once
+    per fit). The warning itself goes to :func:`warnings_once`.
+    """
+    model.fit(x, y)
+    return bool(np.max(np.ravel(model.n_iter_)) < model.max_iter)
+
+
+@contextlib.contextmanager
+def warnings_once() -> Iterator[None]:
+    """Collects the warnings raised inside (by scikit-learn's many fits, in any thread) and re-issues
+    each distinct one (category and the line that raised it: a solver's message may quote numbers
+    that differ from fit to fit) once on exit, under the caller's own filters (so ``"error"`` or
+    ``"ignore"`` still apply). Nested uses collect into the outermost."""
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", ConvergenceWarning)
-        model.fit(x, y)
-    return not any(issubclass(w.category, ConvergenceWarning) for w in caught)
+        warnings.simplefilter("always")
+        yield
+    seen: set[tuple[type, str, int]] = set()
+    for w in caught:
+        key = (w.category, w.filename, w.lineno)
+        if key not in seen:
+            seen.add(key)
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 def source_flag(source: str, note: str | None) -> str | None:

@@ -22,6 +22,7 @@ import pandas as pd
 
 from dpgen_jax.data import Schema, TableEncoder, check_frame, has_missing, model_schema, to_model_frame
 from dpgen_jax.data._check import show_values
+from dpgen_jax.metrics._forest import warnings_once
 
 
 def check_schema(schema: Any) -> Schema:
@@ -31,29 +32,91 @@ def check_schema(schema: Any) -> Schema:
     return schema
 
 
-def missing_as_value(fn: Callable) -> Callable:
-    """Lets a public metric read a schema with continuous columns declared ``missing=True``.
+def label_present(schema: Schema, label: str | None, frames: dict[str, Any]) -> tuple[Schema, dict[str, Any]]:
+    """The schema and frames the label metrics read. When the label column is declared
+    ``missing=True``, the rows of each frame where the label is present and the label as its own
+    kind, no longer missing (a binary label stays binary: ``docs/metrics.md``, "Labels with
+    gaps"); otherwise the arguments unchanged. Frames are checked against ``schema`` first."""
+    if label is None or label not in schema or schema[label].missing is not True:
+        return schema, frames
+    for name, df in frames.items():
+        check_frame(df, schema, name)
+    columns = tuple(dataclasses.replace(c, missing=None) if c.name == label else c for c in schema.columns)
+    present = {name: df[df[label].notna().to_numpy(dtype=bool)] for name, df in frames.items()}
+    return dataclasses.replace(schema, columns=columns), present
+
+
+def as_model(schema: Schema, frames: dict[str, Any]) -> tuple[Schema, dict[str, Any]]:
+    """``data.model_schema(schema)`` and each DataFrame of ``frames`` (or list of DataFrames) as its
+    model frame (``data.to_model_frame``, named by its key in messages); other values are left out."""
+    out: dict[str, Any] = {}
+    for name, value in frames.items():
+        if isinstance(value, pd.DataFrame):
+            out[name] = to_model_frame(value, schema, name)
+        elif isinstance(value, (list, tuple)) and value and all(isinstance(v, pd.DataFrame) for v in value):
+            out[name] = type(value)(to_model_frame(v, schema, name) for v in value)
+    return model_schema(schema), out
+
+
+@dataclasses.dataclass(frozen=True)
+class LabelRows:
+    """What the label metrics of ``evaluate`` read when the label is declared ``missing=True``: the
+    prepared rows of each frame where the label is present, under the schema in which the label is
+    its own kind (:func:`label_present`), or ``reason`` why they are undefined (tables None)."""
+
+    schema: Schema
+    train: Table | None = None
+    test: Table | None = None
+    synthetic: Table | None = None
+    reason: str | None = None
+
+
+def label_rows(schema: Schema, label: str | None, **frames: pd.DataFrame) -> LabelRows | None:
+    """:class:`LabelRows` of ``frames`` (keys ``real_train``, ``real_test``, ``synthetic``) for a label
+    declared ``missing=True``; None for any other label (the label metrics read every row)."""
+    if label is None or schema[label].missing is not True:
+        return None
+    present_schema, present = label_present(schema, label, frames)
+    empty = [name for name, df in present.items() if len(df) == 0]
+    if empty:
+        return LabelRows(present_schema, reason=f"the label {label!r} is missing in every row of "
+                                                f"{' and '.join(empty)}")
+    model, frames = as_model(present_schema, present) if has_missing(present_schema) else (present_schema, present)
+    enc = TableEncoder(model)
+    tables = {name: prepare(df, model, name, enc) for name, df in frames.items()}
+    return LabelRows(model, tables["real_train"], tables["real_test"], tables["synthetic"])
+
+
+def missing_as_value(fn: Callable | None = None, *, label_rows: bool = False) -> Callable:
+    """Lets a public metric read a schema with columns declared ``missing=True``.
 
     The wrapped function receives ``data.model_schema(schema)`` and every DataFrame argument as
     its model frame (``data.to_model_frame``, named by the argument in messages; a list of frames
-    frame by frame): each such column
-    is compared as its value and its binary missingness indicator, so "missing" is a value of its
-    own (``docs/metrics.md``). Other calls pass through unchanged.
+    frame by frame): a continuous column is compared as its value and its binary missingness
+    indicator, a discrete one with the gap as one more category, so "missing" is a value of its
+    own (``docs/metrics.md``). With ``label_rows`` (the label metrics), a label declared
+    ``missing=True`` is first reduced to the rows where it is present (:func:`label_present`).
+    Other calls pass through unchanged. Every call shows each distinct warning of its model fits
+    once (:func:`~dpgen_jax.metrics._forest.warnings_once`).
     """
+    if fn is None:
+        return functools.partial(missing_as_value, label_rows=label_rows)
     signature = inspect.signature(fn)
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         bound = signature.bind(*args, **kwargs)
         schema = bound.arguments.get("schema")
+        if label_rows and isinstance(schema, Schema):
+            label = bound.arguments.get("label")
+            frames = {k: v for k, v in bound.arguments.items() if isinstance(v, pd.DataFrame)}
+            schema, present = label_present(schema, label if label is not None else schema.label, frames)
+            bound.arguments.update(present, schema=schema)
         if isinstance(schema, Schema) and has_missing(schema):
-            for name, value in bound.arguments.items():
-                if isinstance(value, pd.DataFrame):
-                    bound.arguments[name] = to_model_frame(value, schema, name)
-                elif isinstance(value, (list, tuple)) and value and all(isinstance(v, pd.DataFrame) for v in value):
-                    bound.arguments[name] = type(value)(to_model_frame(v, schema, name) for v in value)
-            bound.arguments["schema"] = model_schema(schema)
-        return fn(*bound.args, **bound.kwargs)
+            model, frames = as_model(schema, bound.arguments)
+            bound.arguments.update(frames, schema=model)
+        with warnings_once():
+            return fn(*bound.args, **bound.kwargs)
 
     return wrapper
 

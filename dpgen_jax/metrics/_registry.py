@@ -50,7 +50,7 @@ from dpgen_jax.metrics._marginals import (
     three_way_marginal_from_tables,
 )
 from dpgen_jax.metrics._forest import Score, note_from_flag, source_flag
-from dpgen_jax.metrics._inputs import Table
+from dpgen_jax.metrics._inputs import LabelRows, Table
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,7 +58,8 @@ class MetricInputs:
     """What every metric may read: the three prepared tables (R, T, S), the reference R + T, the
     schema, the label and ``evaluate``'s options; ``prior`` is a reused result (its real-data
     scores are not refitted). ``marginal_pairs`` / ``marginal_triples``: given marginals of the
-    2-way / 3-way L1 (tuples of column names; None: the default choice)."""
+    2-way / 3-way L1 (tuples of column names; None: the default choice). ``label_rows``: the rows
+    the label metrics read when the label is declared ``missing=True`` (:meth:`labelled`)."""
 
     train: Table
     test: Table
@@ -79,6 +80,15 @@ class MetricInputs:
     max_2way_pairs: int = MAX_2WAY_PAIRS
     marginal_pairs: tuple[tuple[str, ...], ...] | None = None
     marginal_triples: tuple[tuple[str, ...], ...] | None = None
+    label_rows: LabelRows | None = None
+
+    def labelled(self) -> tuple[Table, Table, Table, Schema]:
+        """(R, T, S, schema) of the label metrics: the rows where the label is present, the label
+        as its own kind, when it is declared ``missing=True``; else the three tables."""
+        v = self.label_rows
+        if v is None:
+            return self.train, self.test, self.synthetic, self.schema
+        return v.train, v.test, v.synthetic, v.schema
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,6 +150,16 @@ def register_metric(metric: Metric) -> Metric:
     return metric
 
 
+def lookup(result: dict[str, Any], path: str) -> Any:
+    """The value at a dotted path of an ``evaluate`` result (None where absent)."""
+    node: Any = result
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
 def result_keys() -> list[str]:
     """Every result key a metric of the table writes, in table order."""
     return [k for m in METRICS for k in m.keys]
@@ -149,14 +169,17 @@ def result_keys() -> list[str]:
 
 
 def _no_label(inputs: MetricInputs) -> str | None:
-    return None if inputs.label is not None else "no label: pass label= or declare a label column in the schema"
-
-
-def _no_binary_label(schema: Schema, label: str | None, what: str) -> str | None:
-    if label is None:
+    if inputs.label is None:
         return "no label: pass label= or declare a label column in the schema"
-    k = len(schema[label].categories)
-    return None if k == 2 else f"the label {label!r} has {k} categories; {what} needs a binary label"
+    return inputs.label_rows.reason if inputs.label_rows is not None else None
+
+
+def _no_binary_label(inputs: MetricInputs, what: str) -> str | None:
+    reason = _no_label(inputs)
+    if reason is not None:
+        return reason
+    k = len(inputs.labelled()[3][inputs.label].categories)
+    return None if k == 2 else f"the label {inputs.label!r} has {k} categories; {what} needs a binary label"
 
 
 def _dimension_wise(inputs: MetricInputs, nulls: dict[str, str]) -> dict[str, Any]:
@@ -189,11 +212,12 @@ def _dimension_wise_summary(dwp: dict[str, Any], n_features: int) -> dict[str, A
 
 
 def _label_accuracy(inputs: MetricInputs, nulls: dict[str, str]) -> dict[str, Any]:
-    args = (inputs.test, inputs.schema, inputs.label, inputs.label_protocol, inputs.n_jobs)
+    train, test, synthetic, schema = inputs.labelled()
+    args = (test, schema, inputs.label, inputs.label_protocol, inputs.n_jobs)
     real = (inputs.prior["label_accuracy"]["real"] if inputs.prior is not None
-            else label_accuracy_from_tables(inputs.train, *args))
+            else label_accuracy_from_tables(train, *args))
     return {"label_accuracy": {"label": inputs.label, "real": real,
-                               "synthetic": label_accuracy_from_tables(inputs.synthetic, *args),
+                               "synthetic": label_accuracy_from_tables(synthetic, *args),
                                "protocol": inputs.label_protocol.describe()}}
 
 
@@ -276,7 +300,8 @@ def _similarity(inputs: MetricInputs, nulls: dict[str, str]) -> dict[str, Any]:
 
 
 def _tstr(inputs: MetricInputs, nulls: dict[str, str]) -> dict[str, Any]:
-    schema, label, prior = inputs.schema, inputs.label, inputs.prior
+    train, test, synthetic, schema = inputs.labelled()
+    label, prior = inputs.label, inputs.prior
     entry: dict[str, Any] = {
         "label": label,
         "protocol": {
@@ -287,13 +312,13 @@ def _tstr(inputs: MetricInputs, nulls: dict[str, str]) -> dict[str, Any]:
         },
     }
     flags = []
-    for key, table in (("real", inputs.train), ("synthetic", inputs.synthetic)):
+    for key, table in (("real", train), ("synthetic", synthetic)):
         if key == "real" and prior is not None:
             old = prior["tstr_auroc"]
             note = note_from_flag(old.get("flag"), "real")
             score = Score(old["real"], flag=note, reason=prior["nulls"].get("tstr_auroc.real"))
         else:
-            score = tstr_auroc_from_tables(table, inputs.test, schema, label, tune=inputs.tune_tstr,
+            score = tstr_auroc_from_tables(table, test, schema, label, tune=inputs.tune_tstr,
                                            seed=inputs.seed)
         entry[key] = score.value
         if score.value is None:
@@ -309,8 +334,7 @@ def _lr_utility(inputs: MetricInputs, nulls: dict[str, str]) -> dict[str, Any]:
     old = (inputs.prior or {}).get("lr_utility")
     if old:
         known = (old["real"], note_from_flag(old.get("flag"), "real"))
-    entry = lr_utility_from_tables(inputs.train, inputs.test, inputs.synthetic, inputs.schema,
-                                   inputs.label, known_real=known)
+    entry = lr_utility_from_tables(*inputs.labelled(), inputs.label, known_real=known)
     if isinstance(entry, Score):
         nulls["lr_utility"] = entry.reason
         return {"lr_utility": None}
@@ -359,12 +383,12 @@ register_metric(Metric(
                Headline("Diff-Cor (Frobenius distance of association matrices)", "diff_cor.value"))))
 register_metric(Metric(
     "tstr_auroc", ("tstr_auroc",), _tstr,
-    applies=lambda i: _no_binary_label(i.schema, i.label, "AUROC"),
+    applies=lambda i: _no_binary_label(i, "AUROC"),
     headlines=(Headline("LR AUROC on {label} (TSTR, liblinear)", "tstr_auroc.synthetic", "tstr_auroc.real"),),
     board=(BoardColumn("tstr_auroc", "tstr_auroc.synthetic", "TSTR AUROC", True),)))
 register_metric(Metric(
     "lr_utility", ("lr_utility",), _lr_utility,
-    applies=lambda i: _no_binary_label(i.schema, i.label, "the LR utility"),
+    applies=lambda i: _no_binary_label(i, "the LR utility"),
     headlines=(Headline("LR accuracy on {label} (max_iter 500)", "lr_utility.synthetic.accuracy",
                         "lr_utility.real.accuracy"),
                Headline("LR accuracy difference (real − synthetic)", "lr_utility.difference.accuracy"),
@@ -372,4 +396,5 @@ register_metric(Metric(
                Headline("LR macro F1 difference (real − synthetic)", "lr_utility.difference.f1_macro"))))
 
 
-__all__ = ["METRICS", "BoardColumn", "Headline", "Metric", "MetricInputs", "register_metric", "result_keys"]
+__all__ = ["METRICS", "BoardColumn", "Headline", "Metric", "MetricInputs", "lookup", "register_metric",
+           "result_keys"]

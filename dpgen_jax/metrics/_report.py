@@ -19,7 +19,7 @@ from dpgen_jax.metrics._plots import (
     plot_pca,
 )
 from dpgen_jax.metrics._published import PublishedResults
-from dpgen_jax.metrics._registry import METRICS
+from dpgen_jax.metrics._registry import METRICS, lookup
 from dpgen_jax.metrics._inputs import check_same_columns, check_schema, prepare, missing_as_value
 
 
@@ -33,14 +33,21 @@ def _num(v: Any, digits: int = 4) -> str:
     return str(v)
 
 
-def _lookup(result: dict[str, Any], path: str) -> Any:
-    """The value at a dotted result path (None where absent)."""
-    node: Any = result
-    for part in path.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node
+def why_null(result: dict[str, Any], path: str) -> str | None:
+    """Why the value at ``path`` is null: the reason ``nulls`` holds for it or its nearest parent."""
+    nulls, parts = result.get("nulls") or {}, path.split(".")
+    for k in range(len(parts), 0, -1):
+        if ".".join(parts[:k]) in nulls:
+            return nulls[".".join(parts[:k])]
+    return None
+
+
+def _cell(result: dict[str, Any], path: str) -> str:
+    """The number at ``path``, or ``undefined: <reason>`` (``null`` without a recorded reason)."""
+    value = lookup(result, path)
+    if value is None and why_null(result, path):
+        return f"undefined: {why_null(result, path)}"
+    return _num(value)
 
 
 def _records(published: Any) -> tuple[PublishedResults, ...]:
@@ -134,6 +141,8 @@ def _headline(result: dict[str, Any], records: tuple[PublishedResults, ...]) -> 
         title = f"RF accuracy on {la['label']} ({forest}, {split})"
         published = _published_cell(records, "label_accuracy.synthetic", "label_accuracy.real")
         lines.append(_row(title, _num(la["real"]), _num(la["synthetic"]), published))
+    elif (result.get("meta") or {}).get("label") is not None:
+        lines.append(_row("RF accuracy on the label", "—", _cell(result, "label_accuracy"), ""))
     fill = {
         "n": len(result.get("diversity_total_features") or []),
         "p": (result.get("marginal_l1_2way") or {}).get("n_pairs"),
@@ -141,13 +150,19 @@ def _headline(result: dict[str, Any], records: tuple[PublishedResults, ...]) -> 
         "nist": (result.get("three_way_marginal") or {}).get("n_triples"),
         "label": (result.get("meta") or {}).get("label"),
     }
-    for row in (h for metric in METRICS for h in metric.headlines):
-        value = _lookup(result, row.path)
-        if not result.get(row.path.split(".")[0]) or (value is None and row.optional):
-            continue
-        real = _num(_lookup(result, row.real_path)) if row.real_path else "—"
-        lines.append(_row(row.title.format(**fill), real, _num(value),
-                          _published_cell(records, row.path, row.real_path)))
+    for metric in METRICS:
+        for i, row in enumerate(metric.headlines):
+            value = lookup(result, row.path)
+            if value is None and row.optional:
+                continue
+            if not result.get(row.path.split(".")[0]):
+                # a null real-vs-synthetic score (a label metric) says why on its first row
+                if i == 0 and row.real_path is not None and why_null(result, row.path):
+                    lines.append(_row(row.title.format(**fill), "—", _cell(result, row.path), ""))
+                continue
+            real = _cell(result, row.real_path) if row.real_path else "—"
+            lines.append(_row(row.title.format(**fill), real, _cell(result, row.path),
+                              _published_cell(records, row.path, row.real_path)))
     summ = result.get("dimension_wise_summary")
     if summ:
         d = ", ".join(f"{m} {_num(v)}" for m, v in summ["mean_distance_from_diagonal"].items())
@@ -164,10 +179,10 @@ def _published_section(result: dict[str, Any], records: tuple[PublishedResults, 
         lines += [f"## Published: {r.method} on {r.dataset}", "", f"{r.citation}.", ""]
         lines += [_row("result key", *eps, "this run", "source"), "|---" * (len(eps) + 3) + "|"]
         for path in r.values:
-            lines.append(_row(f"`{path}`", *(_num(v) for v in r.at(path)), _num(_lookup(result, path)), r.source(path) or ""))
+            lines.append(_row(f"`{path}`", *(_num(v) for v in r.at(path)), _num(lookup(result, path)), r.source(path) or ""))
         for path, value in r.real.items():
             lines.append(
-                _row(f"`{path}` (real data)", _num(value), *[""] * (len(eps) - 1), _num(_lookup(result, path)),
+                _row(f"`{path}` (real data)", _num(value), *[""] * (len(eps) - 1), _num(lookup(result, path)),
                      r.source(path) or "")
             )
         lines += [""] + [f"- {n}" for n in r.notes] + ([""] if r.notes else [])
@@ -265,6 +280,8 @@ def summary_markdown(
     lines += _dimension_wise_table(result)
     if result.get("excluded"):
         lines += ["## Excluded features", ""] + [f"- {f}: {r}" for f, r in result["excluded"].items()] + [""]
+    if result.get("warnings"):
+        lines += ["## Warnings", ""] + [f"- {text}" for text in result["warnings"].values()] + [""]
     if result.get("nulls"):
         lines += ["## Undefined values (null in metrics.json)", ""]
         lines += [f"- `{p}`: {r}" for p, r in result["nulls"].items()] + [""]

@@ -26,6 +26,7 @@ registers itself; exporting its class by name from here is optional.
 """
 
 from dpgen_jax.synthesizers._checkpoint import FitPaused
+from dpgen_jax.synthesizers._degenerate import DegenerateReleaseWarning, check_release
 from dpgen_jax.synthesizers._overrides import config_overrides
 from dpgen_jax.synthesizers._base import (
     Flags,
@@ -81,7 +82,9 @@ __all__ = [
     "DPWGAN",
     "DPWGANConfig",
     "Hooks",
+    "DegenerateReleaseWarning",
     "FitPaused",
+    "check_release",
     "GEM",
     "GEMConfig",
     "Flags",
