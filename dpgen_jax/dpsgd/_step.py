@@ -319,7 +319,7 @@ def run_chunks(run_chunk: Callable, state: Any, total: int, chunk_size: int, *,
 
     ``run_chunk(state, done, n) -> state`` runs units ``done .. done + n - 1`` (one compiled call);
     ``after_chunk(state, done)`` follows each chunk (progress); ``should_stop()`` may end the phase
-    after a chunk that is not the last; ``checkpoint`` is the hook described in :func:`run_phase`
+    after a chunk that is not the last (asked once the chunk has run, not when it was dispatched); ``checkpoint`` is the hook described in :func:`run_phase`
     (``restore`` once before the first chunk, ``save`` after every chunk). Used by
     :func:`run_phase`, the GAN phases and DP-SYN's stacked autoencoders.
     """
@@ -330,6 +330,8 @@ def run_chunks(run_chunk: Callable, state: Any, total: int, chunk_size: int, *,
         n = min(chunk_size, total - done)
         state = run_chunk(state, done, n)
         done += n
+        if should_stop is not None:  # a compiled call returns before it has run: wait for it,
+            jax.block_until_ready(state)  # or a clock-based test would see every chunk in time
         if after_chunk is not None:
             after_chunk(state, done)
         stop = should_stop is not None and done < total and should_stop()

@@ -38,10 +38,10 @@ from dpgen_jax._typing import PyTree
 from dpgen_jax import data as data_lib
 from dpgen_jax import dpsgd, privacy
 from dpgen_jax import _validate as _v
-from dpgen_jax.synthesizers import _checkpoint, _release
+from dpgen_jax.synthesizers import _checkpoint, _degenerate, _release
 from dpgen_jax.synthesizers._config import Flags, SynthesizerConfig, split_overrides
 from dpgen_jax.synthesizers._plan import Plan, RecordCount, Release
-from dpgen_jax.synthesizers._progress import Progress, ProgressFn
+from dpgen_jax.synthesizers._progress import Progress, ProgressFn, TimeBudget
 from dpgen_jax.synthesizers._registry import available, create, get, register  # noqa: F401  (re-exported)
 
 
@@ -54,18 +54,29 @@ class Hooks:
     """How a fit is operated, apart from what it computes (``_train``'s last argument).
 
     Attributes:
-        progress: ``progress(phase_name)`` returns a callback ``(done, total)`` or None.
-        should_stop: called between compiled chunks; True once the fit's time budget
-            (``max_seconds``) is spent, and a phase must then end (its executed steps are what the
-            report accounts for).
+        progress: ``progress(phase_name, unit="step")`` returns a callback ``(done, total)`` or
+            None (``unit``: what ``done`` counts, e.g. ``"round"``).
+        should_stop: the stop test of a phase that asks without a name (e.g. a method's rounds,
+            asked before each round after the first); see ``stop``.
         checkpointer: the fit's private checkpoints (``fit(checkpoint_dir=...)``), or None.
         flags: the speed settings (:class:`Flags`, the method's defaults resolved).
+        stop_test: ``stop_test(phase_name)`` returns the stop test of a phase (None: every phase
+            uses ``should_stop``). A stop test is called between compiled chunks; once it returns
+            True the phase must end (its executed steps are what the report accounts for). It is
+            True when the fit's time budget (``max_seconds``) ends the phase: at the units fixed
+            before training (``_progress.TimeBudget``), or, with ``checkpoint_dir``, once the
+            time is spent (the fit then pauses).
     """
 
-    progress: Callable[[str], ProgressFn | None] = lambda name: None
+    progress: Callable[..., ProgressFn | None] = lambda name, unit="step": None
     should_stop: Callable[[], bool] = lambda: False
     checkpointer: _checkpoint.Checkpointer | None = None
     flags: Flags = Flags()
+    stop_test: Callable[[str], Callable[[], bool]] | None = None
+
+    def stop(self, name: str) -> Callable[[], bool]:
+        """The stop test of training phase ``name`` (the name its progress reports under)."""
+        return self.should_stop if self.stop_test is None else self.stop_test(name)
 
     def checkpoint(self, name: str):
         """The checkpoint hook of training phase ``name`` for ``dpsgd.run_phase(checkpoint=...)``
@@ -75,7 +86,7 @@ class Hooks:
     def phase_args(self, name: str) -> dict[str, Any]:
         """What every training-phase function takes from the fit: the ``progress`` callback of
         phase ``name``, ``should_stop``, its ``checkpoint`` hook and the speed ``flags``."""
-        return {"progress": self.progress(name), "should_stop": self.should_stop,
+        return {"progress": self.progress(name), "should_stop": self.stop(name),
                 "checkpoint": self.checkpoint(name), "flags": self.flags}
 
 
@@ -111,6 +122,8 @@ class Synthesizer(abc.ABC):
     output probabilities; a configuration with a ``decode`` field overrides it per fit),
     ``ACCOUNTANT`` (the headline accountant, ``"pld"`` by default; ``"rdp"`` with the improved
     conversion for a method with phases only RDP interprets, such as the exponential mechanism),
+    ``STOP_POINTS`` (False for a method whose training never asks a stop test, e.g. one pass of
+    noisy marginals: ``max_seconds`` then has nothing to cut and no stand-in is timed),
     ``CHECKPOINTS`` (True for a method whose ``_train`` passes every phase its
     ``hooks.checkpoint`` hook, so that ``fit(checkpoint_dir=...)`` can resume it), ``FLAGS`` (the
     speed settings the method reads, with its defaults; ``plan.flags`` and ``hooks.phase_args`` pass
@@ -134,6 +147,7 @@ class Synthesizer(abc.ABC):
     ACCOUNTANT: ClassVar[str] = "pld"
     USES_NUM_RECORDS: ClassVar[bool] = True
     CHECKPOINTS: ClassVar[bool] = False
+    STOP_POINTS: ClassVar[bool] = True
     FLAGS: ClassVar[Flags] = Flags()  # the speed settings the method reads, with their defaults
     # A tiny schedule (configuration fields and flags) that runs in seconds, for smoke runs: the
     # tests, the leak test and the benchmark's quick mode read it (no quality is expected of it).
@@ -328,10 +342,15 @@ class Synthesizer(abc.ABC):
             seed: makes the run reproducible (the report then says it is not fit for release);
                 None draws every key from OS entropy.
             progress: progress bars with the phase, the steps and the epsilon spent.
-            max_seconds: a time budget for training. Once it is spent, every remaining phase stops
-                after its current compiled chunk (each phase runs at least one chunk); the report
-                accounts for the steps actually executed, and a warning says the schedule was cut.
-                With ``checkpoint_dir`` it pauses the fit instead (:class:`FitPaused`).
+            max_seconds: a time budget for training. Before any private row is read, the
+                method's training is timed on a stand-in table drawn from the public schema (once
+                per process and public setting) and the budget becomes a number of steps per phase,
+                earlier phases first (each phase runs at least one compiled chunk, shortened to a
+                twentieth of the budget); the steps cut thus depend on no private row, the report
+                accounts for the steps executed, and a warning says the schedule was cut. The fit
+                ends near ``max_seconds``, not exactly: the stand-in's time is an estimate and is
+                part of the budget. With ``checkpoint_dir`` it pauses the fit instead, once the
+                time is spent (:class:`FitPaused`; nothing is released). See docs/privacy.md.
             allow_data_derived_schema: the explicit opt-out for a schema read from the data
                 (``schema.source == "data-derived"``, e.g. ``data.infer_schema``). Without it such a
                 schema is refused; with it the fit runs and its report says the result is not
@@ -385,23 +404,36 @@ class Synthesizer(abc.ABC):
         plan = self._plan(schema, records, epsilon=epsilon, delta=delta, preset=preset,
                           max_seconds=None if max_seconds is None else float(max_seconds),
                           seeded=seed is not None)
+        start = time.monotonic()
+        # A time budget without checkpoints: units per phase fixed now, before any private row is
+        # read, from public values and the method's time on a public stand-in (docs/privacy.md).
+        budget, run_flags = (TimeBudget.measure(self, plan, float(max_seconds), mesh)
+                             if max_seconds is not None and checkpoint_dir is None and self.STOP_POINTS
+                             else (None, self.flags))
         x = jax.numpy.asarray(self._encoder(plan.model_schema, plan.config).encode(frame))
         ckpt, run_key = _checkpoint.open_for_fit(self, plan, x, checkpoint_dir=checkpoint_dir,
                                                  resume=resume, seed=seed, every=checkpoint_every)
         plan = dataclasses.replace(plan, seeded=run_key.seeded)
         bar = Progress(progress, plan)
-        deadline = math.inf if max_seconds is None else time.monotonic() + float(max_seconds)
-        hooks = Hooks(progress=bar.phase, should_stop=lambda: time.monotonic() >= deadline,
-                      checkpointer=ckpt, flags=self.flags)
+        if budget is not None:
+            hooks = Hooks(progress=lambda name, unit="step": budget.progress(name, bar.phase(name, unit)),
+                          should_stop=budget.stop(), stop_test=budget.stop, flags=run_flags)
+        else:  # no budget, or a checkpointed fit that pauses once the time is spent
+            deadline = math.inf if max_seconds is None else start + float(max_seconds)
+            hooks = Hooks(progress=bar.phase, should_stop=lambda: time.monotonic() >= deadline,
+                          checkpointer=ckpt, flags=self.flags)
+        epsilon = None
         try:
             with dpsgd.data_parallel(mesh):  # multi-host: every process must use process 0's key
-                release = self._train(plan, x, dpsgd.shared_key(run_key.key), hooks)
+                release = self._train(dataclasses.replace(plan, flags=hooks.flags), x,
+                                      dpsgd.shared_key(run_key.key), hooks)
+            resumed = ckpt is not None and ckpt.resumed is not None
+            self._report = plan.report(release, resumed=resumed)
+            epsilon = self._report.get("epsilon")
         finally:
-            bar.close()
+            bar.close(epsilon)
             if ckpt is not None:
                 ckpt.close()
-        resumed = ckpt is not None and ckpt.resumed is not None
-        self._report = plan.report(release, resumed=resumed)
         self.fitted_plan, self.fitted_release = plan, release
         return self
 
@@ -432,9 +464,12 @@ class Synthesizer(abc.ABC):
             mode: how discrete columns are decoded (``"argmax"`` or ``"sample"``, see
                 ``data.TableEncoder.decode``); None: :meth:`default_decode_mode`.
         """
-        frame = self._sample_frame(self._check_sample_size(n), dpsgd.make_key(seed).key,
-                                   mode or self.default_decode_mode())
-        return data_lib.from_model_frame(frame, self.schema)
+        n = self._check_sample_size(n)
+        frame = self._sample_frame(n, dpsgd.make_key(seed).key, mode or self.default_decode_mode())
+        rows = data_lib.from_model_frame(frame, self.schema)
+        if n >= _degenerate.MIN_ROWS:  # on the synthetic rows alone: no privacy cost
+            _degenerate.check_release(rows, self.schema, method=self.METHOD)
+        return rows
 
     def _check_sample_size(self, n) -> int:
         self._require_fitted()

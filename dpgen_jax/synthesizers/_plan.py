@@ -23,6 +23,7 @@ from dpgen_jax import data as data_lib
 from dpgen_jax import privacy
 from dpgen_jax._typing import PyTree
 from dpgen_jax.synthesizers._config import Flags, SynthesizerConfig
+from dpgen_jax.synthesizers._progress import STANDIN_ROWS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,7 +163,8 @@ class Plan:
         """The privacy report of ``release``, a run of this plan: the phases as run, the
         assumptions of the schema, of the record count and of the method, epsilon by accountant,
         and the method's published accounting beside it. Warns when a time budget cut the
-        schedule.
+        schedule (a budget fixes the units each phase may run before training,
+        ``_progress.TimeBudget``; a checkpointed fit pauses instead and releases nothing cut).
         """
         phases, planned = self.executed_phases(release), self.executed_phases(release, planned_steps=True)
         cut = {p.name: (p.steps, q.steps)
@@ -178,15 +180,14 @@ class Plan:
                 "distinct step executed across the runs; mechanisms before the saved point were "
                 "replayed with the same keys on the same inputs (the same outputs) or restored.")
         if cut and self.private:
-            planned_epsilon = privacy.epsilon(planned, self.delta, accountant=self.accountant)
             assumptions.append(
-                f"A time budget (max_seconds={self.max_seconds}) stopped training early, after the "
-                "executed steps listed. This accounting treats the moment of the stop as independent "
-                "of the private rows, which is an assumption: a step's duration grows with its padded "
-                "batch, sized from the private row count, so the number of executed steps can reveal "
-                f"something about that count. The planned schedule's epsilon, {planned_epsilon:.6g}, "
-                "bounds the updates released, not what the stop itself reveals; a fit with "
-                "checkpoint_dir pauses at the budget instead of cutting the schedule.")
+                f"A time budget (max_seconds={self.max_seconds}) ended training early, after the "
+                "executed steps listed, which this report accounts for. Where each phase stopped "
+                "was fixed before any private row was read, from max_seconds and the time the "
+                "method's training took on a stand-in table drawn from the public schema (with the "
+                f"number of records above, or {STANDIN_ROWS:,} rows for a method that uses none); it depends "
+                "on no private row, so the epsilon of the executed steps bounds the run, the stop "
+                "included.")
         # dataset_size only when N may be shown: privacy.report writes it into a sentence and a
         # warning when delta >= 1/n (and the sentence's absence would say n < 1/delta).
         report = privacy.report(phases, self.delta, accountant=self.accountant,

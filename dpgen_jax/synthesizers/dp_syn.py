@@ -381,7 +381,7 @@ def stack_groups(codes, feats, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def train_autoencoders(config: DPSYNConfig, blocks: tuple, codes, feats, init_key, key,
-                       phases: Sequence, *, should_stop=None, checkpoint=None,
+                       phases: Sequence, *, progress=None, should_stop=None, checkpoint=None,
                        flags: Flags = FLAGS) -> dpsgd.TrainState:
     """Phase 2: every group's autoencoder at once (stacked states, one vmapped DP-SGD step).
 
@@ -389,7 +389,8 @@ def train_autoencoders(config: DPSYNConfig, blocks: tuple, codes, feats, init_ke
     (:func:`privacy_phases`: rate and steps from :func:`group_schedule` of ``config`` and the
     public N, normaliser ``batch_size``, the calibrated noise); every group's step reads its
     rate, normaliser, noise and planned steps from its phase. The true group sizes serve only as
-    the samplers' scan lengths and the padded batch's size. ``should_stop`` may end the phase after a chunk; ``checkpoint`` is
+    the samplers' scan lengths and the padded batch's size. ``progress(done, total)`` follows each
+    chunk (iterations); ``should_stop`` may end the phase after a chunk; ``checkpoint`` is
     a hook as in :func:`dpgen_jax.dpsgd.run_phase` (iteration t of every group uses
     ``fold_in(key, t)``, so a continued phase equals an uninterrupted one).
     """
@@ -409,7 +410,8 @@ def train_autoencoders(config: DPSYNConfig, blocks: tuple, codes, feats, init_ke
     data = jnp.asarray(data)
     return dpsgd.run_chunks(
         lambda s, done, n: run(s, data, key, group_rates, planned, jnp.int32(done), jnp.int32(n)),
-        states, int(planned.max()), flags.chunk_size, should_stop=should_stop, checkpoint=checkpoint)
+        states, int(planned.max()), flags.chunk_size, should_stop=should_stop, checkpoint=checkpoint,
+        after_chunk=None if progress is None else lambda s, done: progress(done, int(planned.max())))
 
 
 def fit_mixtures(config: DPSYNConfig, blocks: tuple, codes, feats, params, key,
@@ -486,8 +488,7 @@ class DPSYN(Synthesizer):
         blocks = tuple(encoder_for(config, feature_schema(plan.model_schema)).blocks)
         states = train_autoencoders(config, blocks, codes, feats, k_init, k_ae,
                                     autoencoder_phases(plan.phases),
-                                    should_stop=hooks.should_stop, checkpoint=hooks.checkpoint("autoencoders"),
-                                    flags=hooks.flags)
+                                    **hooks.phase_args("autoencoders"))
         t1 = time.perf_counter()
         mixtures = fit_mixtures(config, blocks, codes, feats, states.params, k_em,
                                 plan.phase(f"dp-em/{names[0]}").noise_multiplier if plan.private else 0.0)

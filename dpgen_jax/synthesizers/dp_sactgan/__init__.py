@@ -346,7 +346,7 @@ class DPSACTGAN(Synthesizer):
         pretrained = 0
         if config.pretrain_iterations:
             pre = pretrain(config, layout, data, log_probs, k_pre, progress=hooks.progress("pretrain"),
-                           should_stop=hooks.should_stop, checkpoint=hooks.checkpoint("pretrain"), flags=hooks.flags)
+                           should_stop=hooks.stop("pretrain"), checkpoint=hooks.checkpoint("pretrain"), flags=hooks.flags)
             critics, aux, pretrained = pre.critics, pre.aux, int(pre.steps)
             opt = optimizer(config)  # fresh Adam states for the generator phase, as GS-WGAN
             critics = Net(critics.params, jax.vmap(opt.init)(critics.params))

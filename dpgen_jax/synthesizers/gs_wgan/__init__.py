@@ -113,7 +113,7 @@ class GSWGAN(Synthesizer):
         x_sorted, shards = partition(rows, k_part, k)
         t0 = time.perf_counter()
         pre = pretrain(config, x_sorted, shards, k_pre, progress=hooks.progress("pretrain"),
-                       should_stop=hooks.should_stop, checkpoint=hooks.checkpoint("pretrain"), flags=hooks.flags)
+                       should_stop=hooks.stop("pretrain"), checkpoint=hooks.checkpoint("pretrain"), flags=hooks.flags)
         pretrained = int(pre.steps)
         t1 = time.perf_counter()
         state = init_generator_phase(config, x.shape[1], pre.critics.params, k_init)
@@ -123,7 +123,7 @@ class GSWGAN(Synthesizer):
             hook = Snapshots(config.snapshot_every, hook, config.sample_from)
             flags = flags.replace(chunk_size=math.gcd(flags.chunk_size, config.snapshot_every))
         state = train_generator(config, state, x_sorted, shards, k_gen, plan.phase("generator"),
-                                progress=hooks.progress("generator"), should_stop=hooks.should_stop,
+                                progress=hooks.progress("generator"), should_stop=hooks.stop("generator"),
                                 checkpoint=hook, flags=flags)
         jax.block_until_ready(state.ema)
         t2 = time.perf_counter()

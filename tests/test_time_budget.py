@@ -1,0 +1,194 @@
+"""Time budgets that hold (issue 48, item 5 and hygiene (a)).
+
+``fit(max_seconds=...)`` without ``checkpoint_dir`` fixes the units each phase may run before any
+private row is read (``_progress.TimeBudget``, docs/privacy.md "Time budget"). Checked here:
+
+* every registered method returns under a budget of 0 s with its schedule enlarged far beyond
+  one compiled chunk, warns that the schedule was cut, and its report accounts for the executed
+  steps and says how the stop was fixed (a one-pass method has nothing to cut);
+* two private tables of different row counts with the same public facts (schema, N, method,
+  budget) execute the same steps, those the budget fixed in advance;
+* the allocation of the budget (earlier phases first, chunks shortened) against a hand count;
+* the host loop asks its stop test once the chunk has run, not when it was dispatched (the cause
+  of a budget that did not stop DP-auto-GAN on a wide table);
+* the progress bar of a phase that counts rounds, stopped early, ends at the epsilon given.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from dpgen_jax import data, dpsgd, privacy, synthesizers
+from dpgen_jax.synthesizers import _progress
+from tests import _tables
+
+pytestmark = pytest.mark.usefixtures("persistent_compilation_cache")  # tests/conftest.py
+
+# The contract tests' mixed table with a label (DP-SYN partitions by it).
+SCHEMA = data.Schema(tuple(dataclasses.replace(c, label=(c.name == "b"))
+                           for c in _tables.MIXED_SCHEMA.columns))
+FRAME = _tables.mixed_frame(300, 3)
+EPSILON = 10.0
+STOPPED_BY = "fixed before any private row was read"
+
+# Each method's SMOKE schedule, enlarged so that one compiled chunk (or one round) cannot finish it.
+ENLARGED = {
+    "aim": dict(max_rounds=6),
+    "dp-auto-gan": dict(ae_steps=400, critic_steps=400),
+    "dp-sactgan": dict(generator_steps=120),
+    "dp-syn": dict(epochs=20.0),
+    "dp-vae": dict(steps=400),
+    "dp-wgan": dict(critic_steps=400),
+    "gem": dict(max_rounds=6),
+    "gs-wgan": dict(pretrain_iterations=60, generator_steps=400),
+    "independent": {},
+    "mst": {},
+}
+# One pass with no stop point: nothing for a budget to cut (docs/independent.md, docs/mst.md).
+ONE_PASS = {"independent", "mst"}
+
+
+def test_every_method_has_an_enlarged_schedule():
+    assert sorted(ENLARGED) == sorted(synthesizers.available())
+
+
+# Fits of a minute or more on two shared cores (compilation, the sharded accounting); the default
+# run keeps one GAN with two DP-SGD phases, one single-phase method, one method with rounds and a
+# one-pass method.
+SLOW = {"aim", "dp-sactgan", "dp-syn", "dp-wgan", "gs-wgan", "mst"}
+
+
+def _planned(model) -> dict:
+    return {p.name: p.steps for p in privacy.flat_phases(list(model.fitted_plan.phases))}
+
+
+@pytest.mark.parametrize("method", [pytest.param(m, marks=[pytest.mark.slow] if m in SLOW else [])
+                                    for m in sorted(synthesizers.available())])
+def test_a_budget_of_zero_stops_every_method_after_its_first_chunk(method):
+    cls = synthesizers.get(method)
+    model = synthesizers.create(method, **{**cls.SMOKE, **ENLARGED[method]})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(FRAME, SCHEMA, epsilon=EPSILON, seed=0, max_seconds=0)
+    cut_warnings = [str(w.message) for w in caught if "cut the schedule" in str(w.message)]
+    executed, planned = dict(model.fitted_release.steps), _planned(model)
+    report = model.privacy_report()
+    # The report accounts for the executed steps, phase by phase.
+    reported = {p["name"]: p["steps"] for p in report["phases"] if "steps" in p}
+    for name, steps in reported.items():
+        if name in executed:
+            assert steps == executed[name]
+    assert all(executed[n] <= planned[n] for n in executed if n in planned)
+    if method in ONE_PASS:
+        assert executed == {n: planned[n] for n in executed}
+        return
+    cut = {n for n in executed if n in planned and executed[n] < planned[n]}
+    assert cut, (executed, planned)
+    assert len(cut_warnings) == 1 and "max_seconds=0.0" in cut_warnings[0]
+    assert any(STOPPED_BY in a for a in report["assumptions"])
+    assert not any("planned schedule's epsilon" in a for a in report["assumptions"])
+    assert math.isclose(report["epsilon"], privacy.epsilon(model.fitted_phases(), report["delta"],
+                                                           accountant=report["accountant"]))
+    if method == "dp-auto-gan":  # one chunk per phase: 4 steps; the GAN's 4 // 5 -> 1 iteration
+        assert executed == {"autoencoder": 4, "critic": 5}
+
+
+def test_the_executed_steps_do_not_depend_on_the_private_row_count():
+    # Same public facts (schema, public N, method, configuration, budget), two private tables of
+    # 240 and 420 rows: the budget fixes the same steps before either is read.
+    n_public = 500
+    model = synthesizers.create("dp-vae", steps=100_000, batch_size=16, clip_norm=0.5)
+    plan = dataclasses.replace(model.plan(SCHEMA, n_public, epsilon=EPSILON), max_seconds=1.0)
+    _progress.TimeBudget.measure(model, plan, 1.0)  # the measurement, kept for this public setting
+    measured = _progress._MEASURED[_progress._probe_key(model, plan, None)]
+    budget_seconds = measured.probe + measured.fixed + 0.5  # half a second of steps
+    budget, flags = _progress.TimeBudget.measure(model, plan, budget_seconds)
+    (name, cap), = budget.caps.items()
+    assert name == "vae" and 0 < cap < 100_000
+    chunk = flags.chunk_size
+    assert chunk < synthesizers.get("dp-vae").FLAGS.chunk_size  # a twentieth of the budget at most
+    expected = min(100_000, max(chunk, -(-cap // chunk) * chunk))
+    executed = []
+    for rows, seed in ((240, 1), (420, 2)):
+        with pytest.warns(UserWarning, match="cut the schedule"):
+            model.fit(_tables.mixed_frame(rows, seed), SCHEMA, epsilon=EPSILON, seed=seed,
+                      num_records=n_public, max_seconds=budget_seconds)
+        executed.append(model.fitted_release.steps["vae"])
+        assert any(STOPPED_BY in a for a in model.privacy_report()["assumptions"])
+    assert executed == [expected, expected]
+
+
+def test_the_budget_runs_earlier_phases_first_and_shortens_chunks():
+    measured = _progress._Measurement(
+        phases=(_progress._PhaseTiming("a", first=1.0, per_unit=0.01, total=100),
+                _progress._PhaseTiming("b", first=1.0, per_unit=0.1, total=50),
+                _progress._PhaseTiming("c", first=0.5, per_unit=0.1, total=None)),
+        fixed=2.0, probe=1.0)
+    flags = synthesizers.Flags(chunk_size=1000)
+    # 5 s: 2 s after the probe and the fixed costs; "a" takes 100 x 0.01 = 1 s, "b" 10 of its 50
+    # units with the second, "c" none. The slowest unit is 0.1 s: chunks of 0.05 x 5 / 0.1 = 2.
+    budget, run_flags = measured.budget(5.0, flags)
+    assert budget.caps == {"b": 10, "c": 0}
+    assert run_flags == synthesizers.Flags(chunk_size=2)
+    # A budget the probe alone exceeds: every phase stops after its first chunk.
+    budget, _ = measured.budget(2.5, flags)
+    assert budget.caps == {"a": 0, "b": 0, "c": 0}
+    # A generous budget cuts nothing that reports its total.
+    budget, run_flags = measured.budget(100.0, flags)
+    assert "a" not in budget.caps and "b" not in budget.caps
+    assert run_flags == synthesizers.Flags(chunk_size=50)
+
+
+def test_the_stop_test_counts_reported_units_or_questions():
+    budget = _progress.TimeBudget({"steps": 8, "rounds": 2})
+    report, stop = budget.progress("steps", None), budget.stop("steps")
+    report(4, 20)
+    assert not stop()
+    report(8, 20)
+    assert stop()
+    rounds = budget.stop("rounds")  # a phase that reports nothing: its questions count
+    assert [rounds(), rounds()] == [False, True]
+    unnamed = budget.stop()  # asks for the phase that last reported
+    assert unnamed()
+
+
+def test_the_host_loop_asks_its_stop_test_once_the_chunk_has_run():
+    @jax.jit
+    def slow(x):
+        return jax.lax.fori_loop(0, 40, lambda _, y: jnp.tanh(y @ y), x)
+
+    outputs, ready = [], []
+
+    def run_chunk(state, done, n):
+        outputs.append(slow(state))
+        return outputs[-1]
+
+    def should_stop():
+        ready.append(outputs[-1].is_ready())
+        return False
+
+    slow(jnp.eye(400)).block_until_ready()  # compiled
+    dpsgd.run_chunks(run_chunk, jnp.eye(400) * 0.5, 4, 1, should_stop=should_stop)
+    assert ready == [True, True, True]
+
+
+def test_a_progress_bar_of_rounds_stopped_early_ends_at_the_epsilon_given(capsys):
+    plan = synthesizers.create("dp-vae", **synthesizers.get("dp-vae").SMOKE).plan(
+        SCHEMA, 400, epsilon=EPSILON)
+    bar = _progress.Progress(True, plan)
+    update = bar.phase("measure", unit="round")
+    update(1, 10)
+    update(3, 10)  # the method stopped after 3 of its 10 rounds
+    bar.close(epsilon=0.25)
+    err = capsys.readouterr().err
+    assert "3/10" in err and "round" in err
+    assert "eps(pld)=0.250 spent" in err
+    # No open bar: the epsilon spent gets a line of its own.
+    bar.close(epsilon=0.5)
+    assert "eps(pld)=0.500 spent" in capsys.readouterr().err
