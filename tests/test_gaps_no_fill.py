@@ -5,7 +5,10 @@ a gap (``data.Discretizer``), so the lower bound the model schema writes into a 
 comes back in a row that is not missing. The reference is the real table itself: its observed
 values never come within 5 % of the range above the lower bound, so a synthetic value within 1 %
 of it can only come from the fill (or from noise in an empty bin, which a generous epsilon keeps
-rare). Parametrised over the registered marginal methods; the lead extends it to the neural ones.
+rare). Parametrised over every registered method: the marginal ones with their smoke schedules in
+the default run; the neural ones (which keep the value and its indicator: ``data.model_schema``)
+with their default configurations under a time budget, marked slow (a smoke schedule leaves a
+generator near its initialisation, which would test the initialisation, not the fill).
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from dpgen_jax import data, synthesizers
 
 MARGINAL = ("independent", "mst", "aim", "gem")
 METHODS = [m for m in synthesizers.available() if m in MARGINAL]
+NEURAL = [m for m in synthesizers.available() if m not in MARGINAL]
+NEURAL_SECONDS = 90  # the time budget of a neural method's default configuration here
 GAP = 0.2        # the real missing rate of every column with gaps
 LOWER, UPPER = 0, 100
 # GEM's smoke schedule (30 Adam steps) leaves its generator near its random initialisation, about
@@ -33,7 +38,7 @@ def _schema() -> data.Schema:
         data.Column("hours", "continuous", lower=LOWER, upper=UPPER, missing=True),
         data.Column("smoker", "binary", categories=(False, True), missing=True),
         data.Column("grade", "categorical", categories=("a", "b", "c"), missing=True),
-        data.Column("y", "binary", categories=(0, 1))])
+        data.Column("y", "binary", categories=(0, 1), label=True)])  # DP-SYN partitions by it
 
 
 def _frame(n: int = 800, seed: int = 0) -> pd.DataFrame:
@@ -60,6 +65,20 @@ if "gem" in METHODS:  # the finer one-way release nests the missing code in the 
     CASES.append(("gem", dict(EXTRA["gem"], one_way_refine=3)))
 
 
+# Measured misses of the neural methods under the budget (epsilon 20, seed 0), not caused by the
+# fill: DP-SACTGAN piles present values at the lower bound on the same table WITHOUT gaps too (22 % /
+# 35 % of age / hours within 1 % of it), an undertrained generator; DP-SYN (gaps coded as their own
+# bin by its default "bins" encoding: no fill reaches its model) puts 1.4 % of ages in the empty
+# lowest bin. Matching each column to a released one-way marginal (issue 49) is their fix.
+NEURAL_MISSES = {
+    "dp-sactgan": "piles values at the lower bound with or without gaps under a 90 s budget (issue 49)",
+    "dp-syn": "noise in the empty lowest bin (1.4 % of ages), not the fill: gaps are a bin of their own (issue 49)",
+}
+CASES += [pytest.param(m, None, id=f"{m}-default", marks=[pytest.mark.slow] + (
+    [pytest.mark.xfail(reason=NEURAL_MISSES[m], strict=False)] if m in NEURAL_MISSES else []))
+    for m in NEURAL]
+
+
 @pytest.mark.parametrize(("method", "extra"), CASES)
 def test_no_fill_value_in_rows_that_are_not_missing(method, extra):
     cls = synthesizers.get(method)
@@ -68,14 +87,19 @@ def test_no_fill_value_in_rows_that_are_not_missing(method, extra):
         pytest.skip(reason)
     df = _frame()
     assert _share_near_lower(df["age"]) == 0.0 and df["age"].min() >= 20  # the reference: none near
-    model = synthesizers.create(method, **{**cls.SMOKE, **extra}).fit(df, _schema(), epsilon=20.0, seed=0)
+    if extra is None:  # a neural method: its default configuration, within a time budget
+        model = synthesizers.create(method).fit(df, _schema(), epsilon=20.0, seed=0, num_records=len(df),
+                                                max_seconds=NEURAL_SECONDS)
+    else:
+        model = synthesizers.create(method, **{**cls.SMOKE, **extra}).fit(df, _schema(), epsilon=20.0, seed=0)
     syn = model.sample(3000, seed=1)
     assert list(syn.columns) == list(df.columns)
     for col in ("age", "hours"):
         assert _share_near_lower(syn[col]) <= 0.01, (method, col, _share_near_lower(syn[col]))
-    for col in ("age", "hours", "smoker", "grade"):
-        real, fake = df[col].isna().mean(), syn[col].isna().mean()
-        assert abs(fake - real) <= 0.06, (method, col, real, fake)
+    if extra is not None:  # the neural methods' missing rates are one-way marginals: issue 49
+        for col in ("age", "hours", "smoker", "grade"):
+            real, fake = df[col].isna().mean(), syn[col].isna().mean()
+            assert abs(fake - real) <= 0.06, (method, col, real, fake)
     # gaps come back as the input had them, never as a sentinel value
     assert set(syn["smoker"].dropna().unique()) <= {False, True}
     assert set(syn["grade"].dropna().unique()) <= {"a", "b", "c"}

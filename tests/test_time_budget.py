@@ -58,10 +58,10 @@ def test_every_method_has_an_enlarged_schedule():
     assert sorted(ENLARGED) == sorted(synthesizers.available())
 
 
-# Fits of a minute or more on two shared cores (compilation, the sharded accounting); the default
-# run keeps one GAN with two DP-SGD phases, one single-phase method, one method with rounds and a
-# one-pass method.
-SLOW = {"aim", "dp-sactgan", "dp-syn", "dp-wgan", "gs-wgan", "mst"}
+# Every method's contract test (tests/_contract.py, test_time_budget_reports_the_executed_steps)
+# already fits it under max_seconds=0 in the default run; this enlarged-schedule version runs with
+# -m slow, except for one GAN with two DP-SGD phases (the wide-table case of the issue).
+SLOW = {m for m in ENLARGED if m != "dp-auto-gan"}
 
 
 def _planned(model) -> dict:
