@@ -168,7 +168,7 @@ def cmd_fit(args) -> int:
                          'replace them by public knowledge and set "source": "public", or pass '
                          "--allow-data-derived-schema (the result is then not end-to-end DP).")
     out = new_file(args.out, args.force, "model file")
-    df = data.read_csv(args.data, schema)
+    df = data.read_csv(args.data, schema, verbose=args.verbose)
     if derived:
         warnings.warn(f"{args.schema} is data-derived and --allow-data-derived-schema was given: "
                       "the result is NOT end-to-end differentially private (the report says so).",
@@ -210,9 +210,9 @@ def cmd_evaluate(args) -> int:
     if args.label is not None and args.label not in schema:
         raise UsageError(f"--label {args.label!r} is not a column of {args.schema}; the columns "
                          f"are {schema.names}.")
-    train = data.read_csv(args.real, schema)
-    test = data.read_csv(args.test, schema)
-    synthetic = data.read_csv(args.synthetic, schema)
+    train = data.read_csv(args.real, schema, verbose=args.verbose)
+    test = data.read_csv(args.test, schema, verbose=args.verbose)
+    synthetic = data.read_csv(args.synthetic, schema, verbose=args.verbose)
     epsilon = None
     if args.model is not None:
         epsilon = synthesizers.load(existing_file(args.model, "model file")).privacy_report()["epsilon"]
@@ -433,6 +433,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "and the report says so)")
     fit.add_argument("--report", help="also write the privacy report as JSON to this file")
     fit.add_argument("--no-progress", action="store_true", help="no progress bar")
+    fit.add_argument("--verbose", action="store_true", help="quote the offending values and counts in "
+                     "data errors (for your own data only: they are private)")
     fit.add_argument("--out", required=True, help="the release file to write (.npz)")
     fit.add_argument("--force", action="store_true", help="replace existing output files")
     fit.set_defaults(run=cmd_fit)
@@ -465,6 +467,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int, default=0, help="seed of the metrics' models")
     ev.add_argument("--n-jobs", type=int, default=-1, help="parallel jobs of the forests")
     ev.add_argument("--out", required=True, help="output folder")
+    ev.add_argument("--verbose", action="store_true", help="quote the offending values and counts in "
+                    "data errors (for your own data only: they are private)")
     ev.set_defaults(run=cmd_evaluate)
 
     pv = sub.add_parser("privacy", formatter_class=fmt, help="account a method's schedule without data",

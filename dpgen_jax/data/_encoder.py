@@ -449,7 +449,7 @@ def _count(flags: np.ndarray, verbose: bool) -> str:
     return f"{int(flags.sum())} " if verbose else ""
 
 
-_HINT = " Pass verbose=True to see the values (for your own data only)."
+_HINT = " Pass verbose=True (dpgen-jax: --verbose) to see the values (for your own data only)."
 
 
 def decode_continuous(x: np.ndarray, col: Column) -> np.ndarray:
