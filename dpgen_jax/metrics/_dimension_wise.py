@@ -4,6 +4,7 @@ two scores of a feature are directly comparable."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -16,8 +17,10 @@ from sklearn.metrics import f1_score, r2_score, roc_auc_score
 from threadpoolctl import threadpool_limits
 
 from dpgen_jax.data import Schema, TableEncoder
-from dpgen_jax.metrics._forest import fit_recording_convergence, forest_predict, source_flag
+from dpgen_jax.metrics._forest import fit_recording_convergence, forest_predict, note_from_flag, source_flag
 from dpgen_jax.metrics._inputs import Table, check_features, check_schema, prepare, missing_as_value
+from dpgen_jax.metrics._registry import BoardColumn, MetricInputs, register_metric
+from dpgen_jax.metrics._registry import Metric as RegisteredMetric
 
 Metric = Literal["auroc", "f1_binary", "f1_micro", "r2"]
 
@@ -305,3 +308,44 @@ def dimension_wise_prediction(
         n_jobs=n_jobs,
         features=features,
     )
+
+
+# ----------------------------------------------------------------------------- registered in evaluate
+
+
+def _dimension_wise(inputs: MetricInputs, nulls: dict[str, str]) -> dict[str, Any]:
+    known = None
+    if inputs.prior is not None:
+        known = {f: (s["real"], note_from_flag(s["flag"], "real"))
+                 for f, s in inputs.prior["dimension_wise_prediction"].items()}
+    dwp = dimension_wise_prediction_from_tables(inputs.train, inputs.test, inputs.synthetic, inputs.schema,
+                                                seed=inputs.seed, n_jobs=inputs.n_jobs, known_real=known)
+    out = {"dimension_wise_prediction": dwp["scores"], "excluded": dwp["excluded"],
+           "dimension_wise_summary": _dimension_wise_summary(dwp, len(inputs.schema))}
+    if is_all_binary(inputs.schema):
+        out["dimension_wise_probability"] = dimension_wise_probability_from_tables(
+            inputs.train, inputs.synthetic, inputs.schema)
+    return out
+
+
+def _dimension_wise_summary(dwp: dict[str, Any], n_features: int) -> dict[str, Any]:
+    scores = dwp["scores"]
+    by_metric: dict[str, list[float]] = {}
+    for s in scores.values():
+        by_metric.setdefault(s["metric"], []).append(abs(s["real"] - s["synthetic"]) / math.sqrt(2.0))
+    return {
+        "n_features": n_features,
+        "n_scored": len(scores),
+        "n_excluded": len(dwp["excluded"]),
+        "n_flagged": sum(1 for s in scores.values() if s["flag"]),
+        "mean_distance_from_diagonal": {m: float(np.mean(v)) for m, v in by_metric.items()},
+    }
+
+
+register_metric(RegisteredMetric(
+    "dimension_wise_prediction", ("dimension_wise_prediction", "excluded", "dimension_wise_summary",
+                                  "dimension_wise_probability"), _dimension_wise,
+    board=(BoardColumn("dimwise_f1", "dimension_wise_summary.mean_distance_from_diagonal.f1_micro",
+                       "dim-wise F1 dist.", False),
+           BoardColumn("dimwise_auroc", "dimension_wise_summary.mean_distance_from_diagonal.auroc",
+                       "dim-wise AUROC dist.", False)), rank=10))

@@ -17,6 +17,8 @@ from dpgen_jax import _validate as _v
 from dpgen_jax.data import Schema
 from dpgen_jax.data._check import show_values
 from dpgen_jax.metrics._inputs import Table, check_features, check_schema, prepare, missing_as_value
+from dpgen_jax.metrics._marginals import one_way_marginals_from_tables
+from dpgen_jax.metrics._registry import BoardColumn, Headline, Metric, MetricInputs, register_metric
 
 #: The eight features summed into the "All" rows of the DP-auto-GAN paper's Tables 2 and 5-7.
 PAPER_DIVERSITY_FEATURES: tuple[str, ...] = (
@@ -279,3 +281,35 @@ def diversity(
     ref = prepare(real, schema, "real")
     syn = prepare(synthetic, schema, "synthetic")
     return diversity_from_tables(ref, syn, schema, features, total_features, support)
+
+
+# ----------------------------------------------------------------------------- registered in evaluate
+
+
+def _diversity_marginals(inputs: MetricInputs, nulls: dict[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if any(c.kind != "continuous" for c in inputs.schema.columns):
+        div = diversity_from_tables(inputs.reference, inputs.synthetic, inputs.schema)
+        out["jsd"], out["kl_mu"], out["mu"] = div["jsd"], div["kl_mu"], div["mu"]
+        out["diversity_total_features"] = div["total_features"]
+        for f, v in div["kl_mu"].items():
+            if not math.isfinite(v):
+                nulls[f"kl_mu.{f}"] = (
+                    "infinite: the real column is constant (mu = 0) and the synthetic rows miss its value"
+                    if f != "total" else "a summed feature is infinite")
+    else:
+        for key in ("jsd", "kl_mu", "mu"):
+            out[key] = None
+            nulls[key] = "the schema has no binary or categorical column"
+    out["marginals"] = one_way_marginals_from_tables(inputs.reference, inputs.synthetic, inputs.schema,
+                                                     inputs.histogram_bins)
+    return out
+
+
+register_metric(Metric(
+    "diversity_marginals", ("jsd", "kl_mu", "mu", "diversity_total_features", "marginals"),
+    _diversity_marginals,
+    headlines=(Headline("JSD total ({n} features, nats)", "jsd.total"),
+               Headline("D_KL^μ total ({n} features, nats)", "kl_mu.total")),
+    board=(BoardColumn("jsd_total", "jsd.total", "JSD total", False),
+           BoardColumn("kl_mu_total", "kl_mu.total", "D_KL^mu total", False)), rank=30))

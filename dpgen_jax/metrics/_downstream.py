@@ -18,7 +18,7 @@ from threadpoolctl import threadpool_limits
 
 from dpgen_jax import _validate as _v
 from dpgen_jax.data import Schema, TableEncoder
-from dpgen_jax.metrics._forest import Score, fit_recording_convergence, forest_predict, source_flag
+from dpgen_jax.metrics._forest import Score, fit_recording_convergence, forest_predict, note_from_flag, source_flag
 from dpgen_jax.metrics._inputs import (
     Table,
     check_label,
@@ -26,6 +26,8 @@ from dpgen_jax.metrics._inputs import (
     prepare_frames,
     missing_as_value,
 )
+from dpgen_jax.metrics._registry import (BoardColumn, Headline, Metric, MetricInputs, needs_binary_label,
+                                         needs_label, register_metric)
 
 #: Trees of the DP-auto-GAN paper's Table 3 random forest.
 LABEL_ACCURACY_TREES = 800
@@ -387,3 +389,78 @@ def lr_utility(
     if isinstance(result, Score):
         raise ValueError(f"lr_utility is undefined: {result.reason}.")
     return result
+
+
+# ----------------------------------------------------------------------------- registered in evaluate
+
+
+def _label_accuracy(inputs: MetricInputs, nulls: dict[str, str]) -> dict[str, Any]:
+    train, test, synthetic, schema = inputs.labelled()
+    args = (test, schema, inputs.label, inputs.label_protocol, inputs.n_jobs)
+    real = (inputs.prior["label_accuracy"]["real"] if inputs.prior is not None
+            else label_accuracy_from_tables(train, *args))
+    return {"label_accuracy": {"label": inputs.label, "real": real,
+                               "synthetic": label_accuracy_from_tables(synthetic, *args),
+                               "protocol": inputs.label_protocol.describe()}}
+
+
+def _tstr(inputs: MetricInputs, nulls: dict[str, str]) -> dict[str, Any]:
+    train, test, synthetic, schema = inputs.labelled()
+    label, prior = inputs.label, inputs.prior
+    entry: dict[str, Any] = {
+        "label": label,
+        "protocol": {
+            "model": "LogisticRegression(solver='liblinear')",
+            "selection": ("C over logspace(-4, 0, 20) x {l1, l2} on a 1/9 validation split"
+                          if inputs.tune_tstr else "C = 1, l2"),
+            "positive": schema[label].categories[1],
+        },
+    }
+    flags = []
+    for key, table in (("real", train), ("synthetic", synthetic)):
+        if key == "real" and prior is not None:
+            old = prior["tstr_auroc"]
+            note = note_from_flag(old.get("flag"), "real")
+            score = Score(old["real"], flag=note, reason=prior["nulls"].get("tstr_auroc.real"))
+        else:
+            score = tstr_auroc_from_tables(table, test, schema, label, tune=inputs.tune_tstr,
+                                           seed=inputs.seed)
+        entry[key] = score.value
+        if score.value is None:
+            nulls[f"tstr_auroc.{key}"] = score.reason
+        if score.flag:
+            flags.append(source_flag(key, score.flag))
+    entry["flag"] = ",".join(flags) or None
+    return {"tstr_auroc": entry}
+
+
+def _lr_utility(inputs: MetricInputs, nulls: dict[str, str]) -> dict[str, Any]:
+    known = None
+    old = (inputs.prior or {}).get("lr_utility")
+    if old:
+        known = (old["real"], note_from_flag(old.get("flag"), "real"))
+    entry = lr_utility_from_tables(*inputs.labelled(), inputs.label, known_real=known)
+    if isinstance(entry, Score):
+        nulls["lr_utility"] = entry.reason
+        return {"lr_utility": None}
+    return {"lr_utility": entry}
+
+
+register_metric(Metric("label_accuracy", ("label_accuracy",), _label_accuracy, applies=needs_label, rank=20))
+
+
+register_metric(Metric(
+    "tstr_auroc", ("tstr_auroc",), _tstr,
+    applies=lambda i: needs_binary_label(i, "AUROC"),
+    headlines=(Headline("LR AUROC on {label} (TSTR, liblinear)", "tstr_auroc.synthetic", "tstr_auroc.real"),),
+    board=(BoardColumn("tstr_auroc", "tstr_auroc.synthetic", "TSTR AUROC", True),), rank=90))
+
+
+register_metric(Metric(
+    "lr_utility", ("lr_utility",), _lr_utility,
+    applies=lambda i: needs_binary_label(i, "the LR utility"),
+    headlines=(Headline("LR accuracy on {label} (max_iter 500)", "lr_utility.synthetic.accuracy",
+                        "lr_utility.real.accuracy"),
+               Headline("LR accuracy difference (real − synthetic)", "lr_utility.difference.accuracy"),
+               Headline("LR AUROC difference (real − synthetic)", "lr_utility.difference.auroc"),
+               Headline("LR macro F1 difference (real − synthetic)", "lr_utility.difference.f1_macro")), rank=100))

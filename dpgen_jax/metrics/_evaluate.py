@@ -16,6 +16,9 @@ import pandas as pd
 
 from dpgen_jax import _validate as _v
 from dpgen_jax.data import Schema, TableEncoder
+# The metric modules register their metrics when imported (metrics/_registry.py); each one
+# evaluate runs is imported here, whatever imported the package first.
+from dpgen_jax.metrics import _divergence  # noqa: F401  (registers diversity_marginals)
 from dpgen_jax.metrics._downstream import LabelAccuracyProtocol
 from dpgen_jax.metrics._fidelity import (
     MARGINAL_BINS,

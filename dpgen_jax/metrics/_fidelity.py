@@ -23,6 +23,9 @@ from dpgen_jax.data import BinSpacing, Schema, bin_edges, bin_index
 from dpgen_jax.data._check import show_values
 from dpgen_jax.metrics._divergence import distribution_from_codes, jensen_shannon
 from dpgen_jax.metrics._inputs import Table, prepare_frames, missing_as_value
+from dpgen_jax.metrics._association import DIFF_COR_MAX_COLUMNS, diff_cor_from_tables
+from dpgen_jax.metrics._registry import (BoardColumn, Headline, Metric, MetricInputs, needs_three_columns,
+                                         register_metric)
 
 #: Default number of public bins of a continuous column in the marginal distances.
 MARGINAL_BINS = 20
@@ -517,3 +520,75 @@ def js_distance_mean(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema
         TypeError, ValueError: on frames that do not match the schema.
     """
     return js_distance_mean_from_tables(*prepare_frames(schema, real=real, synthetic=synthetic), schema)
+
+
+# ----------------------------------------------------------------------------- registered in evaluate
+
+
+def _tv_and_l1_3way(inputs: MetricInputs, nulls: dict[str, str]) -> dict[str, Any]:
+    tv = total_variation_1way_from_tables(inputs.reference, inputs.synthetic, inputs.schema,
+                                          inputs.marginal_bins, inputs.marginal_spacing)
+    for key in ("mean_continuous", "mean_discrete"):
+        if tv[key] is None:
+            nulls[f"tv_1way.{key}"] = f"the schema has no {key.split('_')[1]} column"
+    out = {"tv_1way": tv}
+    reason = needs_three_columns(inputs)
+    if reason is None:
+        out["marginal_l1_3way"] = marginal_l1_3way_from_tables(
+            inputs.reference, inputs.synthetic, inputs.schema, bins=inputs.marginal_bins,
+            spacing=inputs.marginal_spacing, max_triples=inputs.max_3way_triples, seed=inputs.seed,
+            triples=inputs.marginal_triples)
+    else:
+        out["marginal_l1_3way"] = None
+        nulls["marginal_l1_3way"] = reason
+    return out
+
+
+def _l1_2way(inputs: MetricInputs, nulls: dict[str, str]) -> dict[str, Any]:
+    return {"marginal_l1_2way": marginal_l1_2way_from_tables(
+        inputs.reference, inputs.synthetic, inputs.schema, bins=inputs.marginal_bins,
+        spacing=inputs.marginal_spacing, max_pairs=inputs.max_2way_pairs, seed=inputs.seed,
+        pairs=inputs.marginal_pairs)}
+
+
+def _similarity(inputs: MetricInputs, nulls: dict[str, str]) -> dict[str, Any]:
+    ref, syn, schema = inputs.reference, inputs.synthetic, inputs.schema
+    out: dict[str, Any] = {"wasserstein_mean": wasserstein_mean_from_tables(ref, syn, schema)}
+    if out["wasserstein_mean"]["mean"] is None:
+        nulls["wasserstein_mean.mean"] = "the schema has no continuous column"
+    out["js_distance_mean"] = js_distance_mean_from_tables(ref, syn, schema)
+    if out["js_distance_mean"]["mean"] is None:
+        nulls["js_distance_mean.mean"] = "the schema has no binary or categorical column"
+    if len(schema) <= DIFF_COR_MAX_COLUMNS:
+        out["diff_cor"] = diff_cor_from_tables(ref, syn, schema)
+    else:
+        out["diff_cor"] = None
+        nulls["diff_cor"] = (
+            f"skipped: the schema has {len(schema)} columns (more than {DIFF_COR_MAX_COLUMNS}; the cost "
+            "grows with the number of column pairs); call metrics.diff_cor directly")
+    return out
+
+
+register_metric(Metric(
+    "tv_1way_marginal_l1_3way", ("tv_1way", "marginal_l1_3way"), _tv_and_l1_3way,
+    headlines=(Headline("1-way TV, mean over all columns", "tv_1way.mean"),
+               Headline("1-way TV, mean over continuous columns", "tv_1way.mean_continuous", optional=True),
+               Headline("3-way marginal L1 on public bins, mean of {t} triples (0 best, 2 worst)",
+                        "marginal_l1_3way.mean")),
+    board=(BoardColumn("tv_mean", "tv_1way.mean", "TV mean", False),
+           BoardColumn("tv_continuous", "tv_1way.mean_continuous", "TV cont.", False),
+           BoardColumn("l1_3way", "marginal_l1_3way.mean", "3-way L1", False)), rank=50))
+
+
+register_metric(Metric(
+    "marginal_l1_2way", ("marginal_l1_2way",), _l1_2way,
+    applies=lambda i: None if len(i.schema) >= 2 else "the schema has 1 column; a 2-way marginal needs 2",
+    headlines=(Headline("2-way marginal L1 on public bins, mean of {p} pairs (0 best, 2 worst)",
+                        "marginal_l1_2way.mean"),), rank=60))
+
+
+register_metric(Metric(
+    "wasserstein_js_distance_diff_cor", ("wasserstein_mean", "js_distance_mean", "diff_cor"), _similarity,
+    headlines=(Headline("Wasserstein distance, mean over continuous columns (scaled)", "wasserstein_mean.mean"),
+               Headline("JS distance (base 2), mean over discrete columns", "js_distance_mean.mean"),
+               Headline("Diff-Cor (Frobenius distance of association matrices)", "diff_cor.value")), rank=80))

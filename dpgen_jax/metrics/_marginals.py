@@ -17,6 +17,7 @@ from threadpoolctl import threadpool_limits
 from dpgen_jax import _validate as _v
 from dpgen_jax.data import Column, Schema, TableEncoder
 from dpgen_jax.metrics._inputs import Table, check_schema, prepare, missing_as_value
+from dpgen_jax.metrics._registry import Headline, Metric, MetricInputs, needs_three_columns, register_metric
 
 #: Default number of equal-width histogram bins of a continuous column in the marginal plots (the
 #: paper does not fix it).
@@ -275,3 +276,25 @@ def three_way_marginal(
         seed=seed,
         n_bins=n_bins,
     )
+
+
+# ----------------------------------------------------------------------------- registered in evaluate
+
+
+def _pca(inputs: MetricInputs, nulls: dict[str, str]) -> dict[str, Any]:
+    return {"pca": pca_projection_from_arrays(inputs.reference.encoded, inputs.synthetic.encoded).summary()}
+
+
+def _three_way_marginal(inputs: MetricInputs, nulls: dict[str, str]) -> dict[str, Any]:
+    return {"three_way_marginal": three_way_marginal_from_tables(
+        inputs.reference, inputs.synthetic, inputs.schema, n_triples=inputs.n_triples, seed=inputs.seed)}
+
+
+register_metric(Metric(
+    "pca", ("pca",), _pca,
+    applies=lambda i: None if i.reference.encoded.shape[1] >= 2 else "the schema encodes to fewer than 2 columns", rank=40))
+
+
+register_metric(Metric(
+    "three_way_marginal", ("three_way_marginal",), _three_way_marginal, applies=needs_three_columns,
+    headlines=(Headline("NIST 3-way marginal L1, mean of {nist} random triples", "three_way_marginal.mean"),), rank=70))
