@@ -237,18 +237,39 @@ class Discretizer:
             ValueError: on a wrong shape or an out-of-range code (naming the column).
         """
         check_key(key, "Discretizer.decode")
+        c = self._check_codes(codes)
+        rng = host_rng(key)
+        return self.decode_at(c, np.stack([rng.random(c.shape[0]) for _ in self.sizes], axis=1)
+                              if self.sizes else np.empty((c.shape[0], 0)))
+
+    def _check_codes(self, codes: Any) -> np.ndarray:
         c = np.asarray(codes)
         if c.ndim != 2 or c.shape[1] != len(self.sizes) or not np.issubdtype(c.dtype, np.integer):
             raise ValueError(f"codes has shape {c.shape} and dtype {c.dtype}; expected (n, "
                              f"{len(self.sizes)}) integers.")
-        rng = host_rng(key)
-        out: dict[str, Any] = {}
         for j, col in enumerate(self.schema.columns):
             v = c[:, j]
             if v.size and (v.min() < 0 or v.max() >= self.sizes[j]):
                 raise ValueError(f"column {col.name!r}: codes must lie in [0, {self.sizes[j]}), got "
                                  f"[{v.min()}, {v.max()}].")
-            u = rng.random(v.size)
+        return c
+
+    def decode_at(self, codes: Any, positions: Any) -> pd.DataFrame:
+        """:meth:`decode` with given positions inside the bins instead of random draws.
+
+        Args:
+            codes: ``(n, d)`` integers with ``0 <= codes[:, j] < sizes[j]``.
+            positions: ``(n, d)`` numbers in [0, 1): where a continuous value lies inside its bin
+                (the bin's integers for an integer column, in order); ignored for other columns.
+        """
+        c = self._check_codes(codes)
+        positions = np.asarray(positions, dtype=np.float64)
+        if positions.shape != c.shape:
+            raise ValueError(f"positions has shape {positions.shape}; expected {c.shape}.")
+        out: dict[str, Any] = {}
+        for j, col in enumerate(self.schema.columns):
+            v = c[:, j]
+            u = positions[:, j]
             gap = None
             if col.name in self.missing_codes:  # the model frame: the lower bound and the indicator
                 gap = v == self.missing_codes[col.name]

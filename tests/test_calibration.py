@@ -1,0 +1,108 @@
+"""Rows matched to released one-way marginals (``synthesizers/_calibration.py``, issue 49).
+
+References: the counts are recomputed independently with ``Discretizer.codes`` and ``np.bincount``;
+the least change is the surplus a counting argument gives (no fewer rows can move); the order of
+a continuous column is checked row by row against the rows' original values.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpgen_jax import data
+from dpgen_jax.synthesizers._calibration import match_one_way, rounded_counts
+from tests.test_gaps_no_fill import _frame, _schema
+
+
+def _released(frame: pd.DataFrame, disc: data.Discretizer) -> list[np.ndarray]:
+    codes = disc.codes(frame)
+    return [np.bincount(codes[:, j], minlength=k) / len(frame) for j, k in enumerate(disc.sizes)]
+
+
+@pytest.fixture(scope="module")
+def case():
+    """A generator's rows whose columns are off (hours halved, age shifted up), and marginals
+    released from another draw of the real table."""
+    schema = _schema()
+    disc = data.Discretizer(schema, 20)
+    syn = _frame(1000, 0)
+    syn["hours"] = syn["hours"] * 0.5
+    syn["age"] = (syn["age"] + 5).clip(upper=100)
+    probs = _released(_frame(5000, 7), disc)
+    out = match_one_way(syn, disc, probs, np.random.default_rng(0))
+    return disc, syn, probs, out
+
+
+def test_rounded_counts_sum_to_n_and_follow_the_shares():
+    p = np.array([0.5, 0.25, 0.25, 0.0, -0.1])
+    for n in (0, 1, 7, 1000):
+        c = rounded_counts(p, n)
+        assert c.sum() == n and (c >= 0).all() and c[3] == c[4] == 0
+        assert np.abs(c - np.clip(p, 0, None) / 1.0 * n).max() < 1.0
+    np.testing.assert_array_equal(rounded_counts(np.zeros(4), 8), [2, 2, 2, 2])  # nothing released: uniform
+
+
+def test_every_column_gets_the_released_counts(case):
+    disc, syn, probs, out = case
+    assert list(out.columns) == list(syn.columns) and (out.dtypes == syn.dtypes).all()
+    codes = disc.codes(out)
+    for j, col in enumerate(disc.schema.columns):
+        np.testing.assert_array_equal(np.bincount(codes[:, j], minlength=disc.sizes[j]),
+                                      rounded_counts(probs[j], len(syn)), err_msg=col.name)
+
+
+def test_a_discrete_column_changes_only_its_surplus_rows(case):
+    disc, syn, probs, out = case
+    before, after = disc.codes(syn), disc.codes(out)
+    for j, col in enumerate(disc.schema.columns):
+        if col.kind == "continuous":
+            continue
+        current = np.bincount(before[:, j], minlength=disc.sizes[j])
+        surplus = np.clip(current - rounded_counts(probs[j], len(syn)), 0, None).sum()
+        assert int((before[:, j] != after[:, j]).sum()) == surplus, col.name
+        unchanged = before[:, j] == after[:, j]
+        assert syn.loc[unchanged, col.name].equals(out.loc[unchanged, col.name])
+
+
+def test_a_continuous_column_keeps_the_order_of_its_rows(case):
+    disc, syn, probs, out = case
+    before, after = disc.codes(syn), disc.codes(out)
+    for j, col in enumerate(disc.schema.columns):
+        if col.kind != "continuous":
+            continue
+        both = (syn[col.name].notna() & out[col.name].notna()).to_numpy()
+        values = syn[col.name].to_numpy(dtype=np.float64, na_value=np.nan)[both]
+        order = np.lexsort((after[both, j], values))  # equal values may go to either bin
+        assert (np.diff(after[both, j][order]) >= 0).all(), col.name  # bins follow the original order
+        same = both & (before[:, j] == after[:, j])
+        # (hours, halved, may move every row; age keeps many)
+        np.testing.assert_array_equal(syn[col.name][same].to_numpy(dtype=np.float64),
+                                      out[col.name][same].to_numpy(dtype=np.float64))
+        lo, hi = disc.user_schema[col.name].lower, disc.user_schema[col.name].upper
+        v = out[col.name].dropna().to_numpy(dtype=np.float64)
+        assert v.min() >= lo and v.max() <= hi
+
+
+def test_the_relation_between_columns_survives(case):
+    """The rows keep their joint order: hours still separates the label as before."""
+    disc, syn, probs, out = case
+    def gap(frame):
+        h = frame["hours"].rank()
+        return float(h[frame["y"] == 1].mean() - h[frame["y"] == 0].mean())
+    assert abs(gap(out) - gap(syn)) < 0.1 * abs(gap(syn)) + 5
+
+
+def test_rows_that_already_match_are_returned_unchanged():
+    schema = _schema()
+    disc = data.Discretizer(schema, 16)
+    frame = _frame(400, 3)
+    out = match_one_way(frame, disc, _released(frame, disc), np.random.default_rng(1))
+    pd.testing.assert_frame_equal(out, frame)
+
+
+def test_probs_of_the_wrong_shape_are_refused():
+    disc = data.Discretizer(_schema(), 8)
+    with pytest.raises(ValueError, match="one vector per coded column"):
+        match_one_way(_frame(20), disc, [np.ones(3)], np.random.default_rng(0))
