@@ -198,3 +198,29 @@ def test_discretizer_codes_missing_as_one_more_bin_and_decodes_it_back():
     back = disc.decode(codes, jax.random.key(0))
     assert list(back.columns) == ["a", "b"]
     np.testing.assert_array_equal(back["a"].isna().to_numpy(), frame["a"].isna().to_numpy())
+
+
+@pytest.mark.slow  # two evaluate runs (about 40 s on one core)
+def test_the_study_punches_gaps_in_columns_of_every_kind_and_reports_each(tmp_path):
+    """``experiments.studies.missing_values --columns`` (issue 48's acceptance study): gaps in an
+    integer, a categorical, a binary and a float column, each declared missing; the report has the
+    real and synthetic rate of each; ``--gaps 0`` is the same table without gaps."""
+    import json
+
+    from experiments.studies import missing_values
+
+    common = ["--method", "independent", "--epsilon", "3", "--dataset", "adult-like", "--adult-like-rows",
+              "300", "--seeds", "0", "--set", "bins=8", "--no-progress"]
+    cols = ["age", "workclass", "sex", "hours-per-week"]
+    missing_values.main(common + ["--columns", *cols, "--gaps", "0.2", "--out", str(tmp_path / "gaps")])
+    report = json.loads(next((tmp_path / "gaps").glob("**/report.json")).read_text())
+    per = report["missing"]["per_column"]
+    assert sorted(per) == sorted(cols)
+    for c in cols:
+        assert 0.1 < per[c]["real_rate"] < 0.3 and 0.0 <= per[c]["synthetic_rate"] <= 1.0
+    missing_values.main(common + ["--columns", *cols, "--gaps", "0", "--out", str(tmp_path / "none")])
+    report = json.loads(next((tmp_path / "none").glob("**/report.json")).read_text())
+    assert all(r["real_rate"] == 0.0 for r in report["missing"]["per_column"].values())
+    for bad in (["--columns", "nope"], ["--gaps", "1.5"], ["--column", "age", "--columns", "sex"]):
+        with pytest.raises(SystemExit):
+            missing_values.main(common + bad + ["--out", str(tmp_path / "bad")])
