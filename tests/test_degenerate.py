@@ -111,3 +111,28 @@ def test_bad_arguments_name_what_was_expected():
         check_release(df.drop(columns="x1"), schema)
     with pytest.raises(TypeError, match="DataFrame"):
         check_release(df.to_numpy(), schema)
+
+
+def test_sample_warns_once_per_fitted_model_and_trusts_a_released_one_way_pile():
+    """``Synthesizer.sample`` runs the checks on its first draw of >= MIN_ROWS rows: a constant
+    column warns (once per fit), a column piled at its bound does not for a method that released
+    that column's one-way marginal (independent), where the pile is the real column's."""
+    import math
+    import warnings
+
+    from dpgen_jax import data, synthesizers
+    from dpgen_jax.synthesizers import _degenerate
+
+    schema = data.Schema([data.Column("flag", "binary", categories=(0, 1)),
+                          data.Column("gain", "continuous", lower=0, upper=100_000)])
+    rng = np.random.default_rng(0)
+    gain = np.where(rng.random(500) < 0.9, 0.0, rng.uniform(1_000, 100_000, 500))  # piled at 0, as in the data
+    frame = pd.DataFrame({"flag": np.zeros(500, dtype=int), "gain": gain})
+    model = synthesizers.create("independent", bins=16).fit(frame, schema, epsilon=math.inf, seed=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.sample(_degenerate.MIN_ROWS - 1, seed=1)  # too few rows: no check
+        model.sample(400, seed=1)
+        model.sample(400, seed=2)  # checked already
+    found = [str(w.message) for w in caught if issubclass(w.category, _degenerate.DegenerateReleaseWarning)]
+    assert len(found) == 1 and "'flag' is constant" in found[0], found

@@ -48,7 +48,7 @@ def _cause(method: str | None) -> str:
 
 
 def check_release(frame: pd.DataFrame, schema: Schema, *, one_way: Mapping[str, float] | None = None,
-                  method: str | None = None) -> list[str]:
+                  method: str | None = None, bounds: bool = True) -> list[str]:
     """Warns about a release that looks degenerate, from its synthetic rows alone (no privacy cost).
 
     Args:
@@ -58,6 +58,9 @@ def check_release(frame: pd.DataFrame, schema: Schema, *, one_way: Mapping[str, 
             holding the column's positive (second) category; optional. Every column of the schema
             must be given.
         method: The method's name, for the messages.
+        bounds: Whether to look for continuous columns piled at a bound (False for a method whose
+            rows follow one-way marginals it released itself: a pile there is what the noisy
+            release of the real column says, not a generator gone astray).
 
     Returns:
         The messages, one per finding, in schema order; each was also issued as a
@@ -88,7 +91,7 @@ def check_release(frame: pd.DataFrame, schema: Schema, *, one_way: Mapping[str, 
             value = "a gap" if pd.isna(first) else repr(first.item() if isinstance(first, np.generic) else first)
             found.append(f"{what} {col.name!r} is constant in the synthetic rows (every row holds {value}); "
                          f"{cause}.")
-        elif col.kind == "continuous":
+        elif col.kind == "continuous" and bounds:
             found += _piled(col, s, cause)
     if shares is not None:
         found += _row_sums(frame, schema, shares, cause)

@@ -316,6 +316,7 @@ class MarginalSynthesizer(Synthesizer):
 
     ACCOUNTANT = "rdp"
     USES_NUM_RECORDS = False
+    RELEASES_ONE_WAY = True  # every column's one-way marginal is measured and fitted
     PAPER_ACCOUNTING: ClassVar[str]
     NEEDS_MBI: ClassVar[bool] = True  # False for a method that fits without mbi (GEM)
 

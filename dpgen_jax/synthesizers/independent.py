@@ -162,6 +162,7 @@ class Independent(Synthesizer):
     STOP_POINTS = False  # one pass of measurements: a time budget has nothing to cut
     SMOKE = dict(bins=16)
     USES_NUM_RECORDS = False
+    RELEASES_ONE_WAY = True  # its rows are drawn from the released one-way marginals
 
     def resolve_config(self, schema, preset=None):
         config = super().resolve_config(schema, preset)
