@@ -92,10 +92,22 @@ def test_report_epsilon_is_one_gaussian_release():
     assert not any("treated as public" in a for a in rep["assumptions"])
 
 
-def test_probabilities_clip_at_zero_and_normalise():
+def test_probabilities_project_onto_the_simplex():
+    """The least-squares projection onto the non-negative counts with the noisy total (one shift,
+    then clipping at 0), normalised; checked against a direct minimisation."""
+    from scipy.optimize import minimize
+
     probs = ind.probabilities({"0": np.array([3.0, -1.0, 1.0]), "1": np.array([-2.0, -0.5])})
-    np.testing.assert_allclose(probs[0], [0.75, 0.0, 0.25])
-    np.testing.assert_allclose(probs[1], [0.5, 0.5])  # all <= 0: uniform
+    np.testing.assert_allclose(probs[0], [5 / 6, 0.0, 1 / 6])  # shift 1/3: (8/3, 0, 2/3) sums to 3
+    np.testing.assert_allclose(probs[1], [0.5, 0.5])  # no mass: uniform
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        v = rng.normal(2.0, 3.0, size=8)
+        if v.sum() <= 0:
+            continue
+        best = minimize(lambda p: np.sum((p - v) ** 2), np.full(8, v.sum() / 8), method="SLSQP",
+                        bounds=[(0, None)] * 8, constraints=[{"type": "eq", "fun": lambda p: p.sum() - v.sum()}])
+        np.testing.assert_allclose(ind.probabilities({"0": v})[0], best.x / v.sum(), atol=1e-4)
 
 
 def test_samples_follow_the_marginals_and_ignore_the_joint():

@@ -6,8 +6,10 @@ over the schema's categories, continuous columns over public bins from the schem
 ``data.Discretizer``) are released together with Gaussian noise. Adding or removing one record
 changes one cell of every histogram by one, so the joint release has L2 sensitivity sqrt(d), and
 the noise standard deviation per cell is ``noise_multiplier * sqrt(d)``. Calibration, the PLD
-headline and the report are the toolkit's defaults. Sampling clips the noisy counts at zero,
-normalises each histogram and draws every column independently; a continuous value is drawn
+headline and the report are the toolkit's defaults. The mechanism and its post-processing are the
+shared one-way release (``synthesizers._one_way``, also GEM's first measurement and the neural
+generators' calibration stage). Sampling projects each noisy histogram onto the probability
+simplex (``_one_way.probabilities``) and draws every column independently; a continuous value is drawn
 uniformly inside its bin. Joint structure is lost by design: any joint model should beat this
 method on joint metrics (label accuracy, 3-way marginals, TSTR).
 
@@ -19,10 +21,8 @@ Functional API: :func:`discretizer`, :func:`privacy_phases`, :func:`noisy_counts
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -32,7 +32,9 @@ from dpgen_jax import _validate as _v
 from dpgen_jax import data as data_lib
 from dpgen_jax import dpsgd, privacy
 from dpgen_jax.data._discrete import SPACINGS
+from dpgen_jax.synthesizers import _one_way
 from dpgen_jax.synthesizers._base import Synthesizer, SynthesizerConfig, Release, register
+from dpgen_jax.synthesizers._one_way import noisy_counts, probabilities
 
 PHASE = "histograms"
 
@@ -87,47 +89,7 @@ def privacy_phases(config: IndependentConfig, *, steps: Mapping[str, int] | None
     if not private:
         return [privacy.NonPrivatePhase(PHASE, n)]
     d = _require_num_columns(config)
-    return [privacy.GaussianPhase(PHASE, config.noise_multiplier, n, sensitivity=math.sqrt(d))]
-
-
-def noisy_counts(codes: np.ndarray, sizes: Sequence[int], noise_multiplier: float | None,
-                 key: jax.Array) -> dict[str, jax.Array]:
-    """The d histograms of ``codes`` with N(0, (noise_multiplier * sqrt(d))^2) noise per cell.
-
-    Args:
-        codes: ``(m, d)`` integer codes (``Discretizer.codes``) of the private rows.
-        sizes: codes per column.
-        noise_multiplier: sigma relative to the sensitivity sqrt(d); None: exact counts
-            (non-private).
-        key: the noise key.
-
-    Returns:
-        ``{str(j): (sizes[j],) float32}``, the released (noisy) counts of column j.
-
-    Privacy:
-        One Gaussian mechanism with L2 sensitivity sqrt(d) under add/remove-one: a record adds
-        one to one cell of each of the d histograms.
-    """
-    c = np.asarray(codes)
-    counts = {str(j): jnp.asarray(np.bincount(c[:, j], minlength=k).astype(np.float32))
-              for j, k in enumerate(sizes)}
-    if noise_multiplier is None:
-        return counts
-    return dpsgd.add_gaussian_noise(counts, key, float(noise_multiplier) * math.sqrt(len(sizes)))
-
-
-def probabilities(counts: Mapping[str, Any]) -> list[np.ndarray]:
-    """Post-processing: each column's noisy counts clipped at 0 and normalised to sum to 1.
-
-    A column whose counts are all <= 0 after noise gets the uniform distribution over its codes.
-    Returns a list in column order (float64).
-    """
-    out = []
-    for j in range(len(counts)):
-        v = np.clip(np.asarray(counts[str(j)], dtype=np.float64), 0.0, None)
-        total = v.sum()
-        out.append(v / total if total > 0 else np.full(v.size, 1.0 / v.size))
-    return out
+    return [dataclasses.replace(_one_way.phase(PHASE, d, noise_multiplier=config.noise_multiplier), steps=n)]
 
 
 def draw_codes(p: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -187,9 +149,10 @@ class Independent(Synthesizer):
         notes = [
             f"Continuous columns are counted on public bins from the schema bounds ({disc.describe()}); "
             "discrete columns over the schema's categories.",
-            "Released: the noisy counts of every histogram. Sampling post-processes them: counts "
-            "are clipped at 0 and normalised per column (uniform if all are <= 0), columns are "
-            "drawn independently, and a continuous value uniformly inside its bin.",
+            "Released: the noisy counts of every histogram. Sampling post-processes them: each "
+            "histogram is projected onto the probability simplex (shifted by one amount and clipped "
+            "at 0 to keep its noisy total, then normalised), columns are drawn independently, and a "
+            "continuous value uniformly inside its bin.",
         ]
         return Release(arrays={"counts": counts}, steps={PHASE: 1},
                            seconds={PHASE: time.perf_counter() - t0}, notes=tuple(notes))

@@ -151,7 +151,7 @@ class GEM(sm.MarginalSynthesizer):
                "probabilities, " if config.calibrate_iterations else "")
             + "the scores' generator marginals and sampling"
             + ("" if finer is None else " (a value's finer bin inside its bin drawn from the finer "
-               "one-way histogram, clipped at 0)") + ".",
+               "one-way histogram, projected onto the simplex)") + ".",
         ]
         labels = (components([c for r in rounds for c in r.cliques], len(disc.sizes))
                   if config.independent_components else np.zeros(len(disc.sizes), np.int32))

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from dpgen_jax.synthesizers import _one_way
 from dpgen_jax.synthesizers import _select_measure as sm
 from dpgen_jax.synthesizers import independent
 
@@ -26,9 +27,9 @@ def components(cliques: Sequence[Clique], d: int) -> np.ndarray:
 
 
 def one_way_probabilities(one_way: Sequence[np.ndarray], sizes: Sequence[int]) -> np.ndarray:
-    """``(d, S)`` the noisy one-way histograms as probabilities (``independent.probabilities``:
-    clipped at 0, normalised; 0 on the padding bins). Post-processing of the one-way release."""
-    probs = independent.probabilities({str(j): y for j, y in enumerate(one_way)})
+    """``(d, S)`` the noisy one-way histograms as probabilities (``_one_way.probabilities``:
+    projected onto the simplex; 0 on the padding bins). Post-processing of the one-way release."""
+    probs = _one_way.probabilities({str(j): y for j, y in enumerate(one_way)})
     out = np.zeros((len(sizes), max(sizes)), np.float32)
     for j, p in enumerate(probs):
         out[j, :sizes[j]] = p

@@ -1,0 +1,93 @@
+"""The one-way release: every column's histogram on public codes with Gaussian noise, one mechanism.
+
+``independent`` releases it as its whole model, GEM as its first measurement and every neural
+generator as its calibration stage (:mod:`~dpgen_jax.synthesizers._calibration`); all of them use
+this module (``docs/independent.md``, ``docs/calibration.md``).
+
+The mechanism: the d histograms of a table's codes (``data.Discretizer``: discrete columns over the
+schema's categories, continuous ones over public bins, a gap as a code of its own) with
+``N(0, (noise_multiplier * sqrt(d))^2)`` noise per cell. Adding or removing one record changes one
+cell of every histogram by one, so the joint release has L2 sensitivity sqrt(d).
+
+Post-processing (:func:`probabilities`): each noisy histogram projected onto the probability
+simplex in the least-squares sense. The counts are shifted down by one common amount and clipped
+at 0 so that they sum to their own noisy total (the Euclidean projection onto the non-negative
+vectors with that sum; "Norm-Sub" of Wang et al., NDSS 2020), then normalised. Clipping alone would
+keep the positive noise of every empty cell and so move mass from the populated cells to the empty
+ones (a column with a few large cells among many bins loses a share of each; a rare gap code is
+under-drawn); the projection removes that bias on average and keeps the noisy total's scale.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dpgen_jax import dpsgd, privacy
+
+__all__ = ["noisy_counts", "phase", "probabilities", "project_counts"]
+
+
+def phase(name: str, num_columns: int, private: bool = True, noise_multiplier: float = 1.0):
+    """The accounted phase of one release of ``num_columns`` histograms: a Gaussian mechanism of
+    L2 sensitivity sqrt(d) (noise std ``noise_multiplier * sqrt(d)``), or a non-private phase."""
+    if not private:
+        return privacy.NonPrivatePhase(name, 1)
+    return privacy.GaussianPhase(name, noise_multiplier, 1, sensitivity=math.sqrt(num_columns))
+
+
+def noisy_counts(codes: np.ndarray, sizes: Sequence[int], noise_multiplier: float | None,
+                 key: jax.Array) -> dict[str, jax.Array]:
+    """The d histograms of ``codes`` with N(0, (noise_multiplier * sqrt(d))^2) noise per cell.
+
+    Args:
+        codes: ``(m, d)`` integer codes (``Discretizer.codes``) of the private rows.
+        sizes: codes per column.
+        noise_multiplier: sigma relative to the sensitivity sqrt(d); None: exact counts
+            (non-private).
+        key: the noise key.
+
+    Returns:
+        ``{str(j): (sizes[j],) float32}``, the released (noisy) counts of column j.
+
+    Privacy:
+        One Gaussian mechanism with L2 sensitivity sqrt(d) under add/remove-one: a record adds
+        one to one cell of each of the d histograms.
+    """
+    c = np.asarray(codes)
+    counts = {str(j): jnp.asarray(np.bincount(c[:, j], minlength=k).astype(np.float32))
+              for j, k in enumerate(sizes)}
+    if noise_multiplier is None:
+        return counts
+    return dpsgd.add_gaussian_noise(counts, key, float(noise_multiplier) * math.sqrt(len(sizes)))
+
+
+def project_counts(v: Any) -> np.ndarray:
+    """``v`` (noisy counts) projected onto the non-negative vectors with the same sum: ``max(v - c, 0)``
+    with the one shift ``c`` that keeps the total (float64). A total <= 0 leaves no mass to place:
+    the counts are clipped at 0 instead."""
+    v = np.asarray(v, dtype=np.float64)
+    total = v.sum()
+    if total <= 0.0:
+        return np.clip(v, 0.0, None)
+    s = np.sort(v)[::-1]  # the shift: the largest k whose top-k mean minus total/k stays below s[k-1]
+    shifts = (np.cumsum(s) - total) / np.arange(1, s.size + 1)
+    k = int(np.flatnonzero(s - shifts > 0)[-1])
+    return np.clip(v - shifts[k], 0.0, None)
+
+
+def probabilities(counts: Mapping[str, Any]) -> list[np.ndarray]:
+    """Post-processing: each column's noisy counts projected onto the simplex (:func:`project_counts`,
+    then normalised). A column with no mass left gets the uniform distribution over its codes.
+    Returns a list in column order (float64)."""
+    out = []
+    for j in range(len(counts)):
+        v = project_counts(counts[str(j)])
+        total = v.sum()
+        out.append(v / total if total > 0 else np.full(v.size, 1.0 / v.size))
+    return out
