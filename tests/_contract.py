@@ -26,11 +26,12 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import jax
 import numpy as np
 import pandas as pd
 import pytest
 
-from dpgen_jax import privacy, synthesizers
+from dpgen_jax import data, privacy, synthesizers
 from tests import _oracles, _tables
 
 DELTA = 1e-5
@@ -69,12 +70,35 @@ class SynthesizerContract:
         the method's functional API (its ``privacy_phases``), before calibration."""
         raise NotImplementedError
 
-    def functional_calibration(self, config, schema, phases: list) -> list:
-        """``phases`` calibrated to ``EPSILON`` as the method documents. Default: one common
-        factor on every noise multiplier (``privacy.calibrate``) under the method's headline
-        accountant; a method that splits its budget overrides this with its own function."""
+    def functional_calibration(self, config, schema, phases: list, fixed=()) -> list:
+        """``phases`` calibrated to ``EPSILON`` as the method documents, the phases named in
+        ``fixed`` held. Default: one common factor on every other noise multiplier
+        (``privacy.calibrate``) under the method's headline accountant; a method that splits its
+        budget overrides this with its own function."""
         return privacy.calibrate(phases, target_epsilon=self.EPSILON, delta=DELTA,
-                                 accountant=synthesizers.get(self.METHOD).ACCOUNTANT)
+                                 accountant=synthesizers.get(self.METHOD).ACCOUNTANT, fixed=fixed)
+
+    def calibrated_phases(self, config, schema, num_records: int) -> list:
+        """The fit's phases rebuilt without the class: the method's own (:meth:`functional_phases`)
+        and, for a neural method with the calibration stage on (docs/calibration.md), the one-way
+        release written out here: d Gaussian histograms of L2 sensitivity sqrt(d), its noise
+        calibrated alone to ``calibration_share * EPSILON`` and held while the method calibrates
+        the rest."""
+        phases = self.functional_phases(config, schema, num_records)
+        share = getattr(config, "calibration_share", 0.0)
+        if not share:
+            return self.functional_calibration(config, schema, phases)
+        d = len(data.Discretizer(data.model_schema(schema), config.calibration_bins).sizes)
+        one = privacy.calibrate([privacy.GaussianPhase("one-way", 1.0, 1, sensitivity=math.sqrt(d))],
+                                share * self.EPSILON, DELTA, synthesizers.get(self.METHOD).ACCOUNTANT,
+                                max_noise_multiplier=1e7)
+        return self.functional_calibration(config, schema, [*phases, *one], fixed=("one-way",))
+
+    def train_key(self, config) -> jax.Array:
+        """The key a fit with ``seed=SEED`` hands the method's training: the seed's key, or its
+        first half when the calibration stage takes the second for its release."""
+        key = jax.random.key(self.SEED)
+        return jax.random.split(key)[0] if getattr(config, "calibration_share", 0.0) else key
 
     def functional_released(self, model, frame, schema, phases: list) -> dict:
         """The released pytrees of ``model``'s fit, recomputed with the functional API and the
@@ -111,6 +135,33 @@ class SynthesizerContract:
             bound = entry.get("clip_norm", entry.get("sensitivity"))
             assert bound is not None, f"{phase.name}: clip norm (or sensitivity) not reported"
 
+    def test_calibrated_samples_have_the_released_one_way_marginals(self, fitted, table):
+        """A neural method with the calibration stage on (docs/calibration.md): its one-way release
+        alone spends ``calibration_share * EPSILON``, and every sampled batch has, per column, the
+        released marginal's counts up to the rounding to the batch's rows (at most one row per
+        code), read on the release's public bins."""
+        config = fitted.fitted_config
+        if not getattr(config, "calibration_share", 0.0):
+            pytest.skip("no calibration stage in this configuration")
+        one = next(p for p in fitted.fitted_phases() if p.name == "one-way")
+        alone = privacy.epsilon([one], DELTA, synthesizers.get(self.METHOD).ACCOUNTANT)
+        assert alone == pytest.approx(config.calibration_share * self.EPSILON, rel=1e-3)
+        counts = fitted.fitted_release.statistics["one_way"]
+        disc = data.Discretizer(data.model_schema(table[1]), config.calibration_bins)
+        assert [len(c) for c in counts] == list(disc.sizes)
+        n = 257
+        codes = disc.codes(data.to_model_frame(fitted.sample(n, seed=4), table[1]))
+        for j, c in enumerate(counts):
+            v = np.asarray(c, np.float64)  # the least-squares projection onto the simplex, by bisection
+            lo, hi = v.min() - abs(v.sum()) - 1.0, v.max()
+            for _ in range(200):
+                mid = (lo + hi) / 2
+                lo, hi = (mid, hi) if np.clip(v - mid, 0, None).sum() > v.sum() else (lo, mid)
+            p = np.clip(v - hi, 0, None)
+            p = p / p.sum() if v.sum() > 0 and p.sum() > 0 else np.full(v.size, 1 / v.size)
+            got = np.bincount(codes[:, j], minlength=v.size)
+            assert np.all(np.abs(got - n * p) <= 1.0 + 1e-9), (j, got, n * p)
+
     def test_plan_is_data_free_and_matches_the_fit(self, fitted, table):
         frame, schema = table
         plan = synthesizers.create(self.METHOD, **self.OVERRIDES).plan(
@@ -142,7 +193,7 @@ class SynthesizerContract:
         functional API releases the class's arrays."""
         frame, schema = table
         config = fitted.fitted_config
-        phases = self.functional_calibration(config, schema, self.functional_phases(config, schema, len(frame)))
+        phases = self.calibrated_phases(config, schema, len(frame))
         assert phases == fitted.fitted_phases(), (
             f"the functional API's calibrated phases {phases} are not the fit's {fitted.fitted_phases()}")
         released = self.functional_released(fitted, frame, schema, phases)

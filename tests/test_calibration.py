@@ -106,3 +106,26 @@ def test_probs_of_the_wrong_shape_are_refused():
     disc = data.Discretizer(_schema(), 8)
     with pytest.raises(ValueError, match="one vector per coded column"):
         match_one_way(_frame(20), disc, [np.ones(3)], np.random.default_rng(0))
+
+
+def test_the_rows_that_move_are_those_their_other_columns_point_to():
+    """A binary label drawn 70 / 30 that should be 50 / 50, and a feature that mostly agrees with
+    it: the rows that must move to label 1 are rows whose feature says 1 (the naive-Bayes
+    ratio), not random rows of label 0 (of which about a third have feature 1)."""
+    schema = data.Schema.from_dict({"columns": [
+        {"name": "y", "kind": "binary", "categories": [0, 1]},
+        {"name": "x", "kind": "binary", "categories": [0, 1]}]})
+    rng = np.random.default_rng(0)
+    n = 1000
+    y = (rng.random(n) < 0.3).astype(int)
+    x = np.where(rng.random(n) < 0.9, y, 1 - y)
+    x[np.flatnonzero(y == 0)[:200]] = 1  # the rows the real table would have labelled 1
+    frame = pd.DataFrame({"y": y, "x": x})
+    disc = data.Discretizer(schema, 4)
+    probs = [np.array([0.5, 0.5]), np.bincount(x, minlength=2) / n]
+    out = match_one_way(frame, disc, probs, np.random.default_rng(1))
+    assert (out["y"] == 1).sum() == 500 and (out["x"] == frame["x"]).all()
+    moved = out["y"] != frame["y"]
+    assert moved.sum() == 500 - y.sum()  # the least change
+    assert (frame.loc[moved, "x"] == 1).all()  # every moved row is one its feature points to
+    assert (out["y"] == out["x"]).mean() > 0.85

@@ -133,7 +133,7 @@ def test_fit_prints_the_privacy_report_and_writes_a_release_file(trip):
     model = synthesizers.load(d / "model.npz")
     assert model.privacy_report() == report
     assert 0.99 <= report["epsilon"] <= 1.0
-    assert [(p["name"], p["steps"]) for p in report["phases"]] == [("autoencoder", 8), ("critic", 10)]
+    assert [(p["name"], p["steps"]) for p in report["phases"]] == [("autoencoder", 8), ("critic", 10), ("one-way", 1)]
     # The printed table holds the report's numbers: every phase, the headline and the paper's.
     for p in report["phases"]:
         assert p["name"] in fit.stdout and str(p["steps"]) in fit.stdout
@@ -396,8 +396,12 @@ def test_privacy_calibrates_the_noise_to_a_target(env, tmp_path):
     sigma_ae, sigma_critic = float(noise["autoencoder"]), float(noise["critic"])
     assert sigma_critic / sigma_ae == pytest.approx(3.5 / 1.5, rel=1e-5)  # one common factor
     # The default's autoencoder batch N // 32 = 1,017 over the paper's epochs: 629 steps.
+    # and the calibration stage's one-way release (Adult: 15 histograms), alone at its share of the target
+    one = privacy.calibrate([privacy.GaussianPhase("one-way", 1.0, 1, sensitivity=15 ** 0.5)],
+                            synthesizers.DPAutoGANConfig().calibration_share * 1.0, 1e-5, max_noise_multiplier=1e7)
+    assert float(noise["one-way"]) == pytest.approx(one[0].noise_multiplier, rel=1e-5)
     phases = [privacy.DPSGDPhase.from_batch_size("autoencoder", 1_017, 32561, sigma_ae, 629),
-              privacy.DPSGDPhase.from_batch_size("critic", 128, 32561, sigma_critic, 5_000)]
+              privacy.DPSGDPhase.from_batch_size("critic", 128, 32561, sigma_critic, 5_000), *one]
     assert 0.99 <= privacy.epsilon(phases, 1e-5) <= 1.0 + 1e-5  # the printed noise meets the target
     assert "5000" in out and "629" in out
 

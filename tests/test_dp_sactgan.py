@@ -50,14 +50,20 @@ def _labelled_rows(n=200, seed=0):
     return frame, jnp.asarray(data.TableEncoder(LABELLED).encode(frame))
 
 
-def functional_preprocessing(cfg, schema, frame, seed, phases):
+def _train_phase(phases):
+    """The training phase of a plan's phases (the last one, the calibration stage's one-way
+    release aside)."""
+    return [p for p in phases if p.name != "one-way"][-1]
+
+
+def functional_preprocessing(cfg, schema, frame, key, phases):
     """The class's preprocessing written out with the functional API, with the noise of the
     calibrated ``phases`` (the contract's, built with the functional API): ``(layout, the seven keys
     of a fit, rows, codes, modes, condition counts, training log-probabilities)``."""
     sigma = {p.name: p.noise_multiplier_or_none for p in phases}
     lay = ds.build_layout(schema, cfg)
     x = jnp.asarray(data.TableEncoder(schema).encode(frame))
-    keys = jax.random.split(jax.random.key(seed), 7)
+    keys = jax.random.split(key, 7)
     k_modes, k_assign, k_hist = keys[:3]
     _, u = ds.split_columns(lay, x)
     modes = ds.fit_modes(u, k_modes, cfg, sigma["dp-em"])
@@ -83,8 +89,8 @@ class SACTGANContract(SynthesizerContract):
     def functional_phases(self, config, schema, num_records):
         return ds.privacy_phases(config, ds.build_layout(schema, config), num_records)
 
-    def functional_calibration(self, config, schema, phases):  # preprocessing first, then training
-        return ds.calibrate(config, ds.build_layout(schema, config), phases, self.EPSILON, DELTA)
+    def functional_calibration(self, config, schema, phases, fixed=()):  # preprocessing first, then training
+        return ds.calibrate(config, ds.build_layout(schema, config), phases, self.EPSILON, DELTA, fixed=fixed)
 
     # Three contract tests that refit the transformer (about 7 s each): run for every other
     # method by default, for DP-SACTGAN in the slow set (CI time).
@@ -106,20 +112,20 @@ class TestDPSACTGANContract(SACTGANContract):
 
     def functional_released(self, model, frame, schema, phases):
         # K as accounted (the configuration holds the user's choice, None: K from N)
-        cfg = model.fitted_config.replace(num_discriminators=phases[-1].num_shards)
-        lay, keys, rows, codes, modes, counts, log_probs = functional_preprocessing(cfg, schema, frame, self.SEED,
+        cfg = model.fitted_config.replace(num_discriminators=_train_phase(phases).num_shards)
+        lay, keys, rows, codes, modes, counts, log_probs = functional_preprocessing(cfg, schema, frame, self.train_key(cfg),
                                                                                     phases)
         _, _, _, k_part, _, k_init, k_run = keys
         train_data = ds.prepare(lay, rows, codes, k_part, cfg.num_discriminators)
         state = ds.init_state(cfg, lay, cfg.num_discriminators, k_init)
-        state = ds.train(cfg, lay, state, train_data, log_probs, k_run, phases[-1])
+        state = ds.train(cfg, lay, state, train_data, log_probs, k_run, _train_phase(phases))
         return {"generator": state.generator.params, "modes": modes._asdict(), "cond": {"counts": counts}}
 
     def test_report_lists_every_mechanism_and_no_secret(self, fitted, table):
         rep = fitted.privacy_report()
         names = [p["name"] for p in rep["phases"]]
-        assert names == ["histograms", "dp-em", "generator"]
-        hist, em, gen = rep["phases"]
+        assert names == ["histograms", "dp-em", "generator", "one-way"]
+        hist, em, gen, _one_way = rep["phases"]
         assert hist["steps"] == 2  # the two discrete columns of the mixed table
         assert em["steps"] == 3 * TINY["em_iterations"] * 2  # two continuous columns
         assert gen["accounting"] == "proven" and gen["num_shards"] == 300 // 8
@@ -353,7 +359,7 @@ def test_paper_mode_calibration_warns_of_absurd_noise():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the sharded hook does not warn
         plan = synthesizers.create("dp-sactgan", mechanism="hook").plan(data.adult_schema(), 39_073, epsilon=1.0)
-    assert plan.phases[-1].num_shards == 100 and plan.epsilon() <= 1.0
+    assert _train_phase(plan.phases).num_shards == 100 and plan.epsilon() <= 1.0
 
 
 @pytest.mark.parametrize("mechanism", ["hook", "critic"])
@@ -511,7 +517,7 @@ def test_too_few_rows_are_refused_before_training(overrides, n, match):
 
 def test_small_tables_shrink_the_number_of_shards():
     plan = synthesizers.create("dp-sactgan", mechanism="hook").plan(data.adult_schema(), 1000, epsilon=1.0)
-    assert plan.phases[-1].num_shards == 1000 // 64
+    assert _train_phase(plan.phases).num_shards == 1000 // 64
 
 
 def test_a_continuous_column_without_public_bounds_is_refused():

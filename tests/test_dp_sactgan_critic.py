@@ -23,7 +23,7 @@ from dpgen_jax import data, dpsgd, privacy, synthesizers
 from dpgen_jax.synthesizers import dp_sactgan as ds
 from dpgen_jax.synthesizers._dpsgd_phases import averaged_params
 from dpgen_jax.synthesizers.dp_sactgan import _critic
-from tests.test_dp_sactgan import LABELLED, TINY, SACTGANContract, _labelled_rows, functional_preprocessing
+from tests.test_dp_sactgan import LABELLED, TINY, SACTGANContract, _labelled_rows, _train_phase, functional_preprocessing
 
 CRITIC = dict(TINY, mechanism="critic")
 CFG = ds.DPSACTGANConfig(**CRITIC)
@@ -108,7 +108,7 @@ def test_epsilon_is_the_composition_of_the_listed_events():
     phases = ds.privacy_phases(cfg, lay, n)
     n_cat = sum(not c for c in lay.continuous)
     assert [p.name for p in phases] == ["histograms", "dp-em", "critic"]
-    assert phases[-1].steps == 1400 and phases[-1].sample_rate == pytest.approx(64 / n, rel=1e-12)
+    assert _train_phase(phases).steps == 1400 and phases[-1].sample_rate == pytest.approx(64 / n, rel=1e-12)
     events = [dpa.SelfComposedDpEvent(dpa.GaussianDpEvent(80.0), n_cat),
               dpa.SelfComposedDpEvent(dpa.GaussianDpEvent(120.0), 3 * 10 * lay.n_continuous),
               dpa.SelfComposedDpEvent(dpa.PoissonSampledDpEvent(64 / n, dpa.GaussianDpEvent(1.3)), 1400)]
@@ -119,7 +119,7 @@ def test_epsilon_is_the_composition_of_the_listed_events():
     # calibration lands on the target with the preprocessing held at its share
     plan = synthesizers.create("dp-sactgan", mechanism="critic").plan(schema, n, epsilon=1.01)
     assert plan.epsilon() == pytest.approx(1.01, rel=1e-3)
-    assert [p.name for p in plan.phases][-1] == "critic"
+    assert [p.name for p in plan.phases][-2:] == ["critic", "one-way"]
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -142,9 +142,9 @@ class TestDPSACTGANCriticContract(SACTGANContract):
 
     def functional_released(self, model, frame, schema, phases):
         cfg = model.fitted_config
-        lay, keys, rows, codes, modes, counts, log_probs = functional_preprocessing(cfg, schema, frame, self.SEED,
+        lay, keys, rows, codes, modes, counts, log_probs = functional_preprocessing(cfg, schema, frame, self.train_key(cfg),
                                                                                     phases)
-        state = _critic.train(cfg, lay, rows, codes, log_probs, keys[6], phases[-1])
+        state = _critic.train(cfg, lay, rows, codes, log_probs, keys[6], _train_phase(phases))
         last = state.generator.params
         average = averaged_params(state.generator.opt_state)
         # the release is the average of the iterates, not the last one
@@ -154,8 +154,8 @@ class TestDPSACTGANCriticContract(SACTGANContract):
 
     def test_report_lists_the_critic_phase_and_no_paper_accounting(self, fitted, table):
         rep = fitted.privacy_report()
-        assert [p["name"] for p in rep["phases"]] == ["histograms", "dp-em", "critic"]
-        critic = rep["phases"][-1]
+        assert [p["name"] for p in rep["phases"]] == ["histograms", "dp-em", "critic", "one-way"]
+        critic = rep["phases"][-2]
         assert critic["steps"] == CRITIC["generator_steps"] * fitted.fitted_config.critic_steps
         assert rep["paper_accounting"] is None and not rep.get("sharded_accounting")
         assert set(fitted.released) == {"generator", "modes", "cond"}  # no critic or classifier

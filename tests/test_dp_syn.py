@@ -47,14 +47,14 @@ class TestDPSYNContract(SynthesizerContract):
     def functional_phases(self, config, schema, num_records):
         return ds.privacy_phases(config, num_records)
 
-    def functional_calibration(self, config, schema, phases):
-        return ds.calibrate(config, phases, self.EPSILON, DELTA)  # DP-EM's share first, then each group
+    def functional_calibration(self, config, schema, phases, fixed=()):
+        return ds.calibrate(config, phases, self.EPSILON, DELTA, fixed=fixed)  # DP-EM's share first, then each group
 
     def functional_released(self, model, frame, schema, phases):
         cfg = model.fitted_config
         x = ds.encoder_for(cfg, schema).encode(frame)
         codes, feats = ds.split_label(schema, x, ds.encoder_for(cfg, schema))
-        _k_cnt, k_init, k_ae, k_em = jax.random.split(jax.random.key(self.SEED), 4)
+        _k_cnt, k_init, k_ae, k_em = jax.random.split(self.train_key(cfg), 4)
         blocks = tuple(ds.encoder_for(cfg, ds.feature_schema(schema)).blocks)
         states = ds.train_autoencoders(cfg, blocks, codes, feats, k_init, k_ae,
                                        ds.autoencoder_phases(phases))
@@ -71,10 +71,17 @@ def parallel_fit():
     return synthesizers.create("dp-syn", **TINY, bins=8).fit(_frame(), LABELLED, epsilon=2.0, seed=0)
 
 
+@pytest.fixture(scope="module")
+def uncalibrated_fit():
+    """As ``parallel_fit``, without the calibration stage: the label's share is DP-SYN's own."""
+    return synthesizers.create("dp-syn", **TINY, bins=8, calibration_share=0.0).fit(
+        _frame(), LABELLED, epsilon=2.0, seed=0)
+
+
 def test_groups_compose_in_parallel_and_each_meets_the_target(parallel_fit):
     rep = parallel_fit.privacy_report()
     cfg = parallel_fit.fitted_config
-    assert [p["name"] for p in rep["phases"]] == ["counts", "groups"]
+    assert [p["name"] for p in rep["phases"]] == ["counts", "groups", "one-way"]
     groups = rep["phases"][1]["groups"]
     assert [g["group"] for g in groups] == ["p", "q"]
     for g in groups:  # every group calibrated to the target
@@ -99,9 +106,9 @@ def test_groups_compose_in_parallel_and_each_meets_the_target(parallel_fit):
     assert any("fixed before any row was read" in a for a in rep["assumptions"])
 
 
-def test_samples_follow_the_released_proportions(parallel_fit):
-    rows = parallel_fit.sample(1000, seed=1)
-    c = parallel_fit.fitted_release.statistics["released_counts"]
+def test_samples_follow_the_released_proportions(uncalibrated_fit):
+    rows = uncalibrated_fit.sample(1000, seed=1)
+    c = uncalibrated_fit.fitted_release.statistics["released_counts"]
     share = (rows["b"] == "p").mean()
     assert share == pytest.approx(c[0] / sum(c), abs=2e-3)
     data.TableEncoder(LABELLED).encode(rows)  # valid under the schema
@@ -180,7 +187,7 @@ def test_adult_experiment_end_to_end(adult_dir, tmp_path):
 
 
 def test_original_budget_split_for_comparison():
-    model = synthesizers.create("dp-syn", **{**TINY, "budget_split": "original"}).fit(
+    model = synthesizers.create("dp-syn", **{**TINY, "budget_split": "original", "calibration_share": 0.0}).fit(
         _frame(), LABELLED, epsilon=2.0, seed=0)
     rep = model.privacy_report()
     flat = {p["name"]: p for g in rep["phases"][1]["groups"] for p in g["phases"]}

@@ -59,7 +59,7 @@ def test_plan_equals_the_fitted_phases(two_fits):
     plan = synthesizers.create("dp-syn", **TINY).plan(LABELLED, 300, epsilon=EPS, delta=DELTA)
     for model in two_fits:
         rep = model.privacy_report()
-        assert [p["name"] for p in rep["phases"]] == [p.name for p in plan.phases] == ["counts", "groups"]
+        assert [p["name"] for p in rep["phases"]] == [p.name for p in plan.phases] == ["counts", "groups", "one-way"]
         assert _phases(rep) == _plan_phases(plan)
         assert rep["epsilon"] == pytest.approx(plan.epsilon(), rel=1e-9)
         assert EPS - 2e-2 <= rep["epsilon"] <= EPS

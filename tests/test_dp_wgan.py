@@ -44,7 +44,7 @@ class TestDPWGANContract(SynthesizerContract):
         cfg = model.fitted_config
         enc = data.TableEncoder(schema)
         x = jnp.asarray(enc.encode(frame))
-        k_init, _k_clip, k_gan = jax.random.split(jax.random.key(self.SEED), 3)
+        k_init, _k_clip, k_gan = jax.random.split(self.train_key(cfg), 3)
         state = dw.train_gan(cfg, tuple(enc.blocks), dw.init(cfg, enc.width, k_init), x, k_gan, phases[0])
         return {"generator": state.generator.params}
 

@@ -101,7 +101,7 @@ def test_mimic_like_experiment_writes_its_outputs(mimic_run):
         assert report["epsilon_paper_accounting"] is None
         assert report["privacy"]["non_private"] is True
         assert [(p["name"], p["steps"]) for p in report["privacy"]["phases"]] == [
-            ("autoencoder", 4), ("critic", 5)]
+            ("autoencoder", 4), ("critic", 5), ("one-way", 1)]
         assert set(report["train_seconds"]) == {"autoencoder", "gan"}
         assert report["wall_seconds"] >= sum(report["train_seconds"].values()) > 0
         assert 0 <= report["probability_mean_abs_diff"] <= 1
@@ -158,7 +158,7 @@ def test_quick_reproduction_reads_the_smoke_schedule(tmp_path, xla_cache_home):
     rep = reproduce.main(["dp-vae", "adult-like", "--quick", "--epsilon", "1", "--seeds", "0",
                           "--set", "steps=6", "--no-progress", "--out", str(out)])
     smoke = synthesizers.get("dp-vae").SMOKE
-    assert [p["steps"] for p in rep["privacy"]["phases"]] == [6]
+    assert [p["steps"] for p in rep["privacy"]["phases"]] == [6, 1]  # and the one-way release
     assert rep["privacy"]["phases"][0]["batch_size"] == smoke["batch_size"]
     assert rep["dataset"] == "adult-like (quick)" and rep["columns"] == data.adult_schema().names
     assert len(pd.read_csv(out / "synthetic.csv")) == 600

@@ -40,14 +40,15 @@ class TestGSWGANContract(SynthesizerContract):
     def functional_phases(self, config, schema, num_records):
         return gw.privacy_phases(config, num_records)
 
-    def functional_calibration(self, config, schema, phases):  # the proven bound needs sigma > 100
-        return privacy.calibrate(phases, target_epsilon=self.EPSILON, delta=DELTA, max_noise_multiplier=1e7)
+    def functional_calibration(self, config, schema, phases, fixed=()):  # the proven bound needs sigma > 100
+        return privacy.calibrate(phases, target_epsilon=self.EPSILON, delta=DELTA, max_noise_multiplier=1e7,
+                                 fixed=fixed)
 
     def functional_released(self, model, frame, schema, phases):
         # K as accounted (the configuration holds the user's choice, None: K from N)
         cfg = model.fitted_config.replace(num_shards=phases[0].num_shards)
         x = 2.0 * jnp.asarray(data.TableEncoder(schema).encode(frame)) - 1.0
-        k_part, k_pre, k_init, k_gen = jax.random.split(jax.random.key(self.SEED), 4)
+        k_part, k_pre, k_init, k_gen = jax.random.split(self.train_key(cfg), 4)
         xs, shards = gw.partition(x, k_part, cfg.num_shards)
         pre = gw.pretrain(cfg, xs, shards, k_pre)
         state = gw.init_generator_phase(cfg, x.shape[1], pre.critics.params, k_init)
@@ -56,14 +57,16 @@ class TestGSWGANContract(SynthesizerContract):
 
     def test_report_has_both_accountings_and_no_secret(self, fitted):
         rep = fitted.privacy_report()
-        (phase,) = rep["phases"]
+        phase, one_way = rep["phases"]  # the generator, then the calibration stage's release
+        assert one_way["name"] == "one-way" and one_way["mechanism"] == "gaussian"
         assert phase["accounting"] == "proven" and phase["num_shards"] == 6
         proven = privacy.ShardedSanitizerPhase("generator", 6, TINY["generator_steps"], 8,
                                                phase["noise_multiplier"], 300)
-        assert rep["epsilon"] == pytest.approx(privacy.epsilon([proven], 1e-5), rel=1e-9)
+        one = privacy.GaussianPhase("one-way", one_way["noise_multiplier"], 1, sensitivity=one_way["sensitivity"])
+        assert rep["epsilon"] == pytest.approx(privacy.epsilon([proven, one], 1e-5), rel=1e-9)
         assumed = dataclasses.replace(proven, accounting="assumed")
         assert rep["sharded_accounting"]["proven"] == rep["epsilon"]
-        assert rep["sharded_accounting"]["assumed"] == pytest.approx(privacy.epsilon([assumed], 1e-5), rel=1e-9)
+        assert rep["sharded_accounting"]["assumed"] == pytest.approx(privacy.epsilon([assumed, one], 1e-5), rel=1e-9)
         assert phase["steps"] == TINY["generator_steps"] and phase["clip_norm"] == 1.0
         paper = rep["paper_accounting"]
         assert "NOT a valid bound" in paper["label"]
@@ -391,7 +394,7 @@ def test_presets_on_cardios_training_rows_use_the_theses_shard_count(preset, k, 
 
 def test_calibration_meets_the_target_under_the_proven_bound():
     thesis = gw.THESIS_PRESETS["thesis-M1500"]
-    plan = synthesizers.create("gs-wgan", records_per_shard=thesis["records_per_shard"],
+    plan = synthesizers.create("gs-wgan", records_per_shard=thesis["records_per_shard"], calibration_share=0.0,
                                generator_steps=thesis["generator_steps"]).plan(data.binary_schema(3), 70_000,
                                                                                epsilon=6.45)
     sigma = plan.phases[0].noise_multiplier

@@ -118,7 +118,7 @@ def test_progress_shows_the_headline_epsilon_spent():
     bar.executed = {"autoencoder": 500}
     ae_only = privacy.epsilon([plan.phases[0]], plan.delta)
     assert bar.epsilon_spent() == pytest.approx(ae_only, rel=1e-9)
-    bar.executed = {"autoencoder": 500, "critic": 900}
+    bar.executed = {"autoencoder": 500, "critic": 900, "one-way": 1}  # and the calibration's release
     done = bar.epsilon_spent()
     assert done == pytest.approx(plan.epsilon(), rel=1e-12) and done <= 1.0
     assert privacy.epsilon(plan.phases, plan.delta, accountant="rdp") > done
@@ -128,7 +128,8 @@ def test_plan_needs_no_data_and_refuses_bad_arguments():
     model = synthesizers.create("dp-auto-gan")
     plan = model.plan(_tables.MIXED_SCHEMA, 32561, epsilon=1.0)
     assert plan.private and plan.records.n == 32561 and plan.epsilon() <= 1.0
-    assert [p.steps for p in plan.phases] == [629, 15_000]  # the default AE batch is N // 32
+    # the default AE batch is N // 32; the calibration stage's one-way release last
+    assert [(p.name, p.steps) for p in plan.phases] == [("autoencoder", 629), ("critic", 15_000), ("one-way", 1)]
     nonprivate = model.plan(_tables.MIXED_SCHEMA, 100, epsilon=float("inf"))
     assert not nonprivate.private and {p.mechanism for p in nonprivate.phases} == {"non_private"}
     with pytest.raises(ValueError, match="num_records=0"):

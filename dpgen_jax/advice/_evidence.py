@@ -20,6 +20,11 @@ from dpgen_jax.advice._datasets import BENCHMARK_DATASETS, BenchmarkDataset
 from dpgen_jax.advice._plans import DEFAULT_DELTA, FAMILIES, plan_summary
 
 EVIDENCE_FILE = "_evidence.json"
+# The configuration the committed grid's cells ran where it differs from today's defaults: the
+# neural generators' cells were fitted before their one-way calibration stage existed
+# (docs/calibration.md), so their plans are made without it. Emptied as the grid is re-run.
+GRID_OVERRIDES: dict[str, dict[str, Any]] = {
+    m: {"calibration_share": 0.0} for m in ("dp-auto-gan", "dp-wgan", "dp-vae", "dp-syn", "gs-wgan", "dp-sactgan")}
 """The shipped evidence, a package data file next to this module."""
 
 
@@ -93,7 +98,8 @@ def _grid_plans(cells: list[dict], facts: Mapping[str, BenchmarkDataset], delta:
     for (ds, method, eps) in sorted(_groups(cells)):
         row: dict[str, Any] = {"dataset": ds, "method": method, "epsilon": eps}
         try:
-            summary = plan_summary(method, facts[ds].schema_for(False), facts[ds].num_records, eps, delta)
+            summary = plan_summary(method, facts[ds].schema_for(False), facts[ds].num_records, eps, delta,
+                                   overrides=GRID_OVERRIDES.get(method))
         except ValueError as exc:  # an unknown method, or a plan the code can no longer make
             row.update({f: None for f in FAMILIES}, error=str(exc))
         else:

@@ -182,7 +182,7 @@ def calibrate(
     if not sigmas:
         raise ValueError("calibrate needs at least one phase with a noise multiplier that is not "
                          "held fixed; got none.")
-    if not any(p.spends_privacy for p in ps):
+    if not any(p.spends_privacy for p in ps if p.name not in held):  # nothing left to scale
         return list(ps)
     nonprivate = [p.name for p in ps if not p.differentially_private and p.spends_privacy]
     if nonprivate:

@@ -27,7 +27,7 @@ import dataclasses
 import math
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import jax
@@ -38,8 +38,8 @@ from dpgen_jax._typing import PyTree
 from dpgen_jax import data as data_lib
 from dpgen_jax import dpsgd, privacy
 from dpgen_jax import _validate as _v
-from dpgen_jax.synthesizers import _checkpoint, _degenerate, _release
-from dpgen_jax.synthesizers._config import Flags, SynthesizerConfig, split_overrides
+from dpgen_jax.synthesizers import _calibration, _checkpoint, _degenerate, _release
+from dpgen_jax.synthesizers._config import Flags, GeneratorConfig, SynthesizerConfig, split_overrides
 from dpgen_jax.synthesizers._plan import Plan, RecordCount, Release
 from dpgen_jax.synthesizers._progress import Progress, ProgressFn, TimeBudget
 from dpgen_jax.synthesizers._registry import available, create, get, register  # noqa: F401  (re-exported)
@@ -231,9 +231,12 @@ class Synthesizer(abc.ABC):
         """Abstract shapes (``jax.eval_shape``) of every released group, to check loaded files
         (``statistics``: the release's statistics, e.g. AIM's cliques fix its tables' shapes)."""
 
-    def _calibrate(self, config, schema: data_lib.Schema, phases: list, epsilon: float, delta: float) -> list:
-        """Calibrated phases for a target; default: one common factor on every noise multiplier."""
-        return privacy.calibrate(phases, target_epsilon=epsilon, delta=delta, accountant=self.ACCOUNTANT)
+    def _calibrate(self, config, schema: data_lib.Schema, phases: list, epsilon: float, delta: float,
+                   fixed: Sequence[str] = ()) -> list:
+        """Calibrated phases for a target, the phases named in ``fixed`` held (the calibration
+        stage's one-way release); default: one common factor on every other noise multiplier."""
+        return privacy.calibrate(phases, target_epsilon=epsilon, delta=delta, accountant=self.ACCOUNTANT,
+                                 fixed=fixed)
 
     def _paper_accounting(self, config, phases: list, delta: float, report: dict) -> dict:
         """The published accounting of the method's paper, for comparison (label and epsilon)."""
@@ -265,6 +268,8 @@ class Synthesizer(abc.ABC):
                 raise ValueError(f"Unknown preset={preset!r} for {self.METHOD}; expected one of "
                                  f"{sorted(self.PRESETS)}.")
             values = dict(self.PRESETS[preset])
+            if isinstance(default, GeneratorConfig):  # a paper's setting runs as published
+                values.setdefault("calibration_share", 0.0)
             family = values.pop("family", None)
             if family is not None and getattr(config, "family", family) != family:
                 raise ValueError(f"preset={preset!r} is for {family!r} data but the configuration is "
@@ -310,9 +315,10 @@ class Synthesizer(abc.ABC):
         self._check_schema(model_schema)
         config = self.resolve_config(model_schema, preset)
         private = not (epsilon is not None and math.isinf(epsilon))
-        phases = self._phases(config, model_schema, records.n, private)
+        phases, fixed = _calibration.add_phase(config, model_schema, self._phases(config, model_schema, records.n, private),
+                                               private=private, epsilon=epsilon, delta=delta, accountant=self.ACCOUNTANT)
         if private and epsilon is not None:
-            phases = self._calibrate(config, model_schema, phases, float(epsilon), delta)
+            phases = self._calibrate(config, model_schema, phases, float(epsilon), delta, fixed=fixed)
         return Plan(self.METHOD, config, tuple(phases), records, float(delta),
                     None if epsilon is None else float(epsilon), preset, private, self.ACCOUNTANT,
                     self.USES_NUM_RECORDS, schema, self.flags, **run)
@@ -425,11 +431,14 @@ class Synthesizer(abc.ABC):
             deadline = math.inf if max_seconds is None else start + float(max_seconds)
             hooks = Hooks(progress=bar.phase, should_stop=lambda: time.monotonic() >= deadline,
                           checkpointer=ckpt, flags=self.flags)
-        epsilon = None
+        epsilon, key = None, dpsgd.shared_key(run_key.key)
         try:
+            if _calibration.share(plan.config):  # the stage's release gets a key of its own
+                key, k_one = jax.random.split(key)
             with dpsgd.data_parallel(mesh):  # multi-host: every process must use process 0's key
-                release = self._train(dataclasses.replace(plan, flags=hooks.flags), x,
-                                      dpsgd.shared_key(run_key.key), hooks)
+                release = self._train(dataclasses.replace(plan, flags=hooks.flags), x, key, hooks)
+            if _calibration.share(plan.config):
+                release = _calibration.release(plan, frame, k_one, release, hooks.progress)
             resumed = ckpt is not None and ckpt.resumed is not None
             self._report = plan.report(release, resumed=resumed)
             epsilon = self._report.get("epsilon")
@@ -469,14 +478,26 @@ class Synthesizer(abc.ABC):
                 ``data.TableEncoder.decode``); None: :meth:`default_decode_mode`.
         """
         n = self._check_sample_size(n)
-        frame = self._sample_frame(n, dpsgd.make_key(seed).key, mode or self.default_decode_mode())
-        rows = data_lib.from_model_frame(frame, self.schema)
+        rows = self._rows(n, seed, mode)
         if n >= _degenerate.MIN_ROWS and not getattr(self, "_release_checked", False):
             # once per fitted model, on the synthetic rows alone (no privacy cost)
             self._release_checked = True
             _degenerate.check_release(rows, self.schema, method=self.METHOD,
-                                      bounds=not self.RELEASES_ONE_WAY)
+                                      bounds=not (self.RELEASES_ONE_WAY or _calibration.share(self.fitted_config)))
         return rows
+
+    def _rows(self, n: int, seed: int | None, mode: str | None, **options) -> pd.DataFrame:
+        """``n`` rows of the user's schema drawn from the release (``options`` go to
+        :meth:`_sample_frame`), matched to the released one-way marginals when the fit had the
+        calibration stage (``synthesizers._calibration``)."""
+        key = dpsgd.make_key(seed).key
+        counts = self.fitted_release.statistics.get(_calibration.STATISTIC)
+        if counts is not None:
+            key, k_match = jax.random.split(key)
+        frame = self._sample_frame(n, key, mode or self.default_decode_mode(), **options)
+        if counts is not None:
+            frame = _calibration.apply(frame, self.fitted_config, self.model_schema, counts, k_match)
+        return data_lib.from_model_frame(frame, self.schema)
 
     def _check_sample_size(self, n) -> int:
         self._require_fitted()

@@ -6,9 +6,11 @@ codes (DP outputs, e.g. ``independent``'s noisy histograms), :func:`match_one_wa
 fewest rows it must so that every column's codes have the released counts (rounded to the number
 of rows), and keeps the rest of each row:
 
-- a **discrete column** (binary or categorical, its gap a category of its own) is unordered: the
-  surplus rows of an over-represented category, chosen at random, take the under-represented
-  categories; every other row keeps its category (no row changes that need not);
+- a **discrete column** (binary or categorical, its gap a category of its own) is unordered: only
+  surplus rows of over-represented categories move, and each under-represented category takes the
+  surplus rows whose other columns it explains best relative to their own category (a naive-Bayes
+  log-likelihood ratio counted on the same synthetic rows), so a moved row fits its new value;
+  every other row keeps its category (no row changes that need not);
 - a **continuous column** is ordered: its gap code is matched first as above (present against
   missing, newly present rows placed at random ranks), then the present rows are sorted by their
   value and handed the released bin counts in that order (quantile transport: the rows' order in
@@ -16,22 +18,38 @@ of rows), and keeps the rest of each row:
   change keeps its value exactly; a row moved to another bin takes the value at its rank inside that
   bin (``Discretizer.decode_at``).
 
-Everything here reads the generator's rows and the released marginals only: it is
-post-processing, with no privacy cost. It is the toolkit of a calibration stage for the neural
-methods (a one-way release accounted as a phase of their plans, then this on every sampled batch);
-no method applies it yet (``docs/architecture.md``).
+Matching reads the generator's rows and the released marginals only: it is post-processing, with
+no privacy cost.
+
+The stage around it, shared by every neural generator (``GeneratorConfig.calibration_share``,
+docs/calibration.md): :func:`add_phase` puts the one-way release into the plan as the phase
+``"one-way"`` (the shared mechanism of ``synthesizers._one_way``, d histograms on
+``calibration_bins`` public bins, L2 sensitivity sqrt(d)) with its noise set so that alone it spends
+``calibration_share * epsilon``, held fixed while the method calibrates its training phases to the
+target; :func:`release` measures it on the private rows after training and stores the noisy
+counts in the release's statistics (saved with the model); :func:`apply` matches every batch that
+``sample`` draws to them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
+from typing import Any
 
+import jax
 import numpy as np
 import pandas as pd
 
-from dpgen_jax.data import Discretizer
+from dpgen_jax import privacy
+from dpgen_jax._random import host_rng
+from dpgen_jax.data import Discretizer, Schema
+from dpgen_jax.synthesizers import _one_way
 
-__all__ = ["match_one_way", "rounded_counts"]
+__all__ = ["PHASE", "add_phase", "apply", "match_one_way", "release", "rounded_counts", "share"]
+
+PHASE = "one-way"
+STATISTIC = "one_way"  # the key of the released counts in Release.statistics
 
 
 def rounded_counts(p: np.ndarray, n: int) -> np.ndarray:
@@ -48,15 +66,60 @@ def rounded_counts(p: np.ndarray, n: int) -> np.ndarray:
     return counts
 
 
-def _reassign(codes: np.ndarray, target: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Codes with the ``target`` counts, changing only surplus rows (chosen at random)."""
+def _log_likelihoods(codes: np.ndarray, context: np.ndarray, k: int) -> np.ndarray:
+    """``(n, k)``: for each row, the log-likelihood of its ``context`` codes (the other columns)
+    given each code of this column, under a naive-Bayes model counted on the same rows (add-one
+    smoothing)."""
+    out = np.zeros((codes.size, k))
+    for j in range(context.shape[1]):
+        v = context[:, j]
+        m = int(v.max()) + 1
+        table = np.zeros((k, m))
+        np.add.at(table, (codes, v), 1.0)
+        table = np.log((table + 1.0) / (table.sum(axis=1, keepdims=True) + m))
+        out += table[:, v].T
+    return out
+
+
+def _reassign(codes: np.ndarray, target: np.ndarray, rng: np.random.Generator,
+              context: np.ndarray | None = None) -> np.ndarray:
+    """Codes with the ``target`` counts, changing only surplus rows. Without ``context`` the rows
+    that move and their new codes are drawn at random; with ``context`` (the rows' codes in the
+    other columns) each under-drawn code takes, among the surplus rows not moved yet, those whose
+    other columns it explains best relative to their own code (naive-Bayes log-likelihood ratio on
+    the same rows), so a moved row fits its new value."""
     out = codes.copy()
     current = np.bincount(codes, minlength=target.size)
-    movers = [rng.permutation(np.flatnonzero(codes == k))[:current[k] - target[k]]
-              for k in np.flatnonzero(current > target)]
-    pool = np.concatenate(movers) if movers else np.empty(0, dtype=np.int64)
+    surplus = np.clip(current - target, 0, None)
     deficit = np.clip(target - current, 0, None)
-    out[pool] = rng.permutation(np.repeat(np.arange(target.size), deficit))
+    if context is None or context.shape[1] == 0:
+        movers = [rng.permutation(np.flatnonzero(codes == k))[:surplus[k]] for k in np.flatnonzero(surplus)]
+        pool = np.concatenate(movers) if movers else np.empty(0, dtype=np.int64)
+        out[pool] = rng.permutation(np.repeat(np.arange(target.size), deficit))
+        return out
+    ll = _log_likelihoods(codes, context, target.size)
+    ratio = ll - ll[np.arange(codes.size), codes][:, None]  # gain of each code over the row's own
+    ratio += 1e-9 * rng.random(ratio.shape)  # ties at random
+    left = surplus.copy()
+    free = surplus[codes] > 0  # rows of over-drawn codes may move
+    for b in np.argsort(-deficit, kind="stable"):
+        need = int(deficit[b])
+        while need:
+            cand = np.flatnonzero(free)
+            if not cand.size:  # pragma: no cover - the surpluses sum to the deficits
+                raise RuntimeError("no surplus row left to move")
+            take = cand[np.argsort(-ratio[cand, b], kind="stable")[:need]]
+            # no code gives up more rows than its surplus: keep the best rows within each code's quota
+            ok = []
+            for r in take:
+                if left[codes[r]] > 0:
+                    left[codes[r]] -= 1
+                    ok.append(r)
+            ok = np.asarray(ok, dtype=np.int64)
+            out[ok] = b
+            free[take] = False
+            free &= left[codes] > 0
+            need -= ok.size
     return out
 
 
@@ -103,13 +166,14 @@ def match_one_way(frame: pd.DataFrame, disc: Discretizer, probs: Sequence[np.nda
     for j, col in enumerate(disc.schema.columns):
         target = rounded_counts(probs[j], n)
         if col.kind != "continuous":
-            new[:, j] = _reassign(codes[:, j], target, rng)
+            new[:, j] = _reassign(codes[:, j], target, rng, np.delete(new, j, axis=1))
             continue
         gap = disc.missing_codes.get(col.name)
         present = np.ones(n, dtype=bool)
         if gap is not None:
             is_gap = _reassign((codes[:, j] == gap).astype(np.int64),
-                               np.array([n - target[gap], target[gap]]), rng).astype(bool)
+                               np.array([n - target[gap], target[gap]]), rng,
+                               np.delete(new, j, axis=1)).astype(bool)
             new[is_gap, j] = gap
             present = ~is_gap
         values = pd.to_numeric(frame[col.name], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
@@ -137,3 +201,69 @@ def _merge(old: pd.Series, new: pd.Series, keep: np.ndarray) -> pd.Series:
     merged.index = old.index
     merged[keep] = old[keep]
     return merged.astype(old.dtype)
+
+
+# --------------------------------------------------------------------------- the stage of a plan
+
+
+def share(config: Any) -> float:
+    """The configuration's calibration share (0 for a method without the stage)."""
+    return float(getattr(config, "calibration_share", 0.0) or 0.0)
+
+
+def discretizer(config: Any, schema: Schema) -> Discretizer:
+    """The public bins of the one-way release (``calibration_bins`` per continuous column)."""
+    return Discretizer(schema, config.calibration_bins)
+
+
+def add_phase(config: Any, schema: Schema, phases: list, *, private: bool, epsilon: float | None,
+              delta: float, accountant: str) -> tuple[list, tuple[str, ...]]:
+    """``(phases with the one-way release, the names a calibration must hold fixed)``.
+
+    The release's noise multiplier is set so that it alone spends ``share(config) * epsilon``
+    under ``accountant``; the method then calibrates its own phases with it held fixed, so the
+    composition meets ``epsilon``. Unchanged phases for a configuration without the stage.
+
+    Raises:
+        ValueError: the stage is on without a target epsilon (a preset fixes every noise).
+    """
+    s = share(config)
+    if s == 0.0:
+        return phases, ()
+    if private and epsilon is None:
+        raise ValueError(f"calibration_share={s} needs a target epsilon to take its share of; a preset "
+                         "fixes every noise multiplier. Set calibration_share=0 with a preset, or fit "
+                         "to epsilon=...")
+    one = _one_way.phase(PHASE, len(discretizer(config, schema).sizes), private)
+    if private:
+        one = privacy.calibrate([one], s * float(epsilon), delta, accountant, max_noise_multiplier=1e7)[0]
+    return [*phases, one], (PHASE,)
+
+
+def release(plan: Any, frame: pd.DataFrame, key: jax.Array, fitted: Any, progress: Any = None) -> Any:
+    """``fitted`` (a ``Release``) with the one-way release of ``frame`` (the private rows of the
+    plan's model schema) added: its noisy counts in the statistics, its step and a report note
+    (``progress``: the fit's ``Hooks.progress``, told of the release)."""
+    disc = discretizer(plan.config, plan.model_schema)
+    sigma = plan.phase(PHASE).noise_multiplier if plan.private else None
+    counts = _one_way.noisy_counts(disc.codes(frame), disc.sizes, sigma, key)
+    tick = progress(PHASE, "release") if progress is not None else None
+    if tick is not None:
+        tick(1, 1)
+    note = ("Calibration: every column's one-way histogram (continuous columns on public bins, "
+            f"{disc.describe()}; a gap as a code of its own) was released with Gaussian noise (phase "
+            f"{PHASE!r}), and every batch of sampled rows is post-processed to match it (each column moved "
+            "to the released marginal with the fewest changes, a continuous column by quantile "
+            "transport that keeps the rows' order; docs/calibration.md).")
+    return dataclasses.replace(
+        fitted, steps={**fitted.steps, PHASE: 1}, notes=(*fitted.notes, note),
+        statistics={**fitted.statistics, STATISTIC: [np.asarray(counts[str(j)], np.float64).tolist()
+                                                     for j in range(len(disc.sizes))]})
+
+
+def apply(frame: pd.DataFrame, config: Any, schema: Schema, counts: Sequence[Sequence[float]],
+          key: jax.Array) -> pd.DataFrame:
+    """Sampled rows of the model ``schema`` matched to the released one-way ``counts``."""
+    disc = discretizer(config, schema)
+    probs = _one_way.probabilities({str(j): c for j, c in enumerate(counts)})
+    return match_one_way(frame, disc, probs, host_rng(key))

@@ -329,9 +329,9 @@ class MarginalSynthesizer(Synthesizer):
     def unavailable_reason(cls):
         return mbi_missing(cls.__name__) if cls.NEEDS_MBI else None
 
-    def _calibrate(self, config, schema, phases, epsilon, delta):
+    def _calibrate(self, config, schema, phases, epsilon, delta, fixed=()):
         return privacy.calibrate(phases, target_epsilon=epsilon, delta=delta, accountant=self.ACCOUNTANT,
-                                 max_noise_multiplier=self.MAX_NOISE_MULTIPLIER)
+                                 max_noise_multiplier=self.MAX_NOISE_MULTIPLIER, fixed=fixed)
 
     def _paper_accounting(self, config, phases, delta, report):
         rho = zcdp_rho(phases)

@@ -37,7 +37,8 @@ from dpgen_jax import _validate as _v
 from dpgen_jax import data as data_lib
 from dpgen_jax import dpsgd, models
 from dpgen_jax.synthesizers import _gan, _dpsgd_phases
-from dpgen_jax.synthesizers._base import Flags, Synthesizer, SynthesizerConfig, Release, register
+from dpgen_jax.synthesizers._base import Flags, Synthesizer, Release, register
+from dpgen_jax.synthesizers._config import GeneratorConfig
 
 
 # The paper's settings by its epsilon (RDP + classic conversion): family, autoencoder and critic
@@ -74,7 +75,7 @@ PAPER_ACCOUNTING = ("RDP with the classic conversion eps = min_a r(a) + log(1/de
 
 
 @dataclasses.dataclass(frozen=True)
-class DPAutoGANConfig(SynthesizerConfig):
+class DPAutoGANConfig(GeneratorConfig):
     """Hyperparameters of DP-auto-GAN. All fields are public and go into the privacy report.
 
     The defaults are the paper's Adult architecture, epochs and noise ratio with five changes
@@ -201,7 +202,7 @@ class DPAutoGANConfig(SynthesizerConfig):
         if any(h != self.noise_dim for h in self.generator_hidden):
             raise ValueError(f"generator_hidden={self.generator_hidden!r}: residual blocks need width "
                              f"noise_dim={self.noise_dim}.")
-        return self
+        return super().validate()
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> DPAutoGANConfig:

@@ -46,7 +46,8 @@ from dpgen_jax import _validate as _v
 from dpgen_jax import data as data_lib
 from dpgen_jax import dpsgd, models, privacy
 from dpgen_jax.synthesizers import _dp_em, _dpsgd_phases, _losses
-from dpgen_jax.synthesizers._base import Flags, Synthesizer, SynthesizerConfig, Release, register
+from dpgen_jax.synthesizers._base import Flags, Synthesizer, Release, register
+from dpgen_jax.synthesizers._config import GeneratorConfig
 
 GROUP_COMPOSITIONS = ("parallel", "sequential")
 CONTINUOUS_ENCODINGS = ("scaled", "bins")
@@ -56,7 +57,7 @@ FLAGS = Flags(clip_method="ghost", chunk_size=500)
 
 
 @dataclasses.dataclass(frozen=True)
-class DPSYNConfig(SynthesizerConfig):
+class DPSYNConfig(GeneratorConfig):
     """Hyperparameters of DP-SYN (all public; they go into the privacy report).
 
     ``groups`` are the label's categories in the schema's order (filled from the schema by
@@ -125,7 +126,7 @@ class DPSYNConfig(SynthesizerConfig):
                 if values is not None and len(values) != len(self.groups):
                     raise ValueError(f"expected {name} to have one value per label group "
                                      f"({len(self.groups)}: {list(self.groups)}), got {name}={values!r}.")
-        return self
+        return super().validate()
 
 
 def label_column(schema: data_lib.Schema) -> data_lib.Column:
@@ -270,9 +271,11 @@ def _sample_rate(batch: int, count: float) -> float:
     return float(np.nextafter(q, np.float32(0)) if float(q) > batch / count else q)
 
 
-def calibrate(config: DPSYNConfig, phases: list, epsilon: float, delta: float) -> list:
+def calibrate(config: DPSYNConfig, phases: list, epsilon: float, delta: float,
+              fixed: Sequence[str] = ()) -> list:
     """DP-EM noise for ``em_share * epsilon`` alone, then each group's autoencoder noise so that
-    every group (with the counts) meets ``epsilon``.
+    every group (with the counts) meets ``epsilon``; the phases named in ``fixed`` (the
+    calibration stage's one-way release) are held as they are.
 
     ``budget_split="original"`` (comparison only): the original code's split instead, DP-EM and
     each autoencoder alone at (epsilon / 2, delta / 2), to be added by basic composition; the
@@ -286,7 +289,7 @@ def calibrate(config: DPSYNConfig, phases: list, epsilon: float, delta: float) -
     phases = privacy.map_phases(phases, lambda p: _with_em(p, z))
     if original:
         return privacy.map_phases(phases, lambda p: _with_each_ae(p, epsilon / 2, delta / 2))
-    fixed = ["counts"] * any(p.name == "counts" for p in phases) + [p.name for p in em]
+    fixed = [*fixed, *["counts"] * any(p.name == "counts" for p in phases), *[p.name for p in em]]
     return privacy.calibrate(phases, epsilon, delta, fixed=fixed)
 
 
@@ -460,9 +463,10 @@ class DPSYN(Synthesizer):
         if config.budget_split != "original":
             return super()._paper_accounting(config, phases, delta, report)
         flat = [p for p in privacy.flat_phases(phases) if p.name != "counts"]
-        groups = {p.name.split("/", 1)[1] for p in flat}
+        groups = {p.name.split("/", 1)[1] for p in flat if "/" in p.name}
         eps = max(sum(privacy.epsilon([p], delta / 2) for p in flat if p.name.endswith("/" + g))
                   for g in groups)
+        eps += sum(privacy.epsilon([p], delta / 2) for p in flat if "/" not in p.name)  # calibration
         return {"label": "DP-SYN's original split: the autoencoder and DP-EM each at (epsilon/2, "
                          "delta/2) by PLD, added by basic composition; the label counts public",
                 "epsilon": eps}
@@ -470,8 +474,8 @@ class DPSYN(Synthesizer):
     def _encoder(self, schema, config):
         return encoder_for(config, schema)
 
-    def _calibrate(self, config, schema, phases, epsilon, delta):
-        return calibrate(config, phases, epsilon, delta)
+    def _calibrate(self, config, schema, phases, epsilon, delta, fixed=()):
+        return calibrate(config, phases, epsilon, delta, fixed=fixed)
 
     def _train(self, plan, x, key, hooks) -> Release:
         config = plan.config

@@ -33,7 +33,8 @@ from dpgen_jax import _validate as _v
 from dpgen_jax import data as data_lib
 from dpgen_jax import dpsgd, models
 from dpgen_jax.synthesizers import _losses, _dpsgd_phases
-from dpgen_jax.synthesizers._base import Flags, Synthesizer, SynthesizerConfig, Release, register
+from dpgen_jax.synthesizers._base import Flags, Synthesizer, Release, register
+from dpgen_jax.synthesizers._config import GeneratorConfig
 
 # The paper's noise multipliers for epsilon 0.36 / 0.51 / 1.01 (Tantipongpipat et al. 2021, App. E.3)
 # at the default batch size; each step count is the largest whose epsilon under the paper's
@@ -51,7 +52,7 @@ FLAGS = Flags(clip_method="ghost", chunk_size=5000)
 
 
 @dataclasses.dataclass(frozen=True)
-class DPVAEConfig(SynthesizerConfig):
+class DPVAEConfig(GeneratorConfig):
     """Hyperparameters of DP-VAE. All fields are public and go into the privacy report.
 
     The defaults are the ``"paper-1.01"`` schedule and the tutorial's network (sigmoid encoder,
@@ -89,7 +90,7 @@ class DPVAEConfig(SynthesizerConfig):
             v = getattr(self, name)
             if not (v > 0 and math.isfinite(v)):
                 raise ValueError(f"Expected {name}={v!r} to be finite and > 0.")
-        return self
+        return super().validate()
 
 
 def network(config: DPVAEConfig, width: int) -> models.VAE:

@@ -38,7 +38,8 @@ from dpgen_jax import _validate as _v
 from dpgen_jax import data as data_lib
 from dpgen_jax import models
 from dpgen_jax.synthesizers import _gan, _losses, _dpsgd_phases
-from dpgen_jax.synthesizers._base import Flags, Synthesizer, SynthesizerConfig, Release, register
+from dpgen_jax.synthesizers._base import Flags, Synthesizer, Release, register
+from dpgen_jax.synthesizers._config import GeneratorConfig
 
 PREPROCESSINGS = ("mixed", "paper")
 # The paper's noise multipliers for epsilon 0.36 / 0.51 / 1.01 (Tantipongpipat et al. 2021, App. E.2)
@@ -57,7 +58,7 @@ FLAGS = Flags(clip_method="ghost", chunk_size=200)
 
 
 @dataclasses.dataclass(frozen=True)
-class DPWGANConfig(SynthesizerConfig):
+class DPWGANConfig(GeneratorConfig):
     """Hyperparameters of DP-WGAN. All fields are public and go into the privacy report.
 
     The defaults are the ``"paper-1.01"`` schedule; ``fit(epsilon=...)`` calibrates the noise
@@ -104,7 +105,7 @@ class DPWGANConfig(SynthesizerConfig):
                 raise ValueError(f"Expected {name}={v!r} to be finite and > 0.")
         if self.weight_clamp is not None and not self.weight_clamp > 0:
             raise ValueError(f"Expected weight_clamp={self.weight_clamp!r} > 0 or None.")
-        return self
+        return super().validate()
 
 
 # ----------------------------------------------------------------------------- structure

@@ -48,7 +48,7 @@ import math
 import os
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -193,20 +193,20 @@ PREPROCESSING = ("histograms", "dp-em")
 
 
 def calibrate(config: DPSACTGANConfig, layout: Layout, phases: list, epsilon: float, delta: float,
-              accountant: str = "pld") -> list:
+              accountant: str = "pld", fixed: Sequence[str] = ()) -> list:
     """Preprocessing noise first (alone at ``preprocessing_share * epsilon``, or as configured),
-    then the generator noise with the preprocessing held fixed; warns when the generator update
+    then the generator noise with the preprocessing (and the phases named in ``fixed``) held fixed; warns when the generator update
     would be essentially noise (per-step signal-to-noise bound below :data:`ABSURD_SNR`)."""
     pre = [p for p in phases if p.name in PREPROCESSING]
     if pre and config.preprocessing_share is not None:
         scaled = {p.name: p for p in privacy.calibrate(pre, config.preprocessing_share * epsilon, delta,
                                                        accountant, max_noise_multiplier=1e7)}
         phases = [scaled.get(p.name, p) for p in phases]
-    gen = next(p for p in phases if p.name not in PREPROCESSING)
+    gen = next(p for p in phases if p.name not in PREPROCESSING and p.name not in fixed)
     if not gen.spends_privacy:  # no training step planned: nothing left to calibrate
         return phases
     out = privacy.calibrate(phases, epsilon, delta, accountant, max_noise_multiplier=1e7,
-                            fixed=[p.name for p in pre])
+                            fixed=[*fixed, *(p.name for p in pre)])
     if config.mechanism == "critic":
         return out
     gen = next(p for p in out if p.name == "generator")
@@ -281,8 +281,9 @@ class DPSACTGAN(Synthesizer):
     def _phases(self, config, schema, num_records, private):
         return privacy_phases(config, build_layout(schema, config), num_records, private=private)
 
-    def _calibrate(self, config, schema, phases, epsilon, delta):
-        return calibrate(config, build_layout(schema, config), phases, epsilon, delta, self.ACCOUNTANT)
+    def _calibrate(self, config, schema, phases, epsilon, delta, fixed=()):
+        return calibrate(config, build_layout(schema, config), phases, epsilon, delta, self.ACCOUNTANT,
+                         fixed=fixed)
 
     def _paper_accounting(self, config, phases, delta, report):
         if not any(p.name == "generator" for p in phases):  # mechanism="critic": not the paper's

@@ -6,7 +6,7 @@ import dataclasses
 from typing import Any
 
 from dpgen_jax import _validate as _v
-from dpgen_jax.synthesizers._config import Flags, SynthesizerConfig
+from dpgen_jax.synthesizers._config import Flags, GeneratorConfig
 
 MODE_SOURCES = ("dp-em", "public")
 MODE_ASSIGNMENTS = ("argmax", "sample")
@@ -28,7 +28,7 @@ PAPER_PRESETS: dict[str, dict[str, Any]] = {
 
 
 @dataclasses.dataclass(frozen=True)
-class DPSACTGANConfig(SynthesizerConfig):
+class DPSACTGANConfig(GeneratorConfig):
     """Hyperparameters of DP-SACTGAN (all public; ``docs/dp-sactgan.md`` says where each comes from).
 
     ``num_discriminators`` (K): None chooses ``min(max_discriminators, N // batch_size)`` (every
@@ -132,4 +132,4 @@ class DPSACTGANConfig(SynthesizerConfig):
                 raise ValueError(f"Expected {name}={getattr(self, name)!r} in [0, 1).")
         if self.preprocessing_share is not None:
             _v.fraction(preprocessing_share=self.preprocessing_share)
-        return self
+        return super().validate()

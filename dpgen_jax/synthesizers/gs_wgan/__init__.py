@@ -44,7 +44,7 @@ import jax
 
 from dpgen_jax._typing import PyTree
 from dpgen_jax import data as data_lib
-from dpgen_jax import dpsgd, privacy
+from dpgen_jax import privacy
 from dpgen_jax.synthesizers._base import Synthesizer, Release, register
 from dpgen_jax.synthesizers._shards import Shards, partition, shard_batch_indices, step_keys
 from dpgen_jax.synthesizers.gs_wgan._config import (
@@ -91,14 +91,16 @@ class GSWGAN(Synthesizer):
     def _phases(self, config, schema, num_records, private):
         return privacy_phases(config, num_records, private=private)
 
-    def _calibrate(self, config, schema, phases, epsilon, delta):
+    def _calibrate(self, config, schema, phases, epsilon, delta, fixed=()):
         # The proven bound needs noise multipliers well above the default cap of 100 (about 120
         # for a proven 1.01 on Adult); calibrate allows up to 1e7, as for DP-SACTGAN.
         return privacy.calibrate(phases, target_epsilon=epsilon, delta=delta,
-                                 accountant=self.ACCOUNTANT, max_noise_multiplier=1e7)
+                                 accountant=self.ACCOUNTANT, max_noise_multiplier=1e7, fixed=fixed)
 
     def _paper_accounting(self, config, phases, delta, report):
-        paper = [dataclasses.replace(p, accounting="paper") for p in phases]
+        # the generator's phase only: the thesis's accounting (replace-one) has no term for the
+        # calibration stage's one-way release (add/remove-one), which the headline includes
+        paper = [dataclasses.replace(p, accounting="paper") for p in phases if hasattr(p, "accounting")]
         return {"label": ("GS-WGAN / thesis accounting (autodp recipe: steps * B per-row releases, each "
                           "subsampled at 1/K, RDP classic conversion); NOT a valid bound, for "
                           "comparison with the published numbers only"),
@@ -178,9 +180,7 @@ class GSWGAN(Synthesizer):
         if step not in kept:
             raise ValueError(f"Expected step={step!r} to be a kept snapshot step {sorted(kept)} "
                              "(fit with snapshot_every > 0 keeps them).")
-        frame = self._sample_frame(n, dpsgd.make_key(seed).key, mode or self.default_decode_mode(),
-                                   params=kept[step])
-        return data_lib.from_model_frame(frame, self.schema)
+        return self._rows(n, seed, mode, params=kept[step])
 
     def _sample_encoded(self, n, key, params=None):
         if params is None:

@@ -9,7 +9,7 @@ from typing import Any
 
 from dpgen_jax import _validate as _v
 from dpgen_jax import models, privacy
-from dpgen_jax.synthesizers._config import Flags, SynthesizerConfig
+from dpgen_jax.synthesizers._config import Flags, GeneratorConfig
 
 SAMPLE_FROM = ("ema", "raw")
 CRITIC_SCHEDULES = ("all", "selected")
@@ -39,7 +39,7 @@ THESIS_PRESETS: dict[str, dict[str, Any]] = {
 
 
 @dataclasses.dataclass(frozen=True)
-class GSWGANConfig(SynthesizerConfig):
+class GSWGANConfig(GeneratorConfig):
     """Hyperparameters of GS-WGAN (all public; ``docs/gs-wgan.md`` says where each comes from).
 
     ``num_shards`` (K) fixes the number of discriminators; None derives it from the public
@@ -117,7 +117,7 @@ class GSWGANConfig(SynthesizerConfig):
             v = getattr(self, name)
             if isinstance(v, bool) or not 0 <= v < 1:
                 raise ValueError(f"Expected {name}={v!r} in [0, 1).")
-        return self
+        return super().validate()
 
 
 def num_shards(config: GSWGANConfig, num_records: int) -> int:
