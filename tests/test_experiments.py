@@ -300,3 +300,21 @@ def test_throughput_quick_writes_rows_with_the_documented_keys(tmp_path):
         assert 0 < r["ms_per_step_p10"] <= r["ms_per_step_median"] <= r["ms_per_step_p90"]
         assert r["compile_seconds"] > 0 and math.isfinite(r["compile_seconds"])
     assert (out / "throughput.md").exists() and (out / "throughput.png").exists()
+
+
+@pytest.mark.slow
+def test_calibration_share_study_writes_its_summary(tmp_path, xla_cache_home):
+    """``experiments.studies.calibration_share --quick``: one benchmark run per share into its own
+    folder (``independent`` only with share 0), and a summary whose rows are the cells' medians."""
+    from experiments.studies import calibration_share
+
+    out = tmp_path / "share"
+    rows = calibration_share.main(["--quick", "--methods", "dp-vae", "--shares", "0", "0.35",
+                                   "--datasets", "adult-like-3k", "--epsilons", "1", "--out", str(out)])
+    got = {(r["method"], r["share"]) for r in rows}
+    assert got == {("dp-vae", 0.0), ("dp-vae", 0.35), ("independent", 0.0)}
+    assert (out / "summary.md").exists() and json.loads((out / "summary.json").read_text()) == rows
+    cal = json.loads(next((out / "share-0.35").glob("adult-like-3k/dp-vae/*/*/report.json")).read_text())
+    assert [p["name"] for p in cal["privacy"]["phases"]][-1] == "one-way"
+    plain = json.loads(next((out / "share-0").glob("adult-like-3k/dp-vae/*/*/report.json")).read_text())
+    assert "one-way" not in [p["name"] for p in plain["privacy"]["phases"]]

@@ -92,7 +92,7 @@ def summarise(out: pathlib.Path) -> list[dict]:
     return rows
 
 
-def main(argv=None) -> None:
+def main(argv=None) -> list[dict]:
     p = argparse.ArgumentParser(prog="python -m experiments.studies.calibration_share", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--methods", nargs="+", default=["dp-auto-gan", "dp-syn", "dp-vae"])
@@ -113,7 +113,7 @@ def main(argv=None) -> None:
                         "--epsilons", *map(str, args.epsilons), "--seeds", *map(str, args.seeds),
                         "--dataset-module", "experiments.studies.calibration_share", *sets, *(["--quick"] if args.quick else []),
                         "--out", str(args.out / f"share-{s:g}")])
-    summarise(args.out)
+    return summarise(args.out)
 
 
 if __name__ == "__main__":
