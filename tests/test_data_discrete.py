@@ -207,5 +207,38 @@ def test_a_declared_log_scale_spaces_the_auto_bins_logarithmically():
             data.Column("plain", "continuous", lower=0, upper=50)]
     d = data.Discretizer(data.Schema(cols), bins=5)
     assert d.spacings == {"small": "log", "neg": "log", "plain": "equal"}
-    np.testing.assert_allclose(d.edges["neg"], -5 + np.expm1(np.linspace(0, np.log1p(10), 6)))
+    # the declared log scale's unit is a thousandth of the span (0.01 here), not 1
+    np.testing.assert_allclose(d.edges["neg"], -5 + 0.01 * np.expm1(np.linspace(0, np.log1p(1000), 6)))
     assert data.Discretizer(data.Schema(cols), bins=5, spacing="equal").spacings["small"] == "equal"
+
+
+@pytest.mark.parametrize("lower, upper, spacing", [
+    (0, 99_999, "log"),          # Adult's capital-gain: from zero, 1,000 times its unit and more
+    (0, 4_356, "log"),           # capital-loss
+    (0.5, 1_000, "log"),         # a lower bound below 1 counts as 1
+    (0, 999, "equal"),           # from zero but short of 1,000
+    (14_275, 23_713, "equal"),   # cardio's age in days: a wide span far from zero, not skewed
+    (5, 4_999, "equal"),         # reaches less than 1,000 times its lower bound
+    (5, 5_000, "log"),
+    (-1, 1e6, "equal"),          # below zero: never log by the rule
+])
+def test_auto_spacing_is_log_for_ranges_reaching_a_thousand_times_their_lower_bound(lower, upper, spacing):
+    col = data.Column("v", "continuous", lower=lower, upper=upper)
+    assert data.auto_spacing(col) == spacing
+    assert data.Discretizer(data.Schema([col]), bins=4).spacings == {"v": spacing}
+
+
+def test_log_bins_of_a_declared_log_column_start_at_a_thousandth_of_its_span():
+    """An income declared log over 0-500,000: half of 20 bins lie below ~15,300 (unit 500), not
+    below 707 as on ``log1p(x - lower)``; bins of an undeclared auto-log column keep unit 1."""
+    inc = data.Column("inc", "continuous", lower=0, upper=500_000, scale="log")
+    assert inc.log_unit == 500.0
+    edges = data.bin_edges(inc, 20, "log")
+    assert edges[0] == 0 and edges[-1] == 500_000
+    assert 15_000 < edges[10] < 16_000 and 200 < edges[1] < 210
+    np.testing.assert_allclose(np.diff(np.log1p(edges / 500.0)), np.log1p(1000) / 20)
+    plain = data.Column("gain", "continuous", lower=0, upper=99_999)
+    assert plain.log_unit == 1.0
+    np.testing.assert_allclose(data.bin_edges(plain, 20, "log")[1], np.expm1(np.log1p(99_999) / 20))
+    with pytest.raises(ValueError, match="'c' is categorical"):
+        data.Column("c", "categorical", categories=("a", "b")).log_unit

@@ -3,7 +3,7 @@
 A column of any kind declared ``missing=True`` round-trips its gaps through the encoder, the model
 frames and CSV files with the dtypes a user expects; ``infer_schema`` / ``draft_schema`` accept
 gaps and say which columns have them, which look like identifiers and which are skewed;
-``scale="log"`` encodes on ``log1p``; messages name the column and the rule, and quote values
+``scale="log"`` encodes on ``log1p((x - lower) / u)``; messages name the column and the rule, and quote values
 only under ``verbose=True``.
 """
 
@@ -344,13 +344,14 @@ def test_scale_is_validated_serialised_only_when_log_and_public():
     assert Column.from_dict({**lin.to_dict(), "scale": "linear"}) == lin
 
 
-def test_log_scale_encoding_follows_log1p_and_inverts():
+def test_log_scale_encoding_follows_log1p_of_its_unit_and_inverts():
     s = Schema((Column("inc", "continuous", lower=-5, upper=5e5, scale="log"),
                 Column("lin", "continuous", lower=-5, upper=5e5)))
     v = np.array([-5.0, 0.0, 12.5, 999.0, 22_000.0, 5e5])
     df = pd.DataFrame({"inc": v, "lin": v})
     x = data.TableEncoder(s).encode(df)
-    ref = np.array([math.log1p(a + 5) / math.log1p(5e5 + 5) for a in v], dtype=np.float32)
+    u = (5e5 + 5) * 1e-3  # the public unit: a thousandth of the span
+    ref = np.array([math.log1p((a + 5) / u) / math.log1p((5e5 + 5) / u) for a in v], dtype=np.float32)
     np.testing.assert_array_equal(x[:, 0], ref)
     np.testing.assert_array_equal(x[:, 1], ((v + 5) / (5e5 + 5)).astype(np.float32))  # linear as before
     back = data.TableEncoder(s).decode(x)

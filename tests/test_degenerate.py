@@ -56,8 +56,8 @@ def test_a_constant_column_and_a_constant_label_are_found():
 @pytest.mark.parametrize("column, values, end", [
     ("age", lambda n, r: np.where(r.random(n) < 0.6, r.uniform(0, 4.9, n), r.uniform(5, 100, n)), "first"),
     ("age", lambda n, r: np.where(r.random(n) < 0.6, r.uniform(95.1, 100, n), r.uniform(0, 95, n)), "last"),
-    # log-spaced bins of 0-500,000: the first edge is expm1(log1p(500000) / 20) = 0.93, so values
-    # below 0.9 (here 0: the fill value a bad method writes) pile in the first bin
+    # log-spaced bins of 0-500,000 (unit 500): the first edge is 500 * expm1(log1p(1000) / 20) = 207,
+    # so values below it (here 0: the fill value a bad method writes) pile in the first bin
     ("income", lambda n, r: np.where(r.random(n) < 0.6, 0.0, r.uniform(1e3, 1e5, n)), "first"),
 ])
 def test_a_column_piled_in_an_end_bin_is_found(column, values, end):

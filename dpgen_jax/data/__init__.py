@@ -67,6 +67,7 @@ from dpgen_jax.data._missing import (from_model_frame, has_missing, missing_cate
 from dpgen_jax.data._mimic import mimic_like, mimic_like_marginals
 from dpgen_jax.data._planted import PlantedTable, planted_binary
 from dpgen_jax.data._schema import (
+    LOG_RESOLUTION,
     SCALES,
     Column,
     DataDerivedSchemaWarning,
@@ -93,6 +94,7 @@ __all__ = [
     "SPACINGS",
     "SCALES",
     "IntegerResolutionWarning",
+    "LOG_RESOLUTION",
     "LOG_SPAN",
     "PlantedTable",
     "Schema",

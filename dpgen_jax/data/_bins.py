@@ -23,9 +23,12 @@ def bin_edges(column: Column, n_bins: int, spacing: BinSpacing = "equal") -> np.
 
     ``"equal"``: equal widths, ``(upper - lower) / n_bins``.
     ``"log"``: widths that grow geometrically with the distance from ``lower``: the edges are
-    ``lower + expm1(t)`` for ``t`` equally spaced over ``[0, log1p(upper - lower)]``. For a
-    heavy-tailed column such as UCI Adult's capital-gain (0 to 99999) the first bins are narrow
-    (with 20 bins the first holds [0, 0.78), i.e. the zeros) and the last ones wide.
+    ``lower + u * expm1(t)`` for ``t`` equally spaced over ``[0, log1p((upper - lower) / u)]``,
+    ``u`` the column's :attr:`~dpgen_jax.data.Column.log_unit` (a thousandth of the span for a
+    column declared ``scale="log"``, 1 otherwise). For a heavy-tailed column such as UCI Adult's
+    capital-gain (0 to 99999, not declared log) the first bins are narrow (with 20 bins the first
+    holds [0, 0.78), i.e. the zeros) and the last ones wide; an income declared log over 0 to
+    500,000 gets 20 bins from [0, 207) up, half of them below 15,300.
 
     A value ``v`` belongs to bin ``i`` when ``edges[i] <= v < edges[i + 1]``; the last bin also
     holds ``upper`` (as ``numpy.histogram`` counts). :func:`bin_index` assigns values.
@@ -59,7 +62,8 @@ def bin_edges(column: Column, n_bins: int, spacing: BinSpacing = "equal") -> np.
     if spacing == "equal":
         edges = np.linspace(lo, hi, int(n_bins) + 1)
     else:
-        edges = lo + np.expm1(np.linspace(0.0, np.log1p(hi - lo), int(n_bins) + 1))
+        unit = column.log_unit
+        edges = lo + unit * np.expm1(np.linspace(0.0, np.log1p((hi - lo) / unit), int(n_bins) + 1))
     edges[0], edges[-1] = lo, hi
     return edges
 

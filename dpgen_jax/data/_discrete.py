@@ -30,18 +30,20 @@ from dpgen_jax.data._schema import Column, Schema, indicator_name
 DiscreteSpacing = Literal["auto", "equal", "log"]
 SPACINGS: tuple[str, ...] = ("auto", "equal", "log")
 #: ``"auto"`` spaces a continuous column's bins logarithmically when the column declares
-#: ``scale="log"``, or when its bounds start at or above zero and span at least this much
-#: (money-like, heavy-tailed amounts such as Adult's capital-gain, 0 to 99999), and equally
-#: otherwise. A public rule: it reads the schema only.
+#: ``scale="log"``, or when its bounds start at or above zero and its upper bound is at least
+#: this many times ``max(lower, 1)`` (money-like, heavy-tailed amounts from zero such as Adult's
+#: capital-gain, 0 to 99999), and equally otherwise: a narrow range far from zero (cardio's age
+#: in days, 14,275 to 23,713) stays equal. A public rule: it reads the schema only.
 LOG_SPAN = 1000.0
 
 
 def auto_spacing(column: Column) -> str:
     """The ``"auto"`` spacing of a continuous column: ``"log"`` for a column declared
-    ``scale="log"`` or spanning :data:`LOG_SPAN` from a lower bound >= 0, ``"equal"`` otherwise."""
+    ``scale="log"`` or reaching :data:`LOG_SPAN` times ``max(lower, 1)`` from a lower bound >= 0,
+    ``"equal"`` otherwise."""
     if column.scale == "log":
         return "log"
-    return "log" if column.lower >= 0 and column.upper - column.lower >= LOG_SPAN else "equal"
+    return "log" if 0 <= column.lower and column.upper >= LOG_SPAN * max(column.lower, 1.0) else "equal"
 
 
 def _is_indicator(column: Column, value: Column) -> bool:

@@ -73,7 +73,8 @@ def _integer_error(col: Column) -> float:
     rounding recovers every integer of the range exactly."""
     span = col.upper - col.lower
     if col.scale == "log":
-        reach = (1.0 + span) * np.log1p(span)
+        unit = col.log_unit
+        reach = (unit + span) * np.log1p(span / unit)
         return 0.0 if reach < EXACT_INTEGER_SPAN else reach * 2.0**-25 + 0.5
     return 0.0 if span < EXACT_INTEGER_SPAN else span * 2.0**-25 + 0.5
 
@@ -104,7 +105,8 @@ class TableEncoder:
     puts the gaps back (``docs/data.md``, "Missing values").
 
     A continuous column declared ``scale="log"`` is encoded as
-    ``log1p(x - lower) / log1p(upper - lower)`` (in [0, 1]) and decoded with the inverse.
+    ``log1p((x - lower) / u) / log1p((upper - lower) / u)`` (in [0, 1]; ``u`` its public
+    ``Column.log_unit``) and decoded with the inverse.
 
     Attributes:
         schema: The schema.
@@ -145,7 +147,7 @@ class TableEncoder:
             error = _integer_error(col) if col.integer else 0.0
             if error:
                 many = ("2**24 or more values" if col.scale == "linear" else
-                        "too many values on a log scale ((1 + span) * log1p(span) >= 2**24)")
+                        "too many values on a log scale ((u + span) * log1p(span / u) >= 2**24)")
                 warnings.warn(
                     f"column {col.name!r}: the integer range [{col.lower:.0f}, {col.upper:.0f}] holds "
                     f"{many}, more than one float32 per column resolves: decode(encode(df)) "
@@ -326,7 +328,7 @@ class TableEncoder:
         Returns:
             ``(len(df), width)`` float32: one-hot blocks, 0/1 binary columns, continuous
             columns scaled to [0, 1] by ``(x - lower) / (upper - lower)`` (``scale="log"``:
-            ``log1p(x - lower) / log1p(upper - lower)``).
+            ``log1p((x - lower) / u) / log1p((upper - lower) / u)``, ``u = Column.log_unit``).
 
         Raises:
             TypeError: if ``df`` is not a DataFrame.
@@ -345,7 +347,8 @@ class TableEncoder:
             elif b.kind == "binary":
                 x[:, b.start] = v
             elif col.scale == "log":
-                x[:, b.start] = np.log1p(v - col.lower) / np.log1p(col.upper - col.lower)
+                unit = col.log_unit
+                x[:, b.start] = np.log1p((v - col.lower) / unit) / np.log1p((col.upper - col.lower) / unit)
             else:
                 x[:, b.start] = (v - col.lower) / (col.upper - col.lower)
         return np.ascontiguousarray(x)
@@ -390,7 +393,7 @@ class TableEncoder:
             the schema's own values (str columns as pandas strings; int columns with the
             smallest signed integer dtype that holds the categories; bool columns as bool).
             Continuous columns are ``x * (upper - lower) + lower`` clipped to the bounds
-            (``scale="log"``: ``lower + expm1(x * log1p(upper - lower))`` with ``x`` clipped to
+            (``scale="log"``: ``lower + u * expm1(x * log1p((upper - lower) / u))`` with ``x`` clipped to
             [0, 1]): float64, or for integer columns int64, rounded to the nearest integer (half to
             even). Gaps of columns declared ``missing=True`` come back as ``data.from_model_frame``
             returns them.
@@ -455,8 +458,8 @@ _HINT = " Pass verbose=True (dpgen-jax: --verbose) to see the values (for your o
 def decode_continuous(x: np.ndarray, col: Column) -> np.ndarray:
     """A continuous column's values from its scaled outputs ``x`` (any real numbers), inside its
     bounds: int64 for an integer column (:func:`_decode_integer`), float64 otherwise, on the
-    column's scale (``lower + x * (upper - lower)``, or ``lower + expm1(x * log1p(upper - lower))``
-    for ``scale="log"``)."""
+    column's scale (``lower + x * (upper - lower)``, or ``lower + u * expm1(x * log1p((upper - lower) / u))``
+    for ``scale="log"``, ``u = Column.log_unit``)."""
     if col.integer:
         return _decode_integer(x, col)
     if col.scale == "log":
@@ -467,11 +470,12 @@ def decode_continuous(x: np.ndarray, col: Column) -> np.ndarray:
 
 
 def _log_offset(x: np.ndarray, col: Column) -> np.ndarray:
-    """``expm1(x * log1p(upper - lower))`` in float64 with ``x`` clipped to [0, 1] (``upper - lower``
-    exactly at 1): the offset from ``lower`` of a log-scaled column."""
+    """``u * expm1(x * log1p((upper - lower) / u))`` in float64 with ``x`` clipped to [0, 1]
+    (``upper - lower`` exactly at 1; ``u = Column.log_unit``): the offset from ``lower`` of a
+    log-scaled column."""
     t = np.clip(x.astype(np.float64), 0.0, 1.0)
-    span = col.upper - col.lower
-    return np.where(t >= 1.0, span, np.expm1(t * np.log1p(span)))  # the upper bound exactly at 1
+    span, unit = col.upper - col.lower, col.log_unit
+    return np.where(t >= 1.0, span, unit * np.expm1(t * np.log1p(span / unit)))  # the upper bound exactly at 1
 
 
 def _decode_integer(x: np.ndarray, col: Column) -> np.ndarray:

@@ -28,6 +28,9 @@ _KINDS: tuple[str, ...] = ("binary", "categorical", "continuous")
 _SOURCES: tuple[str, ...] = ("public", "data-derived")
 _FORMAT_VERSION = 1
 _COLUMN_KEYS = ("name", "kind", "categories", "lower", "upper", "integer", "label", "missing", "scale")
+#: A column declared ``scale="log"`` resolves values down to this fraction of its span above its
+#: lower bound (``Column.log_unit``): its first log bin is that narrow, not one unit wide.
+LOG_RESOLUTION = 1e-3
 #: The scales of a continuous column (``Column.scale``).
 SCALES: tuple[str, ...] = ("linear", "log")
 _SCHEMA_KEYS = ("version", "columns", "source", "notes")
@@ -111,8 +114,10 @@ class Column:
             ``False`` (default): a missing value is an error.
         scale: Continuous columns only: ``"linear"`` (default) or ``"log"``, a public fact that the
             column is skewed (incomes, counts). A log column is encoded as
-            ``log1p(x - lower) / log1p(upper - lower)`` and binned on log-spaced edges, so its
-            many small values are not crowded into one bin.
+            ``log1p((x - lower) / u) / log1p((upper - lower) / u)`` with the public unit
+            ``u = (upper - lower) * LOG_RESOLUTION`` (:attr:`log_unit`: the scale resolves three
+            orders of magnitude below its span) and binned on log-spaced edges, so its many small
+            values are not crowded into one bin and its bins do not crowd at the lower bound.
 
     Raises:
         ValueError: if a field is inconsistent with ``kind`` (e.g. a binary column without
@@ -232,6 +237,16 @@ class Column:
                     f"{where}: missing={self.missing!r} is not one of its categories ({show_values(cats)})."
                 )
             object.__setattr__(self, "missing", missing)
+
+    @property
+    def log_unit(self) -> float:
+        """The unit ``u`` of a continuous column's log scale: log-spaced bins and the log encoding
+        are uniform in ``log1p((x - lower) / u)``. ``(upper - lower) * LOG_RESOLUTION`` for a column
+        declared ``scale="log"``; 1 otherwise (the whole units a column that the ``"auto"`` bin
+        spacing puts on log bins is counted in, as Adult's dollar amounts). Public: bounds only."""
+        if self.kind != "continuous":
+            raise ValueError(f"column {self.name!r} is {self.kind}; only a continuous column has a scale.")
+        return (self.upper - self.lower) * LOG_RESOLUTION if self.scale == "log" else 1.0
 
     @property
     def width(self) -> int:
