@@ -90,10 +90,6 @@ class Hooks:
                 "checkpoint": self.checkpoint(name), "flags": self.flags}
 
 
-# Configuration fields of files written before the Release that are released statistics now.
-LEGACY_STATISTICS = ("model_cliques", "released_counts")
-
-
 def load(path) -> Synthesizer:
     """Loads a release file of any registered method (dispatching on the method it holds)."""
     return Synthesizer.load(path)
@@ -534,10 +530,7 @@ class Synthesizer(abc.ABC):
         plan holds N only where it may be shown).
         """
         self._require_fitted()
-        plan = self.fitted_plan
-        _release.save_release(path, self.METHOD, self.fitted_release.arrays, {
-            "config": plan.config.to_dict(), "schema": plan.schema.to_dict(),
-            "privacy_report": self._report, "plan": plan.record(), "run": self.fitted_release.record()})
+        _release.write_model(path, self)
 
     @classmethod
     def load(cls, path) -> Synthesizer:
@@ -548,36 +541,7 @@ class Synthesizer(abc.ABC):
             ValueError: not a dpgen_jax release, corrupt, another format version, a method other
                 than ``cls``'s, or arrays that do not match the stored configuration.
         """
-        groups, meta = _release.load_release(path, None if cls is Synthesizer else cls.METHOD)
-        target = get(meta["method"]) if cls is Synthesizer else cls
-        try:
-            stored = dict(meta["config"])
-            # Released statistics that files written before the Release held in the configuration.
-            legacy = {k: stored.pop(k) for k in LEGACY_STATISTICS if k in stored}
-            config = target.CONFIG.from_dict(stored).validate()
-            schema = data_lib.Schema.from_dict(meta["schema"])
-            report = meta["privacy_report"]
-            plan = (Plan.from_record(target.METHOD, config, schema, meta["plan"]) if "plan" in meta else
-                    Plan(target.METHOD, config, None, RecordCount(0, False), report["delta"], None, None,
-                         True, schema=schema))  # a file written before plans were saved
-            record = meta.get("run", {"steps": {}, "statistics": {k: v for k, v in legacy.items()
-                                                                  if v is not None}})
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"{str(path)!r} has an invalid {target.METHOD} record: {exc}") from exc
-        model = target(config)
-        release = Release.from_record({}, record)
-        expected = model._release_shapes(config, data_lib.model_schema(schema), release.statistics)
-        for name, want in expected.items():
-            got = groups.get(name)
-            same = got is not None and jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(want)
-            if not same or any(np.shape(a) != tuple(b.shape) for a, b in
-                               zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want))):
-                raise ValueError(f"{str(path)!r}: the saved {name} does not match its configuration.")
-        arrays = {k: jax.tree_util.tree_map(jax.numpy.asarray, groups[k]) for k in expected}
-        model.fitted_plan, model.fitted_release = plan, dataclasses.replace(release, arrays=arrays)
-        model._report = report
-        return model
-
+        return _release.read_model(path, None if cls is Synthesizer else cls)
 
 __all__ = [
     "Hooks",

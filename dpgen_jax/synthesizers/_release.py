@@ -5,10 +5,14 @@ under ``"<group>/<path>"`` keys and one JSON document under ``"__meta__"`` (meth
 config, schema, privacy report, library versions). Only what a synthesizer releases goes in (for
 DP-auto-GAN: generator and decoder); no optimizer state, no critic, no encoder, no key.
 ``FORMAT_VERSION`` 2 stores the method under its registry name (``synthesizers.available()``).
+:func:`write_model` and :func:`read_model` put a fitted synthesizer in such a file and back
+(``Synthesizer.save`` / ``load``): its released arrays and statistics, configuration, schema, plan
+and privacy report, so a loaded model samples and reports as the fitted one did.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
 import zipfile
@@ -17,12 +21,17 @@ from typing import Any
 import jax
 import numpy as np
 
+from dpgen_jax import data as data_lib
 from dpgen_jax._versions import library_versions
+from dpgen_jax.synthesizers._plan import Plan, RecordCount, Release
+from dpgen_jax.synthesizers._registry import get
 
 FORMAT = "dpgen_jax.release"
 # Version 2: the method is stored under its registry name (e.g. "dp-auto-gan").
 FORMAT_VERSION = 2
 _SEP = "/"
+# Configuration fields of files written before the Release that are released statistics now.
+LEGACY_STATISTICS = ("model_cliques", "released_counts")
 
 
 def _flatten(tree: Any, prefix: str) -> dict[str, np.ndarray]:
@@ -99,3 +108,53 @@ def load_release(path: str | pathlib.Path, method: str | None) -> tuple[dict[str
         raise ValueError(f"{str(path)!r} holds a {meta.get('method')!r} model, not {method!r}.")
     groups = {name: _unflatten(arrays, name) for name in meta.get("groups", [])}
     return groups, meta
+
+
+def write_model(path, model) -> pathlib.Path:
+    """Writes a fitted synthesizer's release file: its released arrays and statistics, schema,
+    configuration, plan, privacy report and versions; nothing else (no optimizer state, no critic,
+    no key, no private row: the plan holds N only where it may be shown)."""
+    plan = model.fitted_plan
+    return save_release(path, model.METHOD, model.fitted_release.arrays, {
+        "config": plan.config.to_dict(), "schema": plan.schema.to_dict(),
+        "privacy_report": model._report, "plan": plan.record(), "run": model.fitted_release.record()})
+
+
+def read_model(path, cls=None):
+    """The synthesizer in a release file written by :func:`write_model`: of class ``cls``, or
+    (``None``) of the registered method the file names.
+
+    Raises:
+        FileNotFoundError: no file.
+        ValueError: not a dpgen_jax release, corrupt, another format version, a method other
+            than ``cls``'s, or arrays that do not match the stored configuration.
+    """
+    groups, meta = load_release(path, None if cls is None else cls.METHOD)
+    target = get(meta["method"]) if cls is None else cls
+    try:
+        stored = dict(meta["config"])
+        # Released statistics that files written before the Release held in the configuration.
+        legacy = {k: stored.pop(k) for k in LEGACY_STATISTICS if k in stored}
+        config = target.CONFIG.from_dict(stored).validate()
+        schema = data_lib.Schema.from_dict(meta["schema"])
+        report = meta["privacy_report"]
+        plan = (Plan.from_record(target.METHOD, config, schema, meta["plan"]) if "plan" in meta else
+                Plan(target.METHOD, config, None, RecordCount(0, False), report["delta"], None, None,
+                     True, schema=schema))  # a file written before plans were saved
+        record = meta.get("run", {"steps": {}, "statistics": {k: v for k, v in legacy.items()
+                                                              if v is not None}})
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"{str(path)!r} has an invalid {target.METHOD} record: {exc}") from exc
+    model = target(config)
+    release = Release.from_record({}, record)
+    expected = model._release_shapes(config, data_lib.model_schema(schema), release.statistics)
+    for name, want in expected.items():
+        got = groups.get(name)
+        same = got is not None and jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(want)
+        if not same or any(np.shape(a) != tuple(b.shape) for a, b in
+                           zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want))):
+            raise ValueError(f"{str(path)!r}: the saved {name} does not match its configuration.")
+    arrays = {k: jax.tree_util.tree_map(jax.numpy.asarray, groups[k]) for k in expected}
+    model.fitted_plan, model.fitted_release = plan, dataclasses.replace(release, arrays=arrays)
+    model._report = report
+    return model
