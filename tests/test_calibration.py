@@ -129,3 +129,38 @@ def test_the_rows_that_move_are_those_their_other_columns_point_to():
     assert moved.sum() == 500 - y.sum()  # the least change
     assert (frame.loc[moved, "x"] == 1).all()  # every moved row is one its feature points to
     assert (out["y"] == out["x"]).mean() > 0.85
+
+
+@pytest.mark.parametrize("missing_share", [0.05, 0.45])
+def test_model_frames_move_gaps_with_their_indicator_and_never_the_fill(missing_share):
+    """The path ``sample`` takes: rows of the model schema (a continuous gap is its indicator with
+    the value at the lower bound). A generator with too few / too many gaps is matched to the
+    released 20 %: every row's indicator agrees with its new code, no present value sits at the
+    fill (the real values start at 20; the released marginal has no mass below), and rows made
+    present take ranks spread over the present values, not the lowest bins."""
+    schema = _schema()
+    model = data.model_schema(schema)
+    disc = data.Discretizer(model, 20)
+    probs = _released(data.to_model_frame(_frame(5000, 7), schema), disc)
+    syn = _frame(2000, 0)
+    r = np.random.default_rng(5)
+    for col in ("age", "hours"):
+        syn[col] = syn[col].astype("float64")
+        syn.loc[r.random(len(syn)) < 0.5, col] = 50.0  # refill every gap, then punch the share anew
+        syn.loc[r.random(len(syn)) < missing_share, col] = np.nan
+    syn["age"] = syn["age"].round().astype("Int64")
+    frame = data.to_model_frame(syn, schema)
+    out = match_one_way(frame, disc, probs, np.random.default_rng(2))
+    codes = disc.codes(out)  # reads the indicators: the counts include the gaps
+    for j, col in enumerate(disc.schema.columns):
+        np.testing.assert_array_equal(np.bincount(codes[:, j], minlength=disc.sizes[j]),
+                                      rounded_counts(probs[j], len(frame)), err_msg=col.name)
+    back = data.from_model_frame(out, schema)
+    for col in ("age", "hours"):
+        gap = out[data.indicator_name(col)].to_numpy(dtype=bool)
+        assert abs(gap.mean() - probs[disc.schema.names.index(col)][-1]) < 1e-3
+        present = back[col].dropna().to_numpy(dtype=np.float64)
+        assert present.size == (~gap).sum() and present.min() >= 20, col
+        made_present = frame[data.indicator_name(col)].to_numpy(dtype=bool) & ~gap
+        if made_present.any():  # their values spread like the others (random ranks), not at the bottom
+            assert np.median(out.loc[made_present, col]) > np.quantile(present, 0.25), col

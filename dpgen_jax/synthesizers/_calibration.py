@@ -43,7 +43,7 @@ import pandas as pd
 
 from dpgen_jax import privacy
 from dpgen_jax._random import host_rng
-from dpgen_jax.data import Discretizer, Schema
+from dpgen_jax.data import Discretizer, Schema, indicator_name
 from dpgen_jax.synthesizers import _one_way
 
 __all__ = ["PHASE", "add_phase", "apply", "match_one_way", "release", "rounded_counts", "share"]
@@ -142,7 +142,9 @@ def match_one_way(frame: pd.DataFrame, disc: Discretizer, probs: Sequence[np.nda
     """``frame`` (rows of ``disc.user_schema``) with each column matched to ``probs``.
 
     Args:
-        frame: Synthetic rows of the user's schema (gaps as NaN / ``pd.NA``).
+        frame: Synthetic rows of ``disc.user_schema``: the user's schema (gaps as NaN / ``pd.NA``)
+            or the model schema (a continuous column's gap as its indicator, the value at the
+            fill; a moved row's indicator is set with its code).
         disc: The public binning the marginals were released on.
         probs: Per coded column of ``disc`` (its ``schema`` order), the released probabilities of
             its codes (clipped at 0 and renormalised here).
@@ -170,15 +172,18 @@ def match_one_way(frame: pd.DataFrame, disc: Discretizer, probs: Sequence[np.nda
             continue
         gap = disc.missing_codes.get(col.name)
         present = np.ones(n, dtype=bool)
+        was_gap = np.zeros(n, dtype=bool)
         if gap is not None:
-            is_gap = _reassign((codes[:, j] == gap).astype(np.int64),
-                               np.array([n - target[gap], target[gap]]), rng,
+            was_gap = codes[:, j] == gap
+            is_gap = _reassign(was_gap.astype(np.int64), np.array([n - target[gap], target[gap]]), rng,
                                np.delete(new, j, axis=1)).astype(bool)
             new[is_gap, j] = gap
             present = ~is_gap
         values = pd.to_numeric(frame[col.name], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
         keys = values[present]
-        unknown = np.isnan(keys)  # rows made present: a random rank among the present values
+        # rows made present (a gap holds NaN in the user's frame, the fill value in the model
+        # frame: neither is a rank) take a random rank among the present values
+        unknown = np.isnan(keys) | was_gap[present]
         if unknown.any():
             known = keys[~unknown]
             keys[unknown] = (np.quantile(known, rng.random(int(unknown.sum()))) if known.size
@@ -192,6 +197,9 @@ def match_one_way(frame: pd.DataFrame, disc: Discretizer, probs: Sequence[np.nda
         keep = new[:, j] == codes[:, j]
         if not keep.all():
             result[col.name] = _merge(frame[col.name], out[col.name], keep)
+            flag = indicator_name(col.name)
+            if col.name in disc.missing_codes and flag in frame.columns:  # the model frame's gap flag
+                result[flag] = _merge(frame[flag], out[flag], keep)
     return result
 
 
