@@ -439,8 +439,8 @@ def audit_histograms(key: jax.Array, *, target_epsilon: float, delta: float = 1e
     base_codes = np.repeat(np.arange(k), base)[:, None] * np.ones((1, d), np.int64)
     codes = {"out": base_codes, "in": np.concatenate([base_codes, np.zeros((1, d), np.int64)])}
     if mechanism == "independent":
-        config = independent.IndependentConfig(num_columns=d, noise_multiplier=1.0).validate()
-        phase, claimed = _calibrated(independent.privacy_phases(config)[0], target_epsilon, delta)
+        config = independent.IndependentConfig(noise_multiplier=1.0).validate()
+        phase, claimed = _calibrated(independent.privacy_phases(config, d)[0], target_epsilon, delta)
         score_noise = phase.noise_multiplier
     else:
         config, layout = _sactgan_layout(d, k)

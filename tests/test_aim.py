@@ -44,7 +44,7 @@ class TestAIMContract(SynthesizerContract):
         return {"max_rounds": 1}
 
     def functional_phases(self, config, schema, num_records):
-        return aim.privacy_phases(config)
+        return aim.privacy_phases(config, len(schema))  # d: one coded column per column
 
     def functional_released(self, model, frame, schema, phases):
         cfg = model.fitted_config
@@ -172,8 +172,8 @@ def test_phases_split_the_budget_as_the_paper_and_match_dp_accounting():
     d, rounds = 13, 32
     model = synthesizers.create("aim")
     cfg = model.resolve_config(data.adult_schema())
-    assert cfg.max_rounds == rounds and cfg.num_columns == d
-    phases = aim.privacy_phases(cfg)
+    assert cfg == AIMConfig() and cfg.rounds(d) == rounds  # the user's choices only
+    phases = aim.privacy_phases(cfg, d)
     assert [(p.name, p.steps) for p in phases] == [("one_way", 1), ("selection", rounds), ("measure", rounds)]
     assert phases[0].sensitivity == pytest.approx(math.sqrt(d)) and phases[2].sensitivity == 1.0
     # before calibration the total rho is 1, a unit 1 / T with T = R + 0.9 d (the paper's T)
@@ -206,9 +206,12 @@ def test_a_round_of_m_units_costs_m_unit_rounds():
 
 
 def test_paper_rounds_and_conversion():
-    cfg = AIMConfig(max_rounds=None).for_columns(13)
-    assert cfg.max_rounds == aim.paper_rounds(13) == 196  # T = 196 + 11.7 = 16 d (207.7 ~ 208)
-    phases = aim.privacy_phases(cfg)
+    cfg = AIMConfig(max_rounds=None)
+    assert cfg.rounds(13) == aim.paper_rounds(13) == 196  # T = 196 + 11.7 = 16 d (207.7 ~ 208)
+    phases = aim.privacy_phases(cfg, 13)
+    assert [p.steps for p in phases] == [1, 196, 196]
+    plan = synthesizers.create("aim", max_rounds=None).plan(data.adult_schema(), 1000, epsilon=1.0)
+    assert plan.config.max_rounds is None and [p.steps for p in plan.phases] == [1, 196, 196]  # derived in the phases
     rho = 1 / (2 * phases[0].noise_multiplier**2) + 196 * (1 / (2 * phases[2].noise_multiplier**2) + phases[1].rho)
     assert rho == pytest.approx(1.0)
     model = synthesizers.create("aim")
@@ -232,9 +235,9 @@ def test_configuration_is_checked():
     with pytest.raises(ValueError, match="max_cells=2 leaves no 3-way marginal"):
         synthesizers.create("aim", max_cells=2).plan(SCHEMA, 100, epsilon=1.0)
     with pytest.raises(ValueError, match=r"no field\(s\) \['model_cliques'\]"):  # a statistic of the release
-        synthesizers.create("aim", num_columns=4, model_cliques=((0, 1),))
-    with pytest.raises(ValueError, match="num_columns=2 but the schema has 4 columns"):
-        AIMConfig(num_columns=2).for_columns(4)
+        synthesizers.create("aim", model_cliques=((0, 1),))
+    with pytest.raises(ValueError, match=r"no field\(s\) \['num_columns'\]"):  # d is the schema's
+        synthesizers.create("aim", num_columns=4)
 
 
 def test_missing_mbi_is_a_clear_error():

@@ -34,7 +34,7 @@ class TestGEMContract(SynthesizerContract):
         return {"max_rounds": 1}
 
     def functional_phases(self, config, schema, num_records):
-        return gem.privacy_phases(config)
+        return gem.privacy_phases(config, gem.discretizer(config, data.model_schema(schema)).sizes)
 
     def functional_released(self, model, frame, schema, phases):
         cfg = model.fitted_config
@@ -155,7 +155,7 @@ def test_annealing_spends_exactly_the_planned_units():
 
 def test_drawn_codes_follow_the_generator_probabilities():
     sizes = (3, 2, 4)
-    cfg = GEMConfig(hidden=(8,), noise_dim=4).for_columns(3)
+    cfg = GEMConfig(hidden=(8,), noise_dim=4).for_sizes(sizes)
     mask = jnp.asarray(gem.bin_mask(sizes))
     net = gem.network(cfg, mask.size)
     params = gem.init(cfg, mask.size, jax.random.key(0))
@@ -187,14 +187,15 @@ def test_random_workload_is_public_deterministic_and_capped():
 
 
 def test_units_compose_as_dp_accounting_says():
-    cfg = GEMConfig(max_rounds=7).for_columns(5)
-    phases = gem.privacy_phases(cfg)
+    cfg, sizes = GEMConfig(max_rounds=7), (3,) * 5
+    phases = gem.privacy_phases(cfg, sizes)
+    noise = cfg.noise_multipliers(sizes)
     acc = RdpAccountant()
-    acc.compose(dpa.GaussianDpEvent(cfg.one_way_noise_multiplier))  # sensitivity sqrt(d), std sigma sqrt(d)
-    acc.compose(dpa.GaussianDpEvent(cfg.measure_noise_multiplier), 7)
+    acc.compose(dpa.GaussianDpEvent(noise["one_way_noise_multiplier"]))  # sensitivity sqrt(d), std sigma sqrt(d)
+    acc.compose(dpa.GaussianDpEvent(noise["measure_noise_multiplier"]), 7)
     # a selection at epsilon_u is (epsilon_u^2 / 8)-zCDP: RDP (alpha epsilon_u^2 / 8), as a Gaussian
     # of noise multiplier 2 / epsilon_u
-    eps_u = 2.0 / cfg.selection_noise_multiplier
+    eps_u = 2.0 / noise["selection_noise_multiplier"]
     acc.compose(dpa.GaussianDpEvent(2.0 / eps_u), 7)
     assert privacy.epsilon(phases, 1e-5, "rdp") == pytest.approx(acc.get_epsilon(1e-5), rel=1e-6)
     rho = sm.zcdp_rho(phases)
@@ -233,10 +234,10 @@ def test_select_many_is_distinct_and_follows_the_scores():
 
 
 def test_one_way_share_and_rounds_of_several_units_keep_the_total():
-    cfg = GEMConfig(max_rounds=5, measurements_per_round=4, one_way_share=0.3).for_columns(12)
-    phases = {p.name: p for p in gem.privacy_phases(cfg)}
+    cfg, sizes = GEMConfig(max_rounds=5, measurements_per_round=4, one_way_share=0.3), (2,) * 12
+    phases = {p.name: p for p in gem.privacy_phases(cfg, sizes)}
     assert phases["selection"].steps == phases["measure"].steps == 20
-    assert 1.0 / (2.0 * cfg.one_way_noise_multiplier**2) == pytest.approx(0.3)
+    assert 1.0 / (2.0 * cfg.noise_multipliers(sizes)["one_way_noise_multiplier"]**2) == pytest.approx(0.3)
     assert sm.zcdp_rho(phases.values()) == pytest.approx(1.0, rel=1e-9)
     with pytest.raises(ValueError, match="one_way_share"):
         GEMConfig(one_way_share=1.0).validate()
@@ -408,8 +409,12 @@ def test_config_is_refused_by_name():
         GEMConfig(anneal=True, measurements_per_round=2).validate()
     with pytest.raises(ValueError, match="anneal"):
         GEMConfig(anneal="yes").validate()
-    with pytest.raises(ValueError, match="workload_degree=4"):
-        GEMConfig(workload_degree=4).for_columns(3)
+    with pytest.raises(ValueError, match="workload_degree=4 exceeds the 3 columns"):
+        GEMConfig(workload_degree=4).for_sizes((2, 2, 2))
+    with pytest.raises(ValueError, match="workload_degree=5 exceeds the 4 columns"):
+        synthesizers.create("gem", workload_degree=5).plan(_tables.MIXED_SCHEMA, 100, epsilon=1.0)
+    with pytest.raises(ValueError, match=r"no field\(s\) \['num_columns'\]"):  # d is the schema's
+        synthesizers.create("gem", num_columns=4)
 
 
 def test_a_thousand_column_plan_calibrates():

@@ -32,7 +32,7 @@ class TestIndependentContract(SynthesizerContract):
         return {}
 
     def functional_phases(self, config, schema, num_records):
-        return ind.privacy_phases(config)
+        return ind.privacy_phases(config, len(schema))  # d: one histogram per column
 
     def functional_released(self, model, frame, schema, phases):
         cfg = model.fitted_config
@@ -55,7 +55,7 @@ def test_sensitivity_is_sqrt_d_for_add_remove_neighbours():
 
 
 def privacy_phase(cfg):
-    (phase,) = ind.privacy_phases(cfg)
+    (phase,) = ind.privacy_phases(cfg, len(SCHEMA))
     return phase
 
 
@@ -135,9 +135,11 @@ def test_configuration_is_checked():
         synthesizers.create("independent", bin_spacing="cubic")
     with pytest.raises(ValueError, match="bins"):
         synthesizers.create("independent", bins=0)
-    with pytest.raises(ValueError, match="num_columns=3 but the schema has 4 columns"):
-        synthesizers.create("independent", num_columns=3).resolve_config(SCHEMA)
-    assert IndependentConfig().validate().num_columns is None
+    with pytest.raises(ValueError, match=r"no field\(s\) \['num_columns'\]"):  # d is the schema's
+        synthesizers.create("independent", num_columns=3)
+    assert synthesizers.create("independent").resolve_config(SCHEMA) == IndependentConfig()
+    with pytest.raises(ValueError, match="expected d to be an integer >= 1"):
+        ind.privacy_phases(IndependentConfig(), 0)
 
 
 def test_adult_shaped_fit_takes_the_schema_bins():

@@ -45,7 +45,7 @@ class TestMSTContract(SynthesizerContract):
         return {}
 
     def functional_phases(self, config, schema, num_records):
-        return mst.privacy_phases(config)
+        return mst.privacy_phases(config, len(schema))  # d: one coded column per column
 
     def functional_released(self, model, frame, schema, phases):
         cfg = model.fitted_config
@@ -133,7 +133,8 @@ def test_compression_merges_rare_values_only():
 
 def test_phases_and_paper_accounting():
     cfg = synthesizers.create("mst").resolve_config(data.adult_schema())
-    phases = mst.privacy_phases(cfg)
+    assert cfg == MSTConfig()  # the user's choices only: the split's multipliers are derived
+    phases = mst.privacy_phases(cfg, 13)
     assert [(p.name, p.steps) for p in phases] == [("one_way", 1), ("selection", 12), ("two_way", 1)]
     assert phases[0].sensitivity == pytest.approx(math.sqrt(13)) and phases[2].sensitivity == pytest.approx(math.sqrt(12))
     rhos = [1 / (2 * phases[0].noise_multiplier**2), 12 * phases[1].rho, 1 / (2 * phases[2].noise_multiplier**2)]
@@ -219,8 +220,10 @@ def test_configuration_is_checked():
         synthesizers.create("mst", budget_split=(0.5, 0.5, 0.5))
     with pytest.raises(ValueError, match="selection_noise_multiplier"):
         synthesizers.create("mst", selection_noise_multiplier=-1.0)
-    with pytest.raises(ValueError, match="num_columns=2 but the schema has 4 columns"):
-        MSTConfig(num_columns=2).for_columns(4)
-    cfg = MSTConfig(budget_split=(0.2, 0.2, 0.6)).for_columns(4)
-    assert cfg.one_way_noise_multiplier == pytest.approx(1 / math.sqrt(0.4))
-    assert cfg.selection_noise_multiplier == pytest.approx(math.sqrt(3 / 0.4))
+    with pytest.raises(ValueError, match=r"no field\(s\) \['num_columns'\]"):
+        synthesizers.create("mst", num_columns=2)
+    noise = MSTConfig(budget_split=(0.2, 0.2, 0.6)).noise_multipliers(4)
+    assert noise["one_way_noise_multiplier"] == pytest.approx(1 / math.sqrt(0.4))
+    assert noise["selection_noise_multiplier"] == pytest.approx(math.sqrt(3 / 0.4))
+    assert noise["two_way_noise_multiplier"] == pytest.approx(1 / math.sqrt(1.2))
+    assert MSTConfig(one_way_noise_multiplier=2.5).noise_multipliers(4)["one_way_noise_multiplier"] == 2.5

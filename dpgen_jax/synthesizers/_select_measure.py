@@ -13,6 +13,9 @@
   measurement summed, converted to (epsilon, delta) by Canonne, Kamath and Steinke 2020).
 * ``mbi_missing`` / ``load_mbi``: the optional graphical-model package, imported only to fit.
 * ``tick``: a progress bar's count through a fit's ``hooks.progress`` (the rounds of MST, AIM, GEM).
+* ``MarginalConfig``: the base of the marginal methods' configurations (independent, MST, AIM,
+  GEM): what the user chose; d, the noise multipliers of the budget split and other values derived
+  from the schema's bins are computed where they are used (``configured_noise``, ``check_degree``).
 * ``MarginalSynthesizer``: the hooks MST, AIM and GEM have in common.
 
 Nothing here needs ``mbi``. See ``docs/mst.md``, ``docs/aim.md`` and ``docs/gem.md``.
@@ -20,13 +23,14 @@ Nothing here needs ``mbi``. See ``docs/mst.md``, ``docs/aim.md`` and ``docs/gem.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import importlib.util
 import itertools
 import math
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import jax
 import numpy as np
@@ -34,9 +38,12 @@ from scipy import optimize
 
 from dpgen_jax import dpsgd, privacy
 from dpgen_jax.data._discrete import Discretizer
-from dpgen_jax.synthesizers._base import Synthesizer
+from dpgen_jax.synthesizers._base import Synthesizer, SynthesizerConfig
 
 Clique = tuple[int, ...]
+# Fields of the marginal methods' configurations in files written before the configuration held
+# only what the user chose: d (``num_columns``), set from the schema by the fit.
+FORMER_FIELDS = ("num_columns",)
 INSTALL = 'pip install "dpgen-jax[baselines]"  (the mbi package, version >= 2.0)'
 BIAS = math.sqrt(2.0 / math.pi)  # E|N(0, 1)|: expected L1 noise per cell is BIAS * sigma
 ENUMERATE_LIMIT = 500_000  # more k-subsets of the columns than this: a random workload is drawn
@@ -308,6 +315,33 @@ def cks_epsilon(rho: float, delta: float) -> float:
         return rho * a + (math.log(1 / delta) + (a - 1) * math.log(1 - 1 / a) - math.log(a)) / (a - 1)
     res = optimize.minimize_scalar(eps, bounds=(-10.0, 10.0), method="bounded", options={"xatol": 1e-10})
     return float(res.fun)
+
+
+@dataclasses.dataclass(frozen=True)
+class MarginalConfig(SynthesizerConfig):
+    """Base of the marginal methods' configurations: only what the user chose. d (the number of
+    coded columns, ``len(discretizer(config, schema).sizes)``) and what follows from it (a budget
+    split's noise multipliers, AIM's paper rounds, GEM's schedule) are derived from the public
+    schema where they are used, in the method's phases and training, never written into the
+    configuration."""
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> MarginalConfig:
+        """As :meth:`SynthesizerConfig.from_dict`; a configuration saved while it held d
+        (``num_columns``, set from the schema) loads without it: d is the schema's."""
+        return super().from_dict({k: v for k, v in d.items() if k not in FORMER_FIELDS})
+
+
+def configured_noise(config, defaults: Mapping[str, float]) -> dict[str, float]:
+    """The configuration's noise multipliers named in ``defaults``, each one left None taking its
+    value from ``defaults`` (a budget split; derived, never written into the configuration)."""
+    return {k: v if getattr(config, k) is None else getattr(config, k) for k, v in defaults.items()}
+
+
+def check_degree(workload_degree: int, d: int) -> None:
+    """Refuses a workload of ``workload_degree``-way marginals on ``d`` columns when d is smaller."""
+    if workload_degree > d:
+        raise ValueError(f"workload_degree={workload_degree} exceeds the {d} columns of the schema.")
 
 
 class MarginalSynthesizer(Synthesizer):

@@ -31,7 +31,8 @@ units were grouped into rounds (adaptive, as in the paper) is listed in the repo
 ``mbi`` (>= 2.0) is an optional dependency (``pip install "dpgen-jax[baselines]"``); without it
 ``fit`` raises with that instruction, while a saved AIM model still loads and samples.
 
-Functional API: :func:`discretizer`, :func:`privacy_phases`, :func:`workload`,
+Functional API: :func:`discretizer`, :func:`privacy_phases` (given d, the number of coded columns:
+``len(discretizer(config, schema).sizes)``), :func:`workload`,
 :func:`candidates`, :func:`model_marginal`, :func:`model_size`, :func:`filter_candidates`,
 :func:`scores`, :func:`select`, :func:`round_units`, :func:`estimate`, :func:`maximal_cliques`,
 :func:`fit_released`, :func:`sample_codes`.
@@ -55,7 +56,7 @@ from dpgen_jax import _validate as _v
 from dpgen_jax import dpsgd
 from dpgen_jax.data._discrete import SPACINGS
 from dpgen_jax.synthesizers import _select_measure as sm
-from dpgen_jax.synthesizers._base import SynthesizerConfig, Release, register
+from dpgen_jax.synthesizers._base import Release, register
 
 PHASES = sm.UNIT_PHASES
 PAPER_ROUNDS_PER_COLUMN = 16  # the paper's T = 16 d
@@ -75,16 +76,18 @@ def paper_rounds(d: int, measure_share: float = 0.9) -> int:
 
 
 @dataclasses.dataclass(frozen=True)
-class AIMConfig(SynthesizerConfig):
+class AIMConfig(sm.MarginalConfig):
     """Hyperparameters of AIM (all public).
 
     The three noise multipliers are zCDP-equivalent Gaussian noise multipliers of one *unit*
     (rho = 1 / (2 sigma^2); for the selection, epsilon_u = 2 / sigma): ``one_way`` for the d
     histograms released together (sensitivity sqrt(d)), ``measure`` for one marginal
     (sensitivity 1), ``selection`` for one choice. Left None they follow the paper's split
-    (``measure_share`` alpha, total rho 1): unit rho 1 / T with T = ``max_rounds`` + alpha d,
-    alpha / T per measurement, (1 - alpha) / T per selection, alpha d / T for the one-way release.
-    Calibration to a target epsilon then scales all three by one factor.
+    (``measure_share`` alpha, total rho 1): unit rho 1 / T with T = R + alpha d, alpha / T per
+    measurement, (1 - alpha) / T per selection, alpha d / T for the one-way release
+    (:meth:`noise_multipliers`: derived in the phases from the schema's d, d =
+    ``len(discretizer(config, schema).sizes)``; the configuration keeps None). Calibration to a
+    target epsilon then scales all three by one factor.
 
     Attributes:
         bins, bin_spacing: the public discretisation of continuous columns (``data.Discretizer``).
@@ -94,7 +97,8 @@ class AIMConfig(SynthesizerConfig):
         max_cells: see above (the authors' code: 10,000).
         max_rounds: R, the budget units of the rounds: the number of rounds when none is annealed,
             and the most there can be (an annealed round spends 4, 16, ... units). None: the
-            paper's T = 16 d (R = round(16 d - alpha d)). Default 32, a round budget that fits the
+            paper's T = 16 d (R = round(16 d - alpha d), :meth:`rounds`, derived from the schema
+            where it is used; the configuration keeps None). Default 32, a round budget that fits the
             project's 2-core machine (docs/aim.md).
         measure_share: alpha, the share of a unit spent on the Gaussian measurement (paper: 0.9).
         max_model_size: the junction-tree size limit in megabytes (8-byte cells) at the end of
@@ -103,7 +107,6 @@ class AIMConfig(SynthesizerConfig):
         round_iters: mirror-descent iterations of the estimate after each round, warm-started.
         estimation_iters: iterations of the final estimate (paper: 2500 at the end).
         one_way_noise_multiplier, selection_noise_multiplier, measure_noise_multiplier: see above.
-        num_columns: d, set from the schema by the fit.
 
     The released model's maximal cliques (in sampling order, column indices) are a released
     statistic of the fit (``Release.statistics["model_cliques"]``), not configuration; they fix
@@ -123,7 +126,6 @@ class AIMConfig(SynthesizerConfig):
     one_way_noise_multiplier: float | None = None
     selection_noise_multiplier: float | None = None
     measure_noise_multiplier: float | None = None
-    num_columns: int | None = None
 
     def validate(self) -> AIMConfig:
         _v.count(self.bins, "bins", 1)
@@ -140,44 +142,34 @@ class AIMConfig(SynthesizerConfig):
             v = getattr(self, name)
             if v is not None:
                 _v.positive_finite(v, name)
-        if self.num_columns is not None:
-            _v.count(self.num_columns, "num_columns", 1)
-            if self.workload_degree > self.num_columns:
-                raise ValueError(f"workload_degree={self.workload_degree} exceeds the "
-                                 f"{self.num_columns} columns of the schema.")
         return self
 
-    def rounds(self) -> int:
-        """R, the budget units of the rounds (``max_rounds``, or the paper's for None)."""
+    def rounds(self, d: int) -> int:
+        """R, the budget units of the rounds on ``d`` columns: ``max_rounds``, or the paper's
+        (:func:`paper_rounds`) for None."""
         if self.max_rounds is not None:
             return int(self.max_rounds)
-        if self.num_columns is None:
-            raise ValueError("Resolve the configuration for a schema first (AIMConfig.for_columns(d)).")
-        return paper_rounds(self.num_columns, self.measure_share)
+        return paper_rounds(d, self.measure_share)
 
-    def for_columns(self, d: int) -> AIMConfig:
-        """``num_columns=d``, ``max_rounds`` resolved and every unset noise multiplier from the
-        paper's split of a total rho of 1."""
-        if self.num_columns not in (None, d):
-            raise ValueError(f"num_columns={self.num_columns} but the schema has {d} columns.")
-        cfg = self.replace(num_columns=d).validate()
-        r = cfg.rounds()
-        defaults = sm.unit_noise_multipliers(d, r, cfg.measure_share)
-        return cfg.replace(max_rounds=r, **{k: v for k, v in defaults.items()
-                                             if getattr(cfg, k) is None}).validate()
+    def noise_multipliers(self, d: int) -> dict[str, float]:
+        """The three unit noise multipliers on ``d`` columns: the configured ones, each unset one
+        from the paper's split of a total rho of 1 (``_select_measure.unit_noise_multipliers``)."""
+        return sm.configured_noise(self, sm.unit_noise_multipliers(d, self.rounds(d), self.measure_share))
 
 
 discretizer = sm.discretizer
 
 
-def privacy_phases(config: AIMConfig, *, steps: Mapping[str, int] | None = None,
+def privacy_phases(config: AIMConfig, d: int, *, steps: Mapping[str, int] | None = None,
                    private: bool = True) -> list:
-    """The one-way Gaussian release, R unit selections and R unit Gaussian measurements
-    (``steps``: the units executed; a round at m units counts m of each)."""
-    if config.num_columns is None or config.one_way_noise_multiplier is None:
-        raise ValueError("Resolve the configuration for a schema first (AIMConfig.for_columns(d)).")
-    return sm.unit_phases(config.num_columns, config.rounds(), config.one_way_noise_multiplier,
-                          config.selection_noise_multiplier, config.measure_noise_multiplier,
+    """The one-way Gaussian release, R unit selections and R unit Gaussian measurements on ``d``
+    columns (``len(discretizer(config, schema).sizes)``; R = ``config.rounds(d)``, the noise
+    multipliers ``config.noise_multipliers(d)``; ``steps``: the units executed; a round at m
+    units counts m of each)."""
+    d = _v.whole(minimum=1, d=d)
+    noise = config.noise_multipliers(d)
+    return sm.unit_phases(d, config.rounds(d), noise["one_way_noise_multiplier"],
+                          noise["selection_noise_multiplier"], noise["measure_noise_multiplier"],
                           steps=steps, private=private)
 
 
@@ -309,25 +301,23 @@ def fit_released(config: AIMConfig, codes: np.ndarray, sizes: Sequence[int], key
     candidate each round, no annealing. ``should_stop`` (the fit's time budget) is asked before
     every round after the first; the units not spent are then not spent at all. ``phases``: the
     accounted phases the noise and budgets are read from (a fit's calibrated plan; default
-    :func:`privacy_phases` of ``config``). ``progress``: a fit's ``hooks.progress``: the one-way
+    :func:`privacy_phases` of ``config`` on these columns). ``progress``: a fit's ``hooks.progress``: the one-way
     release, then the units spent after every round (bar "measure"), then "selection" at the
     same count (:func:`~dpgen_jax.synthesizers._select_measure.tick`)."""
     d = len(sizes)
-    if config.num_columns != d:
-        raise ValueError(f"num_columns={config.num_columns} but the codes have {d} columns; "
-                         "resolve the configuration with AIMConfig.for_columns(d).")
+    sm.check_degree(config.workload_degree, d)
     work = workload(sizes, config.workload_degree, config.max_cells)
     if not work:
         raise ValueError(f"max_cells={config.max_cells} leaves no {config.workload_degree}-way "
                          "marginal in the workload.")
     cands = candidates(work)
     answers = {r: sm.counts(codes, sizes, r).astype(np.float64) for r in cands}
-    phases = {p.name: p for p in (privacy_phases(config) if phases is None else phases)}
+    phases = {p.name: p for p in (privacy_phases(config, d) if phases is None else phases)}
     sigma_u = phases["measure"].noise_multiplier
     eps_u = phases["selection"].epsilon
     rho_one = 1.0 / (2.0 * phases["one_way"].noise_multiplier ** 2)
     rho_unit = 1.0 / (2.0 * sigma_u ** 2) + phases["selection"].rho
-    total_units = config.rounds()
+    total_units = config.rounds(d)
     rho_total = rho_one + total_units * rho_unit
 
     k_one, k_rounds = jax.random.split(key)
@@ -428,9 +418,11 @@ class AIM(sm.MarginalSynthesizer):
     PAPER_ACCOUNTING = PAPER_ACCOUNTING
 
     def resolve_config(self, schema, preset=None):
+        """The user's configuration (as the base class resolves it), checked against the schema's
+        columns: the workload must hold a marginal. Nothing derived is written into it."""
         config = super().resolve_config(schema, preset)
         sizes = discretizer(config, schema).sizes  # a column declared missing is one coded column
-        config = config.for_columns(len(sizes))
+        sm.check_degree(config.workload_degree, len(sizes))
         if not workload(sizes, config.workload_degree, config.max_cells):
             smallest = min(math.prod(c) for c in itertools.combinations(sizes, config.workload_degree))
             raise ValueError(f"max_cells={config.max_cells} leaves no {config.workload_degree}-way "
@@ -438,7 +430,7 @@ class AIM(sm.MarginalSynthesizer):
         return config
 
     def _phases(self, config, schema, num_records, private):
-        return privacy_phases(config, private=private)
+        return privacy_phases(config, len(discretizer(config, schema).sizes), private=private)
 
     def _train(self, plan, x, key, hooks) -> Release:
         config = plan.config
@@ -454,7 +446,7 @@ class AIM(sm.MarginalSynthesizer):
         listing = ", ".join(f"{'-'.join(names[a] for a in r.clique)} ({r.units})" for r in rounds)
         notes = [
             sm.bins_note(disc),
-            f"{len(rounds)} rounds spent {spent} of the {config.rounds()} budget units (the "
+            f"{len(rounds)} rounds spent {spent} of the {config.rounds(len(disc.sizes))} budget units (the "
             "selection and measure phases count units: a round at m units is accounted as m unit "
             "selections and m unit measurements, its noise standard deviation sigma_u / sqrt(m) "
             "and its epsilon epsilon_u sqrt(m)). Selected marginals (units): " + listing + ".",

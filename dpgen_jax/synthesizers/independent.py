@@ -13,8 +13,9 @@ simplex (``_one_way.probabilities``) and draws every column independently; a con
 uniformly inside its bin. Joint structure is lost by design: any joint model should beat this
 method on joint metrics (label accuracy, 3-way marginals, TSTR).
 
-Functional API: :func:`discretizer`, :func:`privacy_phases`, :func:`noisy_counts`,
-:func:`probabilities`, :func:`sample_codes`. Class API: :class:`Independent`
+Functional API: :func:`discretizer`, :func:`privacy_phases` (given d, the number of histograms:
+``len(discretizer(config, schema).sizes)``), :func:`noisy_counts`, :func:`probabilities`,
+:func:`sample_codes`. Class API: :class:`Independent`
 (``synthesizers.create("independent")``).
 """
 
@@ -29,66 +30,52 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpgen_jax import _validate as _v
-from dpgen_jax import data as data_lib
 from dpgen_jax import dpsgd, privacy
 from dpgen_jax.data._discrete import SPACINGS
 from dpgen_jax.synthesizers import _one_way
-from dpgen_jax.synthesizers._base import Synthesizer, SynthesizerConfig, Release, register
+from dpgen_jax.synthesizers._base import Synthesizer, Release, register
+from dpgen_jax.synthesizers._select_measure import MarginalConfig, discretizer
 from dpgen_jax.synthesizers._one_way import noisy_counts, probabilities
 
 PHASE = "histograms"
 
 
 @dataclasses.dataclass(frozen=True)
-class IndependentConfig(SynthesizerConfig):
+class IndependentConfig(MarginalConfig):
     """Hyperparameters of the independent-marginals reference (all public).
 
     Attributes:
         bins: public bins per continuous column (``data.Discretizer``; integer columns keep the
             bins that hold an integer).
-        bin_spacing: ``"auto"`` (log-spaced for a column declared ``scale="log"`` or bounds from 0
-            spanning >= 1000, else equal; ``data.auto_spacing``), ``"equal"`` or ``"log"``.
-        noise_multiplier: noise standard deviation over the L2 sensitivity sqrt(num_columns);
-            set by calibration when fitting to a target epsilon.
-        num_columns: d, set from the schema by the fit (the number of histograms released: one per
-            column; a continuous column declared missing has one histogram over its bins and a
-            missing code).
+        bin_spacing: ``"auto"`` (log-spaced for a column declared ``scale="log"`` or bounds from >= 0
+            reaching 1,000 x max(lower, 1), else equal; ``data.auto_spacing``), ``"equal"`` or ``"log"``.
+        noise_multiplier: noise standard deviation over the L2 sensitivity sqrt(d), d the number
+            of histograms released (one per column of the schema, ``len(discretizer(config,
+            schema).sizes)``: a continuous column declared missing has one histogram over its bins
+            and a missing code); the configured value a calibration to a target epsilon starts
+            from (the plan's phase carries the calibrated one).
     """
 
 
     bins: int = 100
     bin_spacing: str = "auto"
     noise_multiplier: float = 1.0
-    num_columns: int | None = None
 
     def validate(self) -> IndependentConfig:
         _v.count(self.bins, "bins", 1)
         _v.choice(self.bin_spacing, "bin_spacing", SPACINGS)
         _v.positive_finite(self.noise_multiplier, "noise_multiplier")
-        if self.num_columns is not None:
-            _v.count(self.num_columns, "num_columns", 1)
         return self
 
 
-def discretizer(config: IndependentConfig, schema: data_lib.Schema) -> data_lib.Discretizer:
-    """The public binning of ``schema`` the configuration uses."""
-    return data_lib.Discretizer(schema, config.bins, config.bin_spacing)
-
-
-def _require_num_columns(config) -> int:
-    if config.num_columns is None:
-        raise ValueError("num_columns is None: resolve the configuration for a schema first "
-                         "(Synthesizer.resolve_config) or set num_columns=d.")
-    return int(config.num_columns)
-
-
-def privacy_phases(config: IndependentConfig, *, steps: Mapping[str, int] | None = None,
+def privacy_phases(config: IndependentConfig, d: int, *, steps: Mapping[str, int] | None = None,
                    private: bool = True) -> list:
-    """One Gaussian release of the d histograms (L2 sensitivity sqrt(d)), or a non-private phase."""
+    """One Gaussian release of the ``d`` histograms (L2 sensitivity sqrt(d); d is
+    ``len(discretizer(config, schema).sizes)``), or a non-private phase."""
+    d = _v.whole(minimum=1, d=d)
     n = dict(steps or {}).get(PHASE, 1)
     if not private:
         return [privacy.NonPrivatePhase(PHASE, n)]
-    d = _require_num_columns(config)
     return [dataclasses.replace(_one_way.phase(PHASE, d, noise_multiplier=config.noise_multiplier), steps=n)]
 
 
@@ -126,15 +113,9 @@ class Independent(Synthesizer):
     USES_NUM_RECORDS = False
     RELEASES_ONE_WAY = True  # its rows are drawn from the released one-way marginals
 
-    def resolve_config(self, schema, preset=None):
-        config = super().resolve_config(schema, preset)
-        d = len(discretizer(config, schema).sizes)  # a column declared missing is one histogram
-        if config.num_columns not in (None, d):
-            raise ValueError(f"num_columns={config.num_columns} but the schema has {d} columns.")
-        return config.replace(num_columns=d).validate()
-
     def _phases(self, config, schema, num_records, private):
-        return privacy_phases(config, private=private)
+        # d: the histograms of the schema (a column declared missing is one histogram)
+        return privacy_phases(config, len(discretizer(config, schema).sizes), private=private)
 
     def _paper_accounting(self, config, phases, delta, report):
         return {"label": "none: a reference method without a paper of its own", "epsilon": None}

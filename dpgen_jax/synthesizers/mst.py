@@ -26,7 +26,8 @@ exponential mechanism).
 ``mbi`` (>= 2.0) is an optional dependency (``pip install "dpgen-jax[baselines]"``); without it
 ``fit`` raises with that instruction, while a saved MST model still loads and samples.
 
-Functional API: :func:`discretizer`, :func:`privacy_phases`, :func:`measure`, :func:`compress`,
+Functional API: :func:`discretizer`, :func:`privacy_phases` (given d, the number of coded columns:
+``len(discretizer(config, schema).sizes)``), :func:`measure`, :func:`compress`,
 :func:`pair_scores`, :func:`select_tree`, :func:`estimate`, :func:`fit_released`,
 :func:`sample_codes`. Class API: :class:`MST` (``synthesizers.create("mst")``).
 """
@@ -47,7 +48,7 @@ from dpgen_jax import _validate as _v
 from dpgen_jax import dpsgd, privacy
 from dpgen_jax.data._discrete import SPACINGS
 from dpgen_jax.synthesizers import _select_measure as sm
-from dpgen_jax.synthesizers._base import SynthesizerConfig, Release, register
+from dpgen_jax.synthesizers._base import Release, register
 
 PHASES = ("one_way", "selection", "two_way")
 PAPER_ACCOUNTING = ("zCDP of the three mechanisms summed and converted with the bound of Canonne, "
@@ -55,13 +56,14 @@ PAPER_ACCOUNTING = ("zCDP of the three mechanisms summed and converted with the 
 
 
 @dataclasses.dataclass(frozen=True)
-class MSTConfig(SynthesizerConfig):
+class MSTConfig(sm.MarginalConfig):
     """Hyperparameters of MST (all public).
 
     The three noise multipliers are zCDP-equivalent Gaussian noise multipliers (rho = 1 / (2
     sigma^2) per release; for the selection, per choice, epsilon = 2 / sigma). Left None they
-    follow ``budget_split`` (shares of the total zCDP for one-way, selection and two-way);
-    calibration to a target epsilon then scales all three by one factor, keeping the split.
+    follow ``budget_split`` (shares of the total zCDP for one-way, selection and two-way) on the
+    schema's d columns (:meth:`noise_multipliers`, derived in the phases; the configuration keeps
+    None); calibration to a target epsilon then scales all three by one factor, keeping the split.
 
     Attributes:
         bins, bin_spacing: the public discretisation of continuous columns (``data.Discretizer``).
@@ -71,7 +73,6 @@ class MSTConfig(SynthesizerConfig):
             deviations into one value (the paper's domain compression).
         estimation_iters: mirror-descent iterations of the final ``mbi`` estimate (post-processing).
         selection_iters: iterations of the one-way estimate used to score pairs.
-        num_columns: d, set from the schema by the fit.
     """
 
 
@@ -84,7 +85,6 @@ class MSTConfig(SynthesizerConfig):
     compress: bool = True
     estimation_iters: int = 3000
     selection_iters: int = 1000
-    num_columns: int | None = None
 
     def validate(self) -> MSTConfig:
         _v.count(self.bins, "bins", 1)
@@ -101,40 +101,36 @@ class MSTConfig(SynthesizerConfig):
             raise ValueError(f"Expected compress={self.compress!r} to be a bool.")
         for name in ("estimation_iters", "selection_iters"):
             _v.count(getattr(self, name), name, 1)
-        if self.num_columns is not None:
-            _v.count(self.num_columns, "num_columns", 1)
         return self
 
-    def for_columns(self, d: int) -> MSTConfig:
-        """``num_columns=d`` and every unset noise multiplier from ``budget_split`` (total rho 1)."""
-        if self.num_columns not in (None, d):
-            raise ValueError(f"num_columns={self.num_columns} but the schema has {d} columns.")
+    def noise_multipliers(self, d: int) -> dict[str, float]:
+        """The three noise multipliers on ``d`` columns: the configured ones, each unset one from
+        ``budget_split`` (a total rho of 1; the d - 1 selections share theirs)."""
         s1, s2, s3 = self.budget_split
-        defaults = {"one_way_noise_multiplier": 1 / math.sqrt(2 * s1),
-                    "selection_noise_multiplier": math.sqrt(max(d - 1, 1) / (2 * s2)),
-                    "two_way_noise_multiplier": 1 / math.sqrt(2 * s3)}
-        return self.replace(num_columns=d, **{k: v for k, v in defaults.items()
-                                               if getattr(self, k) is None}).validate()
+        return sm.configured_noise(self, {"one_way_noise_multiplier": 1 / math.sqrt(2 * s1),
+                                          "selection_noise_multiplier": math.sqrt(max(d - 1, 1) / (2 * s2)),
+                                          "two_way_noise_multiplier": 1 / math.sqrt(2 * s3)})
 
 
 discretizer = sm.discretizer
 
 
-def privacy_phases(config: MSTConfig, *, steps: Mapping[str, int] | None = None,
+def privacy_phases(config: MSTConfig, d: int, *, steps: Mapping[str, int] | None = None,
                    private: bool = True) -> list:
-    """Gaussian one-way release, d - 1 exponential-mechanism selections, Gaussian two-way release."""
-    if config.num_columns is None or config.one_way_noise_multiplier is None:
-        raise ValueError("Resolve the configuration for a schema first (MSTConfig.for_columns(d)).")
-    d = config.num_columns
+    """Gaussian one-way release, d - 1 exponential-mechanism selections, Gaussian two-way release
+    on ``d`` columns (``len(discretizer(config, schema).sizes)``), with the configured noise
+    multipliers, each unset one from ``budget_split`` (:meth:`MSTConfig.noise_multipliers`)."""
+    d = _v.whole(minimum=1, d=d)
     n = {"one_way": 1, "selection": d - 1, "two_way": int(d > 1), **dict(steps or {})}
     if not private:
         return [privacy.NonPrivatePhase(name, n[name]) for name in PHASES]
+    noise = config.noise_multipliers(d)
     return [
-        privacy.GaussianPhase("one_way", config.one_way_noise_multiplier, n["one_way"],
+        privacy.GaussianPhase("one_way", noise["one_way_noise_multiplier"], n["one_way"],
                               sensitivity=math.sqrt(d)),
         privacy.ExponentialMechanismPhase.from_noise_multiplier(
-            "selection", config.selection_noise_multiplier, n["selection"], sensitivity=1.0),
-        privacy.GaussianPhase("two_way", config.two_way_noise_multiplier, n["two_way"],
+            "selection", noise["selection_noise_multiplier"], n["selection"], sensitivity=1.0),
+        privacy.GaussianPhase("two_way", noise["two_way_noise_multiplier"], n["two_way"],
                               sensitivity=math.sqrt(d - 1) if d > 1 else None),
     ]
 
@@ -243,12 +239,13 @@ def fit_released(config: MSTConfig, codes: np.ndarray, sizes: Sequence[int], key
     two-way measurements and the final estimate. Returns the released tree marginals (on the
     original public bins) and the selected edges. ``private=False``: exact counts and the maximum
     spanning tree. ``phases``: the accounted phases the noise and selection budgets are read from
-    (a fit's calibrated plan; default :func:`privacy_phases` of ``config``). ``progress``: a
-    fit's ``hooks.progress``; each phase's bar moves as it runs (the selections one by one)."""
+    (a fit's calibrated plan; default :func:`privacy_phases` of ``config`` on these columns).
+    ``progress``: a fit's ``hooks.progress``; each phase's bar moves as it runs (the selections
+    one by one)."""
     d = len(sizes)
     k1, k_sel, k2 = jax.random.split(key, 3)
     # The noise scales come from the accounted phases themselves (noise multiplier x sensitivity).
-    phases = {p.name: p for p in (privacy_phases(config) if phases is None else phases)}
+    phases = {p.name: p for p in (privacy_phases(config, d) if phases is None else phases)}
     std1 = phases["one_way"].noise_std if private else None
     one = sm.measure(codes, sizes, [(j,) for j in range(d)], std1, k1)
     sm.tick(progress, "one_way", 1, 1)
@@ -330,12 +327,8 @@ class MST(sm.MarginalSynthesizer):
     SMOKE = dict(bins=16, estimation_iters=200, selection_iters=100)
     PAPER_ACCOUNTING = PAPER_ACCOUNTING
 
-    def resolve_config(self, schema, preset=None):
-        config = super().resolve_config(schema, preset)
-        return config.for_columns(len(discretizer(config, schema).sizes))
-
     def _phases(self, config, schema, num_records, private):
-        return privacy_phases(config, private=private)
+        return privacy_phases(config, len(discretizer(config, schema).sizes), private=private)
 
     def _train(self, plan, x, key, hooks) -> Release:
         config = plan.config

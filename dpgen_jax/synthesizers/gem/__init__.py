@@ -41,7 +41,9 @@ R unit selections (``privacy.ExponentialMechanismPhase``) and R unit measurement
 PLD event); fixed before data is read, calibrated by one common factor. Everything else reads only
 released values (post-processing).
 
-Functional API (re-exported here): :func:`discretizer`, :func:`privacy_phases` (``_config``);
+Functional API (re-exported here): :func:`discretizer`, :func:`privacy_phases` (given the bin
+counts ``discretizer(config, schema).sizes``, which decide the schedule left unset:
+``GEMConfig.for_sizes``) (``_config``);
 :func:`bin_mask`, :func:`probabilities`, :func:`measured`, :func:`group_marginals`,
 :func:`fit_steps`, :func:`draw_codes`, :func:`fit_one_way_bias` (``_generator``);
 :func:`fine_discretizer`, :func:`refinement`, :func:`coarse_histograms`, :func:`refine_codes`
@@ -97,9 +99,12 @@ class GEM(sm.MarginalSynthesizer):
     NEEDS_MBI = False
 
     def resolve_config(self, schema, preset=None):
+        """The user's configuration (as the base class resolves it), checked against the schema's
+        bins (the schedule it runs, :meth:`GEMConfig.for_sizes`, must be valid and the workload
+        hold a marginal). Nothing derived is written into it."""
         config = super().resolve_config(schema, preset)
         sizes = discretizer(config, schema).sizes
-        config = config.for_sizes(sizes)
+        config.for_sizes(sizes)  # a check: the schedule is derived again where it is used
         if len(sizes) >= config.workload_degree and not sm.workload(
                 sizes, config.workload_degree, config.max_cells, size=config.workload_size,
                 seed=config.workload_seed):
@@ -108,12 +113,12 @@ class GEM(sm.MarginalSynthesizer):
         return config
 
     def _phases(self, config, schema, num_records, private):
-        return privacy_phases(config, private=private)
+        return privacy_phases(config, discretizer(config, schema).sizes, private=private)
 
     def _train(self, plan, x, key, hooks) -> Release:
-        config = plan.config
         t0 = time.perf_counter()
-        disc, finer = discretizer(config, plan.model_schema), fine_discretizer(config, plan.model_schema)
+        disc, finer = discretizer(plan.config, plan.model_schema), fine_discretizer(plan.config, plan.model_schema)
+        config = plan.config.for_sizes(disc.sizes)  # the schedule left unset, from the public bins
         codes = disc.codes_from_encoded(x)
         fine = None if finer is None else (finer.codes_from_encoded(x), refinement(disc, finer))
         params, total, rounds, one_probs, fine_probs = fit_released(
@@ -171,8 +176,8 @@ class GEM(sm.MarginalSynthesizer):
     def _sample_frame(self, n, key, mode):
         del mode  # every column is drawn from its bins' probabilities
         k_codes, k_values = jax.random.split(key)
-        cfg = self.fitted_config
-        disc = discretizer(cfg, self.model_schema)
+        disc = discretizer(self.fitted_config, self.model_schema)
+        cfg = self.fitted_config.for_sizes(disc.sizes)  # the schedule the fit ran
         mask = jnp.asarray(bin_mask(disc.sizes))
         codes = np.asarray(draw_codes(self.released["generator"], mask, k_codes,
                                       net=network(cfg, mask.size), n=n, noise_dim=cfg.noise_dim))

@@ -10,11 +10,10 @@ from collections.abc import Mapping, Sequence
 from dpgen_jax import _validate as _v
 from dpgen_jax.data._discrete import SPACINGS
 from dpgen_jax.synthesizers import _select_measure as sm
-from dpgen_jax.synthesizers._base import SynthesizerConfig
 
 
 @dataclasses.dataclass(frozen=True)
-class GEMConfig(SynthesizerConfig):
+class GEMConfig(sm.MarginalConfig):
     """Hyperparameters of GEM (all public).
 
     Attributes:
@@ -90,8 +89,12 @@ class GEMConfig(SynthesizerConfig):
         score_samples: rows drawn from the generator to estimate the candidates' marginals.
         one_way_noise_multiplier, selection_noise_multiplier, measure_noise_multiplier: as AIM's
             (zCDP-equivalent Gaussian noise multipliers of one unit); None: AIM's split of a total
-            rho of 1, scaled together by the calibration.
-        num_columns: d, set from the schema by the fit.
+            rho of 1 (:meth:`noise_multipliers`), scaled together by the calibration.
+
+    A field left None (auto) stays None in the configuration (it holds what the user chose): its
+    value follows from the schema's bin counts and is derived where it is used, in the phases, the
+    training and sampling (:meth:`for_sizes`, :meth:`noise_multipliers`; the sizes are
+    ``discretizer(config, schema).sizes``).
     """
 
     bins: int = 32
@@ -121,7 +124,6 @@ class GEMConfig(SynthesizerConfig):
     one_way_noise_multiplier: float | None = None
     selection_noise_multiplier: float | None = None
     measure_noise_multiplier: float | None = None
-    num_columns: int | None = None
 
     def validate(self) -> GEMConfig:
         _v.choice(self.bin_spacing, "bin_spacing", SPACINGS)
@@ -157,35 +159,39 @@ class GEMConfig(SynthesizerConfig):
         for name in ("one_way_noise_multiplier", "selection_noise_multiplier", "measure_noise_multiplier"):
             if getattr(self, name) is not None:
                 _v.positive_finite(getattr(self, name), name)
-        if self.num_columns is not None:
-            _v.count(self.num_columns, "num_columns", 1)
-            if self.workload_degree > self.num_columns:
-                raise ValueError(f"workload_degree={self.workload_degree} exceeds the "
-                                 f"{self.num_columns} columns of the schema.")
         return self
 
     def for_sizes(self, sizes: Sequence[int]) -> GEMConfig:
-        """The configuration for columns of these bin counts (public): ``pair_candidates``
-        decided (:meth:`scores_pairs`), every unset schedule field from ``WIDE_DEFAULTS`` when
-        pairs are scored and from ``DEFAULTS`` otherwise, then :meth:`for_columns`."""
+        """The configuration as it runs on columns of these bin counts (public):
+        ``pair_candidates`` decided (:meth:`scores_pairs`), every unset schedule field from
+        ``WIDE_DEFAULTS`` when pairs are scored and from ``DEFAULTS`` otherwise. Derived where it
+        is used (the phases, the training, sampling), never kept as the plan's configuration; the
+        noise multipliers stay as configured (:meth:`noise_multipliers`).
+
+        Raises:
+            ValueError: a workload degree above the number of columns, ``pair_candidates=True``
+                on too many bins, or a schedule that is invalid once filled in.
+        """
+        sm.check_degree(self.workload_degree, len(sizes))
         pairs = self.scores_pairs(sizes)
         base = WIDE_DEFAULTS if pairs else DEFAULTS
         fill = {k: v for k, v in base.items() if getattr(self, k) is None}
-        return self.replace(pair_candidates=pairs, **fill).for_columns(len(sizes))
+        return self.replace(pair_candidates=pairs, **fill).validate()
 
-    def for_columns(self, d: int) -> GEMConfig:
-        """``num_columns=d``, every unset schedule field from ``DEFAULTS`` (:meth:`for_sizes`
-        chooses between these and the wide-table defaults) and every unset noise multiplier from
-        the split of a total rho of 1 (AIM's, or ``one_way_share``)."""
-        if self.num_columns not in (None, d):
-            raise ValueError(f"num_columns={self.num_columns} but the schema has {d} columns.")
-        fill = {k: v for k, v in DEFAULTS.items() if getattr(self, k) is None}
-        cfg = self.replace(num_columns=d, **fill).validate()
-        defaults = sm.unit_noise_multipliers(d, cfg.units(), cfg.measure_share, cfg.one_way_share)
-        return cfg.replace(**{k: v for k, v in defaults.items() if getattr(cfg, k) is None}).validate()
+    def noise_multipliers(self, sizes: Sequence[int]) -> dict[str, float]:
+        """The three unit noise multipliers on columns of these bin counts: the configured ones,
+        each unset one from the split of a total rho of 1 (AIM's, or ``one_way_share``) over the
+        units of :meth:`for_sizes`."""
+        cfg = self.for_sizes(sizes)
+        return sm.configured_noise(cfg, sm.unit_noise_multipliers(len(sizes), cfg.units(), cfg.measure_share,
+                                                                  cfg.one_way_share))
 
     def units(self) -> int:
-        """R k: the budget units (one selection and one measurement each)."""
+        """R k: the budget units (one selection and one measurement each) of a configuration whose
+        schedule is set (:meth:`for_sizes`)."""
+        if self.max_rounds is None or self.measurements_per_round is None:
+            raise ValueError("max_rounds or measurements_per_round is None (auto): the units follow "
+                             "from the schema's bins, GEMConfig.for_sizes(sizes).units().")
         return self.max_rounds * self.measurements_per_round
 
     def scores_pairs(self, sizes: Sequence[int]) -> bool:
@@ -224,12 +230,13 @@ WIDE_DEFAULTS = dict(max_rounds=8, measurements_per_round=8, measure_share=0.5, 
                      round_steps=200, calibrate_iterations=4, anneal=False)
 
 
-def privacy_phases(config: GEMConfig, *, steps: Mapping[str, int] | None = None,
+def privacy_phases(config: GEMConfig, sizes: Sequence[int], *, steps: Mapping[str, int] | None = None,
                    private: bool = True) -> list:
-    """The one-way Gaussian release, R unit selections and R unit measurements (AIM's units)."""
-    if config.num_columns is None or config.one_way_noise_multiplier is None:
-        raise ValueError("Resolve the configuration for a schema first (GEMConfig.for_sizes(sizes) or for_columns(d)).")
-    return sm.unit_phases(config.num_columns, config.units(), config.one_way_noise_multiplier,
-                          config.selection_noise_multiplier, config.measure_noise_multiplier,
+    """The one-way Gaussian release, R k unit selections and R k unit measurements (AIM's units)
+    on columns of these bin counts (``discretizer(config, schema).sizes``: they decide the
+    schedule left unset, :meth:`GEMConfig.for_sizes`, and d)."""
+    noise = config.noise_multipliers(sizes)
+    return sm.unit_phases(len(sizes), config.for_sizes(sizes).units(), noise["one_way_noise_multiplier"],
+                          noise["selection_noise_multiplier"], noise["measure_noise_multiplier"],
                           steps=steps, private=private)
 

@@ -44,13 +44,13 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
     ``private=False``: exact counts and the best candidate each round. ``should_stop`` is asked
     before every round after the first (units not spent are not spent at all). ``phases``: the
     accounted phases the noise is read from (default: :func:`privacy_phases` of ``config``).
+    ``config``: the user's configuration or one :meth:`GEMConfig.for_sizes` resolved (its unset
+    schedule is decided here from ``sizes``).
     ``progress``: a fit's ``hooks.progress``: the one-way release, then the units of the
     measurements made after every round (bar "measure", of ``config.units()``), then
     "selection" at the same count (``_select_measure.tick``)."""
     d = len(sizes)
-    if config.num_columns != d:
-        raise ValueError(f"num_columns={config.num_columns} but the codes have {d} columns; "
-                         "resolve the configuration with GEMConfig.for_sizes(sizes).")
+    config = config.for_sizes(sizes)  # the schedule left unset, from the public bin counts
     work = sm.workload(sizes, config.workload_degree, config.max_cells, size=config.workload_size,
                        seed=config.workload_seed)
     if not work:
@@ -67,7 +67,7 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
     keys = list(cands)
     answers = {r: sm.counts(codes, sizes, r).astype(np.float64) for r in keys}
     sensitivity = max(cands.values())
-    phases = {p.name: p for p in (privacy_phases(config) if phases is None else phases)}
+    phases = {p.name: p for p in (privacy_phases(config, sizes) if phases is None else phases)}
     sigma = phases["measure"].noise_multiplier if private else None
     eps = phases["selection"].epsilon if private else None
 
