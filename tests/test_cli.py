@@ -1,20 +1,25 @@
-"""The ``dpgen-jax`` command line, driven in subprocesses on small generated tables.
+"""The ``dpgen-jax`` command line on small generated tables.
 
 The round trip of the README (schema draft -> edit -> fit -> sample -> evaluate) runs once on
 ``data.adult_like`` rows with a tiny schedule; every error a user can cause must exit with
-status 2 and one line on stderr, without a traceback. The fits share JAX's persistent
-compilation cache in a temporary folder (the same schedule compiles once).
+status 2 and one line on stderr, without a traceback. The commands run ``cli.main`` in this
+process with stdout and stderr captured (:func:`run`; each command in a subprocess would import
+JAX and compile its programs again); :func:`run_process` runs the real ``python -m
+dpgen_jax.cli`` for the tests of the entry point itself.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import json
 import os
 import pathlib
 import subprocess
 import sys
 import tomllib
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -40,9 +45,25 @@ def env(tmp_path_factory) -> dict[str, str]:
     return out
 
 
-def run(env, cwd, *args: str) -> subprocess.CompletedProcess:
+def run_process(env, cwd, *args: str) -> subprocess.CompletedProcess:
+    """``python -m dpgen_jax.cli ARGS`` in ``cwd``: the entry point a user runs."""
     return subprocess.run([sys.executable, "-m", "dpgen_jax.cli", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=900)
+
+
+def run(env, cwd, *args: str) -> subprocess.CompletedProcess:
+    """``cli.main(ARGS)`` in ``cwd`` in this process, its exit status, stdout and stderr as
+    :func:`run_process` returns them (``env`` is the environment such a process would get: the
+    test process has the same settings). Warnings start from a fresh registry, as in a new process."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.chdir(cwd), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+            warnings.catch_warnings():
+        warnings.simplefilter("default")
+        try:
+            code = cli.main(list(args))
+        except SystemExit as exc:  # argparse's --help and usage errors
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    return subprocess.CompletedProcess(["dpgen-jax", *args], code, out.getvalue(), err.getvalue())
 
 
 def assert_user_error(proc: subprocess.CompletedProcess, *needles: str) -> str:
@@ -362,7 +383,7 @@ def test_the_console_script_is_declared():
 
 
 def test_methods_lists_every_registered_method_on_one_line(env, tmp_path):
-    proc = run(env, tmp_path, "methods")
+    proc = run_process(env, tmp_path, "methods")  # the module's entry point, in its own process
     assert proc.returncode == 0
     lines = proc.stdout.strip().splitlines()
     assert len(lines) == len(synthesizers.available())

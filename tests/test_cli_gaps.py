@@ -1,5 +1,5 @@
-"""The round trip of docs/cli.md on a CSV with gaps in every column kind, through the real command
-line (subprocesses of ``python -m dpgen_jax.cli``): ``schema draft`` accepts the gaps, declares
+"""The round trip of docs/cli.md on a CSV with gaps in every column kind, through the command
+line (``cli.main``, as ``tests/test_cli.py`` runs it): ``schema draft`` accepts the gaps, declares
 each such column ``missing=True`` and flags the id column; the only edit is the one docs/cli.md
 asks for (drop the id, replace data-derived facts by public ones, mark the schema public); ``fit``
 with ``independent`` at a small epsilon, ``sample`` writes gaps as empty cells in every kind and
