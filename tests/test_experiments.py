@@ -67,7 +67,7 @@ def _check_summary(out: pathlib.Path, seeds: list[int], reports: dict[int, dict]
 
 
 # --------------------------------------------------------------------------------------------
-# MIMIC-like binary data (default run): non-private, two seeds
+# MIMIC-like binary data (slow): non-private, two seeds
 # --------------------------------------------------------------------------------------------
 
 
@@ -82,6 +82,7 @@ def mimic_run(tmp_path_factory, xla_cache_home):
     return out, summary
 
 
+@pytest.mark.slow  # an experiment run (two seeds with their evaluation)
 def test_mimic_like_experiment_writes_its_outputs(mimic_run):
     out, summary = mimic_run
     files = _all_json_strict(out)

@@ -73,6 +73,7 @@ def _check_run(folder, method):
     return reports
 
 
+@pytest.mark.slow  # reads the experiment run of the runs fixture
 def test_wgan_experiment_writes_the_contract_files_with_the_paper_columns(runs):
     reports = _check_run(runs / "dp-wgan" / "paper-0.36", "dp-wgan")
     assert reports[0]["columns"] == list(adult_table2._paper_columns())
@@ -87,6 +88,7 @@ def test_vae_experiment_writes_the_contract_files(tmp_path, xla_cache_home):
     assert reports[1]["columns"] == data.adult_schema().names
 
 
+@pytest.mark.slow  # reads the experiment run of the runs fixture
 def test_table2_reuses_finished_runs_without_training(runs, tmp_path):
     out = tmp_path / "table"
     results = adult_table2.main(["--out", str(out), "--runs", str(runs), "--seeds", "0", "1",
@@ -106,6 +108,7 @@ def test_table2_reuses_finished_runs_without_training(runs, tmp_path):
     assert _load(out / "table2.json")["results"]["dp-wgan"]["paper-0.36"]["seeds"] == [0, 1]
 
 
+@pytest.mark.slow  # reads the experiment run of the runs fixture
 def test_table2_refuses_a_folder_holding_another_run(runs, tmp_path):
     wrong = tmp_path / "wrong"
     (wrong / "dp-vae").mkdir(parents=True)

@@ -22,9 +22,9 @@ from experiments import _common, adult_dpsactgan
 SEEDS = (0, 1)
 EXTRA_KEYS = {"lr_utility", "wasserstein_mean", "js_distance_mean", "diff_cor", "fit_seconds",
               "sample_seconds", "evaluate_seconds", "protocol"}
-#: The default run has the cheap method only; the slow one adds DP-SACTGAN's tiny schedule (its
-#: compilation takes about a minute of CPU).
-RUNS = ["fast", pytest.param("sactgan", marks=pytest.mark.slow)]
+#: Experiment runs (two seeds each, with the papers' evaluation), so -m slow: one with the cheap
+#: method only, one adding DP-SACTGAN's tiny schedule (its compilation takes about a minute of CPU).
+RUNS = [pytest.param("fast", marks=pytest.mark.slow), pytest.param("sactgan", marks=pytest.mark.slow)]
 METHODS_OF = {"fast": ("independent",), "sactgan": ("dp-sactgan", "independent")}
 
 
@@ -222,6 +222,7 @@ def test_arguments_are_checked_before_anything_is_written(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow  # reads the experiment run of fast_run
 def test_resume_loads_finished_runs_and_refits_changed_ones(fast_run, adult_dir):
     out, comp, methods = fast_run
     common = ["--quick", "--epsilon", "1", "--seeds", *map(str, SEEDS), "--no-progress",

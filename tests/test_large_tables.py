@@ -57,6 +57,7 @@ def test_a_capped_schedule_needs_less_noise_at_a_larger_table():
     assert sigma(1_000_000) < sigma(200_000)
 
 
+@pytest.mark.slow  # a study cell with its evaluation (the study is run by hand, docs/scaling.md)
 def test_large_tables_cell_records_time_memory_and_epsilon(tmp_path):
     from experiments.studies import large_tables
 
