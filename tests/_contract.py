@@ -18,7 +18,9 @@ trained with).
 
 One contract test (``test_functional_api_agrees_with_the_class``) is marked ``xla_default``: CI
 also runs it, for every method, at XLA's default optimisation (``.ci/run``; the suite otherwise
-compiles with the test-only flags of ``tests/conftest.py``).
+compiles with the test-only flags of ``tests/conftest.py``), except where a subclass overrides it
+unmarked: a method's second contract class, and DP-auto-GAN, whose release pin
+(``test_pinned_encoded_sample``) is its fit at XLA's defaults.
 """
 
 from __future__ import annotations
