@@ -179,13 +179,25 @@ def add_gaussian_noise(tree: PyTree, key: jax.Array, std: float) -> PyTree:
     scale = jnp.asarray(std, jnp.float32) if traced else np.float32(std)
     leaves, treedef = jax.tree_util.tree_flatten(tree)
     words = _key_words(key)
+    # Outside a trace every operation below runs (and is compiled) on its own, once per array
+    # size: a host caller measuring tables of many sizes (the marginal methods) compiled them
+    # anew for every table. There the stream is drawn for a power-of-two block of counters and
+    # cut: coordinate j's value depends only on (key, j), so the noise is the same to the bit.
+    eager = not any(isinstance(x, jax.core.Tracer) for x in leaves + [scale, words[0]])
     out, offset = [], 0
     for x in leaves:
-        hi, lo = threefry2x32(words, _block_counters(offset, x.size))
-        z = normal_from_words(hi, lo).reshape(x.shape)
+        block = _eager_block(x.size) if eager else x.size
+        hi, lo = threefry2x32(words, _block_counters(offset, block))
+        z = normal_from_words(hi, lo)[:x.size].reshape(x.shape)
         out.append((x + scale * z).astype(x.dtype))
         offset += x.size
     return jax.tree_util.tree_unflatten(treedef, out)
+
+
+def _eager_block(size: int) -> int:
+    """The counters drawn outside a trace for an array of ``size`` coordinates: the next power of
+    two, at least 1,024 (a few cached programs serve every size)."""
+    return 1 << max(10, (int(size) - 1).bit_length())
 
 
 __all__ = ["MAX_ABS_VALUE", "add_gaussian_noise", "gaussian_noise", "normal_from_words", "threefry2x32"]
