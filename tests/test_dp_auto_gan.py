@@ -30,8 +30,9 @@ class TestDPAutoGANContract(SynthesizerContract):
     def zero_steps(self):
         return dict(ae_steps=0, critic_steps=0)
 
-    def test_functional_api_agrees_with_the_class(self, fitted, table):  # not marked xla_default:
-        super().test_functional_api_agrees_with_the_class(fitted, table)  # test_pinned_encoded_sample is
+    # Not marked xla_default: test_pinned_encoded_sample is DP-auto-GAN's fit at XLA's defaults.
+    def test_functional_api_agrees_with_the_class(self, fitted, table):
+        super().test_functional_api_agrees_with_the_class(fitted, table)
 
     def functional_phases(self, config, schema, num_records):
         return dag.privacy_phases(config, num_records)
