@@ -32,6 +32,7 @@ so that every group meets the target.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -308,6 +309,7 @@ def networks(config: DPSYNConfig, width: int) -> models.Autoencoder:
     return models.Autoencoder((config.latent_dim,), (width,), encoder_activation="sigmoid")
 
 
+@functools.partial(jax.jit, static_argnums=(0, 1, 2))
 def init(config: DPSYNConfig, width: int, k: int, key: jax.Array):
     """Stacked initial autoencoder parameters of the k groups."""
     ae = networks(config, width)

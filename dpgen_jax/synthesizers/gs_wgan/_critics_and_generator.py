@@ -35,10 +35,12 @@ def optimizer(config: GSWGANConfig) -> optax.GradientTransformation:
     return optax.adam(config.learning_rate, b1=config.beta1, b2=config.beta2, eps=1e-8)
 
 
+@functools.partial(jax.jit, static_argnums=(0, 1))
 def init_generator(config: GSWGANConfig, width: int, key: jax.Array) -> PyTree:
     return networks(config, width).generator.init(key, jnp.zeros((1, config.noise_dim)))["params"]
 
 
+@functools.partial(jax.jit, static_argnums=(0, 1))
 def init_critic(config: GSWGANConfig, width: int, key: jax.Array) -> PyTree:
     return networks(config, width).critic.init(key, jnp.zeros((2, width)))["params"]
 
