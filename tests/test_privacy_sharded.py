@@ -200,3 +200,28 @@ def test_calibration_to_the_proven_headline_never_exceeds_the_target(method, tar
         assert gen.noise_multiplier == pytest.approx(87.25, rel=1e-3)  # docs/gs-wgan.md
     if method == "gs-wgan" and target == 0.36:
         assert gen.noise_multiplier == pytest.approx(221.74, rel=1e-3)  # far above the old cap of 100
+
+
+def test_rdp_of_gaussian_events_is_dp_accountings_to_the_bit_when_reused():
+    """MixtureRdpAccountant keeps the RDP of each (subsampled) Gaussian event per process; the
+    compositions it returns, first or reused, are dp_accounting's own bits, and what dp_accounting
+    refuses it refuses."""
+    wor = dpa.SampledWithoutReplacementDpEvent(70_000, 32, dpa.GaussianDpEvent(1.07))
+    poisson = dpa.PoissonSampledDpEvent(0.013, dpa.GaussianDpEvent(0.9))
+    cases = [
+        (list(range(2, 40)), dpa.NeighboringRelation.REPLACE_ONE, [dpa.SelfComposedDpEvent(wor, 50)]),
+        (list(range(2, 40)), dpa.NeighboringRelation.REPLACE_ONE, [dpa.SelfComposedDpEvent(wor, 7)]),
+        ([1.5, 2.25, 8.0, 64.0], dpa.NeighboringRelation.ADD_OR_REMOVE_ONE,
+         [dpa.SelfComposedDpEvent(poisson, 300), dpa.GaussianDpEvent(4.0),
+          dpa.SelfComposedDpEvent(dpa.GaussianDpEvent(4.0), 3)]),
+    ]
+    for _ in range(2):  # the second pass reads every leaf from the cache
+        for orders, relation, events in cases:
+            event = dpa.ComposedDpEvent(events)
+            want = RdpAccountant(orders, relation).compose(event)
+            got = _sharded.MixtureRdpAccountant(orders, relation).compose(event)
+            assert np.array_equal(got._rdp, want._rdp)
+            assert got.get_epsilon(1e-5) == want.get_epsilon(1e-5)
+    refused = dpa.SelfComposedDpEvent(wor, 5)  # without replacement needs replace-one
+    assert not RdpAccountant([2.0, 4.0]).supports(refused)
+    assert not _sharded.MixtureRdpAccountant([2.0, 4.0]).supports(refused)

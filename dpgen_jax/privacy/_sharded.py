@@ -227,11 +227,26 @@ class MixtureAnalyticAccountant(_pa.PrivacyAccountant):
         return mixture_epsilon(target_delta, self._event_or_none(), self._mu_sq)
 
 
+_GAUSSIAN_LEAVES = (dpa.GaussianDpEvent, dpa.PoissonSampledDpEvent, dpa.SampledWithoutReplacementDpEvent)
+
+
+@functools.lru_cache(maxsize=4096)
+def _leaf_rdp(event: dpa.DpEvent, orders: tuple[float, ...], relation: NeighboringRelation) -> np.ndarray:
+    """dp_accounting's RDP of one ``event`` at ``orders`` (read-only): ``count`` repetitions add
+    ``count`` times it, as ``RdpAccountant`` adds them, so a cached value composes to the same bits."""
+    rdp = RdpAccountant(list(orders), relation).compose(event)._rdp
+    rdp.setflags(write=False)
+    return rdp
+
+
 class MixtureRdpAccountant(RdpAccountant):
     """dp_accounting's ``RdpAccountant`` that also composes :class:`ShardedMixtureDpEvent`.
 
     The mixture's RDP at order a is :func:`mixture_rdp` (exact, every c in 0..T); ``count``
-    independent repetitions add up like any RDP. Every other event is dp_accounting's own.
+    independent repetitions add up like any RDP. Every other event is dp_accounting's own; the
+    RDP of a (subsampled) Gaussian event is kept per event and orders in this process
+    (``_leaf_rdp``): a report recomputed for fewer executed steps, or the paper accounting of
+    GS-WGAN (sampling without replacement over 255 integer orders, seconds per event), reuses it.
     """
 
     def _maybe_compose(self, event: dpa.DpEvent, count: int, do_compose: bool):
@@ -250,5 +265,11 @@ class MixtureRdpAccountant(RdpAccountant):
                 if result is not None:
                     return result
             return None
+        if isinstance(event, _GAUSSIAN_LEAVES):
+            error = super()._maybe_compose(event, count, do_compose=False)
+            if error is None and do_compose:
+                self._rdp += count * _leaf_rdp(event, tuple(float(a) for a in self._orders),
+                                               self._neighboring_relation)
+            return error
         return super()._maybe_compose(event, count, do_compose)
 
