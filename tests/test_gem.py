@@ -43,8 +43,8 @@ class TestGEMContract(SynthesizerContract):
         params, _, rounds, one_way, fine_probs = gem.fit_released(
             cfg, disc.codes(frame), disc.sizes, jax.random.key(self.SEED), phases=phases, fine=fine)
         assert [r.cliques for r in rounds] == [r.cliques for r in model.fitted_release.diagnostics["rounds"]]
-        labels = np.zeros(len(disc.sizes), np.int32)  # one component: AIM's schedule decouples nothing
-        sampler = {"labels": labels, "one_way": one_way}
+        graph = gem.measured_graph([c for r in rounds for c in r.cliques], len(disc.sizes))
+        sampler = {"graph": graph, "one_way": one_way}
         return {"generator": params, "sampler": sampler if fine_probs is None else {**sampler, "fine": fine_probs}}
 
 
@@ -255,9 +255,9 @@ def test_pair_candidates_are_automatic_on_wide_tables_only():
         GEMConfig(pair_candidates=True).scores_pairs((40,) * 1000)
     wide, narrow = GEMConfig().for_sizes((2,) * 1000), GEMConfig().for_sizes((2, 3, 4))
     assert (wide.pair_candidates, wide.units(), wide.output_init_scale, wide.one_way_init,
-            wide.independent_components) == (True, 64, 0.1, True, True)
+            wide.graphical_sampling) == (True, 64, 0.1, True, True)
     assert (narrow.pair_candidates, narrow.units(), narrow.output_init_scale, narrow.one_way_init,
-            narrow.independent_components) == (False, 32, 1.0, False, False)
+            narrow.graphical_sampling) == (False, 32, 1.0, False, True)
     assert GEMConfig(max_rounds=3).for_sizes((2,) * 1000).units() == 24  # a set field is kept
     assert (wide.round_steps, narrow.round_steps, GEMConfig(round_steps=7).for_sizes((2, 3, 4)).round_steps) == (
         200, 400, 7)
@@ -287,12 +287,12 @@ def test_pair_candidates_find_planted_pairs_outside_the_random_workload(tmp_path
         return metrics.marginal_l1_2way(frame, model.sample(2000, seed=1), schema,
                                         pairs=[list(p) for p in planted.pairs])["mean"]
     assert pair_l1(with_pairs) < 0.45 < 0.6 < pair_l1(without)
-    # the wide defaults sample the measured marginals' components independently; the labels are
-    # released (post-processing of the selections) and survive a save and load
-    labels = np.asarray(with_pairs.released["sampler"]["labels"])
-    np.testing.assert_array_equal(labels, gem.components(
+    # the sampler follows the measured marginals' graph; the graph is released (post-processing of
+    # the selections) and survives a save and load
+    graph = np.asarray(with_pairs.released["sampler"]["graph"])
+    np.testing.assert_array_equal(graph, gem.measured_graph(
         [c for r in with_pairs.fitted_release.diagnostics["rounds"] for c in r.cliques], 120))
-    assert 1 < labels.max() + 1 < 120
+    assert 0 < graph.any(axis=1).sum() < 120
     with_pairs.save(tmp_path / "gem.npz")
     again = synthesizers.load(tmp_path / "gem.npz")
     assert again.sample(300, seed=4).equals(with_pairs.sample(300, seed=4))
@@ -318,28 +318,78 @@ def test_one_way_init_starts_the_mixture_at_the_released_one_way_probabilities()
         gem.init(cfg, mask.size + 1, jax.random.key(0), one_way)
 
 
-def test_components_are_drawn_independently_and_keep_their_joint():
-    assert gem.components([(0, 1), (3, 4, 2)], 7).tolist() == [0, 0, 1, 1, 1, 2, 3]
-    assert gem.components([], 3).tolist() == [0, 1, 2]
+def test_eliminate_triangulates_the_measured_graph():
+    graph = gem.measured_graph([(0, 1), (1, 2), (2, 3), (3, 0)], 6)  # a 4-cycle, columns 4, 5 alone
+    assert graph.sum() == 8 and not graph[4].any() and not graph[:, 5].any()
+    tree = gem.eliminate(graph)
+    assert tree.order[:2] == (4, 5) and sorted(tree.order) == list(range(6))
+    assert tree.neighbours[4] == tree.neighbours[5] == () and tree.parent[4] == tree.parent[5] == -1
+    cliques = [{v, *tree.neighbours[v]} for v in range(6)]
+    # every measured pair lies in a clique, and the cycle got a chord (a clique of 3 columns)
+    assert all(any({a, b} <= c for c in cliques) for a, b in [(0, 1), (1, 2), (2, 3), (3, 0)])
+    assert max(map(len, cliques)) == 3
+    position = {v: i for i, v in enumerate(tree.order)}
+    for v in range(6):  # neighbours are eliminated later; the parent is the first of them
+        assert all(position[a] > position[v] for a in tree.neighbours[v])
+        assert tree.parent[v] == (min(tree.neighbours[v], key=position.get) if tree.neighbours[v] else -1)
+        if tree.parent[v] >= 0:  # the running intersection: the rest lies in the parent's clique
+            assert set(tree.neighbours[v]) - {tree.parent[v]} <= cliques[tree.parent[v]]
+
+
+def _tuples(x: np.ndarray, cols) -> list:
+    return sorted(map(tuple, x[:, list(cols)].tolist()))
+
+
+def test_decouple_keeps_the_measured_marginals_and_removes_the_rest():
     rng = np.random.default_rng(0)
-    x = np.repeat(rng.integers(0, 2, (4000, 1)), 4, axis=1)  # four copies of one fair bit
-    labels = gem.components([(0, 1), (2, 3)], 4)
-    y = gem.decouple(x, labels, np.random.default_rng(1))
-    assert np.all(y[:, 0] == y[:, 1]) and np.all(y[:, 2] == y[:, 3])  # within: the joint kept
-    for j in range(4):  # every column's values are the same multiset
-        np.testing.assert_array_equal(np.sort(y[:, j]), np.sort(x[:, j]))
-    np.testing.assert_array_equal(y[:, :2], x[:, :2])  # the first component is not redrawn
-    # across: independent (agreement of two fair bits: binomial(4000, 1/2), 5 sd = 0.04)
-    assert abs(np.mean(y[:, 0] == y[:, 2]) - 0.5) < 0.04
-    assert gem.decouple(x, np.zeros(4, np.int32), np.random.default_rng(1)) is x  # one component
-    # a column of its own is drawn from the released one-way histogram when one is given
-    one_way = gem.one_way_probabilities([np.array([30.0, -5.0]), np.array([1.0, 1.0]),
-                                         np.array([10.0, 30.0]), np.array([5.0, 5.0])], (2, 2, 2, 2))
-    np.testing.assert_allclose(one_way[:, 1], [0.0, 0.5, 0.75, 0.5])
-    z = gem.decouple(x, gem.components([(0, 1)], 4), np.random.default_rng(2), one_way)
-    np.testing.assert_array_equal(z[:, :2], x[:, :2])
-    assert abs(np.mean(z[:, 2]) - 0.75) < 0.04 and abs(np.mean(z[:, 3]) - 0.5) < 0.04
-    assert abs(np.mean(z[:, 2] == z[:, 3]) - (0.75 * 0.5 + 0.25 * 0.5)) < 0.04
+    n = 8000
+    u, h = rng.integers(0, 2, n), rng.integers(0, 3, n)
+    # column 1 joins 0 and 2 in the measurements; 0 and 2 are copies of one bit u that is
+    # independent of column 1 (dependence no measurement holds); column 3 copies u as well
+    x = np.stack([u, h, u, u], axis=1)
+    graph = gem.measured_graph([(0, 1), (1, 2)], 4)
+    y = gem.decouple(x, graph, np.random.default_rng(1))
+    for clique in [(0, 1), (1, 2), (3,)]:  # each measured marginal's rows exactly as drawn
+        assert _tuples(y, clique) == _tuples(x, clique)
+    # given column 1, columns 0 and 2 are independent: agreement 1/2 in each stratum
+    # (binomial(~n/3, 1/2): 5 sd < 0.05), and the lone column 3 is independent of both
+    for value in range(3):
+        rows = y[:, 1] == value
+        assert abs(np.mean(y[rows, 0] == y[rows, 2]) - 0.5) < 0.05
+    assert abs(np.mean(y[:, 0] == y[:, 3]) - 0.5) < 0.04
+    assert np.all(x[:, 0] == x[:, 2])  # the input is not changed
+    # a lone column is drawn from the released one-way histogram when one is given
+    one_way = gem.one_way_probabilities([np.array([30.0, -5.0]), np.array([1.0, 1.0, 1.0]),
+                                         np.array([10.0, 30.0]), np.array([10.0, 30.0])], (2, 3, 2, 2))
+    z = gem.decouple(x, graph, np.random.default_rng(2), one_way)
+    assert _tuples(z, (0, 1)) == _tuples(x, (0, 1)) and abs(np.mean(z[:, 3]) - 0.75) < 0.03
+    # no measured marginal: every column on its own
+    w = gem.decouple(x, np.zeros((4, 4), bool), np.random.default_rng(3))
+    assert abs(np.mean(w[:, 0] == w[:, 2]) - 0.5) < 0.04
+    assert all(_tuples(w, (j,)) == _tuples(x, (j,)) for j in range(4))
+
+
+def test_decouple_moves_the_columns_below_together_along_a_chain():
+    """A chain 0 - 1 - 2 - 3 measured pairwise, on rows where every column is a noisy copy of one
+    bit: every measured pair keeps its rows (a column moves with the columns below it, so pairs
+    decoupled earlier are not broken), and the ends become independent given the middle (on the
+    rows as drawn they are not: where columns 1 and 2 disagree, the ends agree far more often)."""
+    rng = np.random.default_rng(4)
+    bit = rng.integers(0, 2, 5000)
+    noise = rng.random((5000, 4)) < 0.1
+    x = np.where(noise, 1 - bit[:, None], bit[:, None])  # four noisy copies of one bit
+    cliques = [(0, 1), (1, 2), (2, 3)]
+    y = gem.decouple(x, gem.measured_graph(cliques, 4), np.random.default_rng(5))
+    for clique in cliques:
+        assert _tuples(y, clique) == _tuples(x, clique)
+    # the chain's Markov property: 0 and 3 independent given 1 and 2 (agreement given the
+    # middle is the product of the two ends' conditional rates, not the shared bit's)
+    for a in range(2):
+        for b in range(2):
+            rows = (y[:, 1] == a) & (y[:, 2] == b)
+            p0, p3 = np.mean(y[rows, 0]), np.mean(y[rows, 3])
+            both = np.mean((y[rows, 0] == 1) & (y[rows, 3] == 1))
+            assert abs(both - p0 * p3) < 5 * np.sqrt(p0 * p3 * (1 - p0 * p3) / rows.sum()) + 0.01
 
 
 def _xor_table(n: int, seed: int):

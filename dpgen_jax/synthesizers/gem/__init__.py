@@ -26,10 +26,12 @@ one Gaussian measurement of a marginal.
    columns' bin counts round up to the same powers of two are stacked and computed together (a
    Khatri-Rao product and one batched matmul; stacks grow by doubling), so a round compiles a new
    program only when a new padded shape appears or a stack doubles.
-4. **Components** (``independent_components``, the wide-table default): the generator's draws are
-   decoupled between the connected components of the measured marginals' graph (each component's
-   columns permuted across the rows together), so columns no measurement joins are independent,
-   as in a graphical model fitted to the same measurements.
+4. **Graphical sampling** (``graphical_sampling``, on by default): the generator's draws are made
+   to follow the measured marginals' graph, triangulated by greedy elimination: each column is
+   independent of the columns no measurement joins it to, given its neighbours (a stratified
+   permutation of the rows along the elimination tree that keeps every measured marginal's rows
+   exactly), as in a graphical model fitted to the same measurements (MST, AIM). The rounds' scores
+   read the same sampler.
 5. **Finer one-way release** (``one_way_refine``, off by default): continuous columns' one-way
    histograms on finer bins nested in the model's, summed for the fit and used at sampling to
    place a value inside its bin.
@@ -47,7 +49,7 @@ counts ``discretizer(config, schema).sizes``, which decide the schedule left uns
 :func:`bin_mask`, :func:`probabilities`, :func:`measured`, :func:`group_marginals`,
 :func:`fit_steps`, :func:`draw_codes`, :func:`fit_one_way_bias` (``_generator``);
 :func:`fine_discretizer`, :func:`refinement`, :func:`coarse_histograms`, :func:`refine_codes`
-(``_refinement``); :func:`components`, :func:`decouple`, :func:`one_way_probabilities`
+(``_refinement``); :func:`measured_graph`, :func:`eliminate`, :func:`decouple`, :func:`one_way_probabilities`
 (``_sampling``); :func:`fit_released` (``_rounds``).
 Class API: :class:`GEM` (``synthesizers.create("gem")``), here.
 """
@@ -71,7 +73,8 @@ from dpgen_jax.synthesizers.gem._generator import (
 from dpgen_jax.synthesizers.gem._refinement import (
     Refinement, coarse_histograms, fine_discretizer, refine_codes, refinement)
 from dpgen_jax.synthesizers.gem._rounds import Round, fit_released
-from dpgen_jax.synthesizers.gem._sampling import components, decouple, one_way_probabilities
+from dpgen_jax.synthesizers.gem._sampling import (
+    Elimination, decouple, eliminate, measured_graph, one_way_probabilities)
 
 Clique = sm.Clique
 PAPER_ACCOUNTING = ("zCDP of the one-way release and of every round summed and converted with the "
@@ -158,13 +161,21 @@ class GEM(sm.MarginalSynthesizer):
             + ("" if finer is None else " (a value's finer bin inside its bin drawn from the finer "
                "one-way histogram, projected onto the simplex)") + ".",
         ]
-        labels = (components([c for r in rounds for c in r.cliques], len(disc.sizes))
-                  if config.independent_components else np.zeros(len(disc.sizes), np.int32))
-        if config.independent_components:
-            notes.append(f"Sampling: the {int(labels.max()) + 1} connected components of the measured "
-                         "marginals' graph are drawn independently of each other (post-processing "
-                         "of the released selections).")
-        sampler = {"labels": jnp.asarray(labels), "one_way": jnp.asarray(one_probs)}
+        d = len(disc.sizes)
+        graph = (measured_graph([c for r in rounds for c in r.cliques], d) if config.graphical_sampling
+                 else np.zeros((d, d), bool))
+        if config.graphical_sampling:
+            tree = eliminate(graph)
+            lone = int(np.sum(~graph.any(axis=1)))
+            notes.append(
+                "Sampling (post-processing of the released selections): the generator's rows are made to "
+                "follow the measured marginals' graph, triangulated by greedy elimination (largest "
+                f"conditioning set {max(map(len, tree.neighbours), default=0)} columns): each column is "
+                "independent of the columns no measurement joins it to, given its neighbours, every "
+                "measured marginal's rows kept as drawn"
+                + (f"; {lone} columns of no measured marginal are drawn from their released one-way "
+                   "histograms" if lone else "") + ".")
+        sampler = {"graph": jnp.asarray(graph), "one_way": jnp.asarray(one_probs)}
         if fine_probs is not None:
             sampler["fine"] = jnp.asarray(fine_probs)
         released = {"generator": params, "sampler": sampler}
@@ -182,8 +193,8 @@ class GEM(sm.MarginalSynthesizer):
         codes = np.asarray(draw_codes(self.released["generator"], mask, k_codes,
                                       net=network(cfg, mask.size), n=n, noise_dim=cfg.noise_dim))
         sampler = self.released["sampler"]
-        if cfg.independent_components:
-            codes = decouple(codes, np.asarray(sampler["labels"]),
+        if cfg.graphical_sampling:
+            codes = decouple(codes, np.asarray(sampler["graph"]),
                              dpsgd.host_rng(jax.random.fold_in(key, 1)), np.asarray(sampler["one_way"]))
         finer = fine_discretizer(cfg, self.model_schema)
         if finer is None:
@@ -194,7 +205,7 @@ class GEM(sm.MarginalSynthesizer):
 
     def _release_shapes(self, config, schema, statistics):
         d, widest = bin_mask(discretizer(config, schema).sizes).shape
-        sampler = {"labels": jax.ShapeDtypeStruct((d,), jnp.int32),
+        sampler = {"graph": jax.ShapeDtypeStruct((d, d), jnp.bool_),
                    "one_way": jax.ShapeDtypeStruct((d, widest), jnp.float32)}
         finer = fine_discretizer(config, schema)
         if finer is not None:
@@ -214,8 +225,10 @@ __all__ = [
     "Round",
     "WIDE_DEFAULTS",
     "bin_mask",
-    "components",
+    "Elimination",
     "decouple",
+    "eliminate",
+    "measured_graph",
     "one_way_probabilities",
     "discretizer",
     "fine_discretizer",

@@ -49,19 +49,19 @@ class GEMConfig(sm.MarginalConfig):
             Adam step moves a logit by about the learning rate, so from a uniform start a code of
             rate 1 % takes thousands of steps to reach; ``docs/gem.md``). None: False
             (``DEFAULTS``), True with pair candidates (``WIDE_DEFAULTS``).
-        independent_components: sample the components of the measured marginals' graph
-            (columns joined by a measured marginal) independently of each other: after the
-            generator draws the rows, each component's columns are permuted across the rows
-            together (every column's marginal and every measured marginal's distribution kept,
-            the rest of the generator's dependence between components removed), as a graphical
-            model fitted to the same measurements would (MST, AIM). A column no marginal
-            measured is a component of its own. The rounds' scores read the same sampler. None:
-            False (``DEFAULTS``: on Adult one component soon holds every column), True with pair
-            candidates (``WIDE_DEFAULTS``: a thousand columns, a hundred measured).
+        graphical_sampling: make the generator's rows follow the measured marginals' graph
+            (``_sampling.decouple``): the graph triangulated by greedy elimination, each column is
+            independent of the columns no measurement joins it to, given its neighbours (a
+            stratified permutation of the rows along the elimination tree; every measured
+            marginal's rows are kept exactly), as in a graphical model fitted to the same
+            measurements (MST, AIM): the mixture no longer invents dependence between columns
+            nothing measured jointly. A column of no measured marginal is drawn from its released
+            one-way histogram. The rounds' scores read the same sampler. None: True (both
+            defaults; chosen on generated tables, ``docs/gem.md``).
         calibrate_iterations: after the last fit, the generator's output bias is shifted this many
             times by the log ratio of the released one-way probabilities to the generator's own
-            (mean softmax over ``score_samples`` noise vectors), for every column of a component
-            of several columns (every column without ``independent_components``): each column's
+            (mean softmax over ``score_samples`` noise vectors), for every column of a measured
+            marginal (every column without ``graphical_sampling``): each column's
             rates move to the one-way release's while the rows' dependence (the kernels) is kept,
             a raking of the generator to its one-way measurement (post-processing). 0: none.
             None: 0 (``DEFAULTS``), 4 with pair candidates (``WIDE_DEFAULTS``).
@@ -112,7 +112,7 @@ class GEMConfig(sm.MarginalConfig):
     hidden: tuple[int, ...] = (256, 256)
     output_init_scale: float | None = None
     one_way_init: bool | None = None
-    independent_components: bool | None = None
+    graphical_sampling: bool | None = None
     calibrate_iterations: int | None = None
     anneal: bool | None = None
     one_way_refine: int = 1
@@ -147,7 +147,7 @@ class GEMConfig(sm.MarginalConfig):
         if self.anneal and self.measurements_per_round not in (None, 1):
             raise ValueError(f"anneal=True needs measurements_per_round=1 (AIM's rounds of one "
                              f"marginal), got measurements_per_round={self.measurements_per_round}.")
-        for name in ("pair_candidates", "one_way_init", "independent_components", "anneal"):
+        for name in ("pair_candidates", "one_way_init", "graphical_sampling", "anneal"):
             if getattr(self, name) not in (None, True, False):
                 raise ValueError(f"Expected {name}={getattr(self, name)!r} to be True, False or "
                                  "None (auto).")
@@ -220,13 +220,13 @@ PAIR_WIDTH_LIMIT = 4096  # bins in all for pair_candidates: a (bins x bins) Gram
 # The schedule left unset: AIM's (one marginal a round, 32 rounds, 90 % of a unit on its
 # measurement, the one-way release as large as alpha d units), 400 Adam steps a round ...
 DEFAULTS = dict(max_rounds=32, measurements_per_round=1, measure_share=0.9, one_way_share=None,
-                output_init_scale=1.0, one_way_init=False, independent_components=False,
+                output_init_scale=1.0, one_way_init=False, graphical_sampling=True,
                 round_steps=400, calibrate_iterations=0, anneal=False)
 # ... and, when every pair is a candidate (a wide table), fewer rounds of several marginals, more
 # of each unit on its selection (hundreds of thousands of candidates) and a fixed one-way share
 # (chosen on a generated table, data.planted_binary(2000, 1000, seed=7): docs/gem.md).
 WIDE_DEFAULTS = dict(max_rounds=8, measurements_per_round=8, measure_share=0.5, one_way_share=0.88,
-                     output_init_scale=0.1, one_way_init=True, independent_components=True,
+                     output_init_scale=0.1, one_way_init=True, graphical_sampling=True,
                      round_steps=200, calibrate_iterations=4, anneal=False)
 
 

@@ -19,7 +19,7 @@ from dpgen_jax.synthesizers.gem._config import GEMConfig, privacy_phases
 from dpgen_jax.synthesizers.gem._generator import (
     bin_mask, draw_codes, fit_one_way_bias, fit_steps, init, measured, mixture_marginal, network, optimizer)
 from dpgen_jax.synthesizers.gem._refinement import Refinement, coarse_histograms
-from dpgen_jax.synthesizers.gem._sampling import components, decouple, one_way_probabilities
+from dpgen_jax.synthesizers.gem._sampling import decouple, measured_graph, one_way_probabilities
 
 Clique = sm.Clique
 
@@ -113,8 +113,8 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
         k_sample, k_sel, k_meas, k_fit = jax.random.split(jax.random.fold_in(k_rounds, t), 4)
         sample = np.asarray(draw_codes(params, mask, k_sample, net=net, n=config.score_samples,
                                        noise_dim=config.noise_dim))
-        if config.independent_components:  # the sampler's rows (post-processing of the log)
-            sample = decouple(sample, components([c for c, _, _ in log], d),
+        if config.graphical_sampling:  # the sampler's rows (post-processing of the log)
+            sample = decouple(sample, measured_graph([c for c, _, _ in log], d),
                               dpsgd.host_rng(jax.random.fold_in(k_sample, 1)), one_probs)
         scale = total / config.score_samples
         est = {r: sm.counts(sample, sizes, r) * scale for r in keys}
@@ -149,9 +149,8 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
     params, _ = fit(params, state, jax.random.fold_in(k_rounds, 10**6 + 1), config.final_steps)
     if config.calibrate_iterations:
         columns = np.ones(d, bool)
-        if config.independent_components:  # a lone column is drawn from its histogram anyway
-            labels = components([c for r in rounds for c in r.cliques], d)
-            columns = np.bincount(labels)[labels] > 1
+        if config.graphical_sampling:  # a lone column is drawn from its histogram anyway
+            columns = measured_graph([c for r in rounds for c in r.cliques], d).any(axis=1)
         params = fit_one_way_bias(params, mask, jnp.asarray(one_probs), jnp.asarray(columns),
                                   jax.random.fold_in(k_rounds, 10**6 + 2), net=net,
                                   noise_dim=config.noise_dim, n=config.score_samples,

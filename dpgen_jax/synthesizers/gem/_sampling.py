@@ -1,10 +1,11 @@
-"""GEM's sampler: the released one-way histograms as probabilities, the connected components of
-the measured marginals' graph, and the rows' components made independent of each other
-(``independent_components``; post-processing). See ``docs/gem.md``."""
+"""GEM's sampler: the released one-way histograms as probabilities, the measured marginals' graph
+and its triangulation, and the rows made to follow it (``graphical_sampling``; post-processing).
+See ``docs/gem.md``."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -15,15 +16,59 @@ from dpgen_jax.synthesizers import independent
 Clique = sm.Clique
 
 
-def components(cliques: Sequence[Clique], d: int) -> np.ndarray:
-    """``(d,)`` the connected component of each column in the graph whose edges join the columns
-    of each clique (labels 0, 1, ... in order of each component's first column)."""
-    from scipy.sparse import coo_matrix
-    from scipy.sparse.csgraph import connected_components
+def measured_graph(cliques: Sequence[Clique], d: int) -> np.ndarray:
+    """``(d, d)`` booleans: True where two columns are joined by a measured marginal (public: the
+    selections are released)."""
+    graph = np.zeros((d, d), bool)
+    for c in cliques:
+        idx = np.asarray(c, np.int64)
+        graph[np.ix_(idx, idx)] = True
+    np.fill_diagonal(graph, False)
+    return graph
 
-    edges = np.asarray([(c[0], a) for c in cliques for a in c[1:]], np.int64).reshape(-1, 2)
-    graph = coo_matrix((np.ones(len(edges)), (edges[:, 0], edges[:, 1])), shape=(d, d))
-    return connected_components(graph, directed=False)[1].astype(np.int32)
+
+class Elimination(NamedTuple):
+    """A triangulation of the measured marginals' graph by greedy elimination (fewest fill-in
+    edges first, then fewest neighbours, then the lowest column).
+
+    Attributes:
+        order: the columns in elimination order (a column of no measured marginal first).
+        neighbours: per column, its neighbours when it is eliminated (eliminated after it): the
+            columns it is conditioned on; ``{column} + neighbours`` are the triangulation's cliques,
+            and every measured marginal lies in one of them.
+        parent: per column, the first-eliminated of its neighbours (-1: none, a root): the
+            elimination tree.
+    """
+
+    order: tuple[int, ...]
+    neighbours: tuple[tuple[int, ...], ...]
+    parent: tuple[int, ...]
+
+
+def eliminate(graph: np.ndarray) -> Elimination:
+    """The greedy triangulation of ``graph`` (``(d, d)`` booleans, :func:`measured_graph`)."""
+    d = graph.shape[0]
+    adj = [set(np.flatnonzero(graph[v]).tolist()) for v in range(d)]
+    order = [v for v in range(d) if not adj[v]]  # nothing to condition on, nothing fills in
+    alive = {v for v in range(d) if adj[v]}
+    neighbours: list[tuple[int, ...]] = [()] * d
+
+    def fill(v: int) -> int:
+        nb = sorted(adj[v])
+        return sum(1 for i, a in enumerate(nb) for b in nb[i + 1:] if b not in adj[a])
+
+    while alive:
+        v = min(alive, key=lambda u: (fill(u), len(adj[u]), u))
+        nb = adj[v]
+        neighbours[v] = tuple(sorted(nb))
+        for a in nb:
+            adj[a] |= nb - {a}
+            adj[a].discard(v)
+        alive.discard(v)
+        order.append(v)
+    position = {v: i for i, v in enumerate(order)}
+    parent = tuple(min(nb, key=position.__getitem__) if nb else -1 for nb in neighbours)
+    return Elimination(tuple(order), tuple(neighbours), parent)
 
 
 def one_way_probabilities(one_way: Sequence[np.ndarray], sizes: Sequence[int]) -> np.ndarray:
@@ -36,25 +81,38 @@ def one_way_probabilities(one_way: Sequence[np.ndarray], sizes: Sequence[int]) -
     return out
 
 
-def decouple(codes: np.ndarray, labels: np.ndarray, rng: np.random.Generator,
+def decouple(codes: np.ndarray, graph: np.ndarray, rng: np.random.Generator,
              one_way: np.ndarray | None = None) -> np.ndarray:
-    """The sampler's rows: ``codes`` (n, d) drawn by the generator, with the components
-    (``labels``, as :func:`components`) made independent of each other. A component of several
-    columns keeps the generator's joint: its rows are permuted together (one permutation per
-    component; the first is left in place). A column of its own is drawn from ``one_way`` (the
-    released histogram, ``(d, S)`` probabilities) when given, else permuted. Nothing to do (one
-    component of several columns): ``codes`` itself, no draw from ``rng``."""
-    labels = np.asarray(labels)
-    sizes = np.bincount(labels) if labels.size else np.zeros(0, np.int64)
-    redraw_lone = one_way is not None and bool(np.any(sizes == 1))
-    if sizes.size <= 1 and not redraw_lone:  # one component (or none): nothing to decouple
-        return codes
+    """The sampler's rows (``graphical_sampling``): ``codes`` (n, d) drawn by the generator, made
+    to follow the measured marginals' graph (``graph``, :func:`measured_graph`): each column
+    independent of the columns no measurement joins it to, given its neighbours in the
+    triangulation (:func:`eliminate`), as in a graphical model fitted to the same measurements.
+    In elimination order, each column together with the columns below it in the elimination tree
+    is permuted across the rows that agree on its neighbours' values (one permutation per column;
+    the neighbours are not moved). Every clique of the triangulation, so every measured marginal,
+    keeps the rows' values exactly (the multiset of its tuples; a stratum holds rows that agree on
+    the neighbours, and the columns below move together); dependence the generator put between
+    columns that no clique joins is removed (with few rows per stratum, little is moved). A column
+    of no measured marginal is drawn from ``one_way`` (the released histogram, ``(d, S)``
+    probabilities) when given, else permuted. Post-processing of the released selections.
+    A graph of no edge and no ``one_way`` permutes every column on its own."""
+    tree = eliminate(np.asarray(graph, bool))
     out = np.array(codes, copy=True)
-    n = out.shape[0]
-    for c, size in enumerate(sizes):
-        cols = np.flatnonzero(labels == c)
-        if size == 1 and one_way is not None:
-            out[:, cols[0]] = independent.draw_codes(one_way[cols[0]], n, rng)
-        elif c > 0:
-            out[:, cols] = out[rng.permutation(n)[:, None], cols]
+    n, d = out.shape
+    below: list[list[int]] = [[] for _ in range(d)]  # the columns under each, in elimination order
+    for v in tree.order:
+        if tree.parent[v] >= 0:
+            below[tree.parent[v]] += [v] + below[v]
+    for v in tree.order:
+        nb = tree.neighbours[v]
+        if not nb and tree.parent[v] < 0 and not below[v] and one_way is not None:
+            out[:, v] = independent.draw_codes(one_way[v], n, rng)
+            continue
+        block = [v] + below[v]
+        keys = [out[:, a] for a in reversed(nb)]  # lexsort's last key is the primary one
+        moved = np.lexsort([rng.random(n)] + keys)  # the rows by stratum, random within each
+        kept = np.lexsort([np.arange(n)] + keys) if nb else np.arange(n)
+        values = out[:, block]
+        values[kept] = out[moved][:, block]
+        out[:, block] = values
     return out
