@@ -320,7 +320,9 @@ def test_one_way_init_starts_the_mixture_at_the_released_one_way_probabilities()
 
 def test_eliminate_triangulates_the_measured_graph():
     graph = gem.measured_graph([(0, 1), (1, 2), (2, 3), (3, 0)], 6)  # a 4-cycle, columns 4, 5 alone
-    assert graph.sum() == 8 and not graph[4].any() and not graph[:, 5].any()
+    assert graph.sum() == 8 + 4 and not graph[4].any() and not graph[:, 5].any()
+    assert np.all(np.diag(graph)[:4]) and gem.measured_graph([(2,)], 3).tolist() == [
+        [False] * 3, [False] * 3, [False, False, True]]  # a one-way marginal: its column only
     tree = gem.eliminate(graph)
     assert tree.order[:2] == (4, 5) and sorted(tree.order) == list(range(6))
     assert tree.neighbours[4] == tree.neighbours[5] == () and tree.parent[4] == tree.parent[5] == -1
@@ -363,6 +365,9 @@ def test_decouple_keeps_the_measured_marginals_and_removes_the_rest():
                                          np.array([10.0, 30.0]), np.array([10.0, 30.0])], (2, 3, 2, 2))
     z = gem.decouple(x, graph, np.random.default_rng(2), one_way)
     assert _tuples(z, (0, 1)) == _tuples(x, (0, 1)) and abs(np.mean(z[:, 3]) - 0.75) < 0.03
+    # ... but not a column a round measured on its own (the generator fitted that measurement too)
+    z = gem.decouple(x, gem.measured_graph([(0, 1), (1, 2), (3,)], 4), np.random.default_rng(2), one_way)
+    assert _tuples(z, (3,)) == _tuples(x, (3,)) and abs(np.mean(z[:, 0] == z[:, 3]) - 0.5) < 0.04
     # no measured marginal: every column on its own
     w = gem.decouple(x, np.zeros((4, 4), bool), np.random.default_rng(3))
     assert abs(np.mean(w[:, 0] == w[:, 2]) - 0.5) < 0.04

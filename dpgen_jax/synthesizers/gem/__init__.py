@@ -173,7 +173,7 @@ class GEM(sm.MarginalSynthesizer):
                 f"conditioning set {max(map(len, tree.neighbours), default=0)} columns): each column is "
                 "independent of the columns no measurement joins it to, given its neighbours, every "
                 "measured marginal's rows kept as drawn"
-                + (f"; {lone} columns of no measured marginal are drawn from their released one-way "
+                + (f"; {lone} columns no round measured are drawn from their released one-way "
                    "histograms" if lone else "") + ".")
         sampler = {"graph": jnp.asarray(graph), "one_way": jnp.asarray(one_probs)}
         if fine_probs is not None:

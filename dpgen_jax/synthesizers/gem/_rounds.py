@@ -149,7 +149,7 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
     params, _ = fit(params, state, jax.random.fold_in(k_rounds, 10**6 + 1), config.final_steps)
     if config.calibrate_iterations:
         columns = np.ones(d, bool)
-        if config.graphical_sampling:  # a lone column is drawn from its histogram anyway
+        if config.graphical_sampling:  # a column no round measured is drawn from its histogram
             columns = measured_graph([c for r in rounds for c in r.cliques], d).any(axis=1)
         params = fit_one_way_bias(params, mask, jnp.asarray(one_probs), jnp.asarray(columns),
                                   jax.random.fold_in(k_rounds, 10**6 + 2), net=net,

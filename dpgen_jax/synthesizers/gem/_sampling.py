@@ -17,13 +17,13 @@ Clique = sm.Clique
 
 
 def measured_graph(cliques: Sequence[Clique], d: int) -> np.ndarray:
-    """``(d, d)`` booleans: True where two columns are joined by a measured marginal (public: the
-    selections are released)."""
+    """``(d, d)`` booleans: True where two columns are joined by a measured marginal, and on the
+    diagonal for every column of a measured marginal (a one-way one too). Public: the selections
+    are released."""
     graph = np.zeros((d, d), bool)
     for c in cliques:
         idx = np.asarray(c, np.int64)
         graph[np.ix_(idx, idx)] = True
-    np.fill_diagonal(graph, False)
     return graph
 
 
@@ -46,9 +46,10 @@ class Elimination(NamedTuple):
 
 
 def eliminate(graph: np.ndarray) -> Elimination:
-    """The greedy triangulation of ``graph`` (``(d, d)`` booleans, :func:`measured_graph`)."""
+    """The greedy triangulation of ``graph`` (``(d, d)`` booleans, :func:`measured_graph`; the
+    diagonal is not read)."""
     d = graph.shape[0]
-    adj = [set(np.flatnonzero(graph[v]).tolist()) for v in range(d)]
+    adj = [set(np.flatnonzero(graph[v]).tolist()) - {v} for v in range(d)]
     order = [v for v in range(d) if not adj[v]]  # nothing to condition on, nothing fills in
     alive = {v for v in range(d) if adj[v]}
     neighbours: list[tuple[int, ...]] = [()] * d
@@ -96,7 +97,8 @@ def decouple(codes: np.ndarray, graph: np.ndarray, rng: np.random.Generator,
     of no measured marginal is drawn from ``one_way`` (the released histogram, ``(d, S)``
     probabilities) when given, else permuted. Post-processing of the released selections.
     A graph of no edge and no ``one_way`` permutes every column on its own."""
-    tree = eliminate(np.asarray(graph, bool))
+    graph = np.asarray(graph, bool)
+    tree = eliminate(graph)
     out = np.array(codes, copy=True)
     n, d = out.shape
     below: list[list[int]] = [[] for _ in range(d)]  # the columns under each, in elimination order
@@ -105,7 +107,7 @@ def decouple(codes: np.ndarray, graph: np.ndarray, rng: np.random.Generator,
             below[tree.parent[v]] += [v] + below[v]
     for v in tree.order:
         nb = tree.neighbours[v]
-        if not nb and tree.parent[v] < 0 and not below[v] and one_way is not None:
+        if one_way is not None and not graph[v].any():
             out[:, v] = independent.draw_codes(one_way[v], n, rng)
             continue
         block = [v] + below[v]
