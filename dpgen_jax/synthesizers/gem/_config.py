@@ -55,8 +55,8 @@ class GEMConfig(sm.MarginalConfig):
             stratified permutation of the rows along the elimination tree; every measured
             marginal's rows are kept exactly), as in a graphical model fitted to the same
             measurements (MST, AIM): the mixture no longer invents dependence between columns
-            nothing measured jointly. A column of no measured marginal is drawn from its released
-            one-way histogram. The rounds' scores read the same sampler. None: True (both
+            nothing measured jointly. A column no round measured (not even on its own) is drawn
+            from its released one-way histogram. The rounds' scores read the same sampler. None: True (both
             defaults; chosen on generated tables, ``docs/gem.md``).
         calibrate_iterations: after the last fit, the generator's output bias is shifted this many
             times by the log ratio of the released one-way probabilities to the generator's own
