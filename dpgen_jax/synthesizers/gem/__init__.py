@@ -165,12 +165,12 @@ class GEM(sm.MarginalSynthesizer):
         graph = (measured_graph([c for r in rounds for c in r.cliques], d) if config.graphical_sampling
                  else np.zeros((d, d), bool))
         if config.graphical_sampling:
-            tree = eliminate(graph)
+            widest = max(map(len, eliminate(graph).neighbours), default=0)
             lone = int(np.sum(~graph.any(axis=1)))
             notes.append(
                 "Sampling (post-processing of the released selections): the generator's rows are made to "
                 "follow the measured marginals' graph, triangulated by greedy elimination (largest "
-                f"conditioning set {max(map(len, tree.neighbours), default=0)} columns): each column is "
+                f"conditioning set: {widest} column{'' if widest == 1 else 's'}): each column is "
                 "independent of the columns no measurement joins it to, given its neighbours, every "
                 "measured marginal's rows kept as drawn"
                 + (f"; {lone} columns no round measured are drawn from their released one-way "
