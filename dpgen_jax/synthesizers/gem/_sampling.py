@@ -94,8 +94,8 @@ def decouple(codes: np.ndarray, graph: np.ndarray, rng: np.random.Generator,
     keeps the rows' values exactly (the multiset of its tuples; a stratum holds rows that agree on
     the neighbours, and the columns below move together); dependence the generator put between
     columns that no clique joins is removed (with few rows per stratum, little is moved). A column
-    of no measured marginal is drawn from ``one_way`` (the released histogram, ``(d, S)``
-    probabilities) when given, else permuted. Post-processing of the released selections.
+    no round measured (False on its row of ``graph``, diagonal included) is drawn from ``one_way``
+    (the released histogram, ``(d, S)`` probabilities) when given, else permuted. Post-processing of the released selections.
     A graph of no edge and no ``one_way`` permutes every column on its own."""
     graph = np.asarray(graph, bool)
     tree = eliminate(graph)
@@ -115,6 +115,6 @@ def decouple(codes: np.ndarray, graph: np.ndarray, rng: np.random.Generator,
         moved = np.lexsort([rng.random(n)] + keys)  # the rows by stratum, random within each
         kept = np.lexsort([np.arange(n)] + keys) if nb else np.arange(n)
         values = out[:, block]
-        values[kept] = out[moved][:, block]
+        values[kept] = out[np.ix_(moved, block)]  # the block's columns only, not every column
         out[:, block] = values
     return out
