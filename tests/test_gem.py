@@ -74,17 +74,22 @@ def test_compiled_marginals_equal_a_loop_over_rows():
     rng = np.random.default_rng(0)
     sizes = (3, 2, 5, 9, 2)
     d = len(sizes)
-    mask = jnp.asarray(gem.bin_mask(sizes))
-    logits = jnp.asarray(rng.normal(size=(40, mask.size)), jnp.float32)
+    mask, index = gem.bin_mask(sizes), jnp.asarray(gem.bin_index(sizes))
+    logits = jnp.asarray(rng.normal(size=(40, sum(sizes))), jnp.float32)
 
     class Identity:  # probabilities() of an identity network: logits in, one softmax per column out
         def apply(self, variables, z):
             return z
 
-    padded = np.asarray(gem.probabilities(Identity(), None, logits, mask), np.float64)
+    padded = np.asarray(gem.probabilities(Identity(), None, logits, index), np.float64)
     np.testing.assert_allclose(padded.sum(axis=2), 1.0, rtol=1e-5)
-    assert np.all(padded[:, ~np.asarray(mask)] == 0.0)
+    assert np.all(padded[:, ~mask] == 0.0)
     flat = np.concatenate([padded[:, j, :sizes[j]] for j in range(d)], axis=1)
+    offsets = np.concatenate([[0], np.cumsum(sizes)])  # each column's softmax over its own logits
+    for j in range(d):
+        x = np.asarray(logits, np.float64)[:, offsets[j]:offsets[j + 1]]
+        np.testing.assert_allclose(flat[:, offsets[j]:offsets[j + 1]],
+                                   np.exp(x) / np.exp(x).sum(axis=1, keepdims=True), rtol=1e-5)
     cliques = [(0, 2, 3), (1, 4), (3,), (2, 3, 4), (0, 1), (1, 2, 3)]
     log = [(c, rng.normal(size=math.prod(sizes[a] for a in c)), 1.0 + i) for i, c in enumerate(cliques)]
     meas = gem.measured([np.arange(s, dtype=float) for s in sizes], 2.0, log, sizes)
@@ -116,17 +121,17 @@ def test_compiled_marginals_equal_a_loop_over_rows():
 def test_mixture_marginal_equals_a_loop_over_rows():
     rng = np.random.default_rng(1)
     sizes = (3, 2, 5, 4)
-    mask = jnp.asarray(gem.bin_mask(sizes))
-    logits = jnp.asarray(rng.normal(size=(30, mask.size)), jnp.float32)
+    index = jnp.asarray(gem.bin_index(sizes))
+    logits = jnp.asarray(rng.normal(size=(30, sum(sizes))), jnp.float32)
 
     class Identity:
         def apply(self, variables, z):
             return z
 
-    padded = np.asarray(gem.probabilities(Identity(), None, logits, mask), np.float64)
+    padded = np.asarray(gem.probabilities(Identity(), None, logits, index), np.float64)
     flat = np.concatenate([padded[:, j, :sizes[j]] for j in range(len(sizes))], axis=1)
     for c in [(0,), (2, 0), (1, 3, 2), (0, 1, 2, 3)]:
-        got = gem.mixture_marginal(Identity(), None, logits, mask, c, sizes)
+        got = gem.mixture_marginal(Identity(), None, logits, index, c, sizes)
         np.testing.assert_allclose(got, _mixture_marginal(flat, sizes, c).ravel(), rtol=1e-5, atol=1e-7)
 
 
@@ -156,15 +161,15 @@ def test_annealing_spends_exactly_the_planned_units():
 def test_drawn_codes_follow_the_generator_probabilities():
     sizes = (3, 2, 4)
     cfg = GEMConfig(hidden=(8,), noise_dim=4).for_sizes(sizes)
-    mask = jnp.asarray(gem.bin_mask(sizes))
-    net = gem.network(cfg, mask.size)
-    params = gem.init(cfg, mask.size, jax.random.key(0))
+    index = jnp.asarray(gem.bin_index(sizes))
+    net = gem.network(cfg, sum(sizes))
+    params = gem.init(cfg, sum(sizes), jax.random.key(0))
     n = 20_000
-    codes = np.asarray(gem.draw_codes(params, mask, jax.random.key(1), net=net, n=n, noise_dim=4))
+    codes = np.asarray(gem.draw_codes(params, index, jax.random.key(1), net=net, n=n, noise_dim=4))
     assert codes.shape == (n, 3) and codes.min() >= 0 and all(codes[:, j].max() < s for j, s in enumerate(sizes))
     # expected frequencies: the mixture over many noise vectors of the per-column softmax
     z = jax.random.normal(jax.random.key(2), (200_000, 4))
-    probs = np.asarray(gem.probabilities(net, params, z, mask)).mean(axis=0)
+    probs = np.asarray(gem.probabilities(net, params, z, index)).mean(axis=0)
     for j, s in enumerate(sizes):
         counts = np.bincount(codes[:, j], minlength=s)
         p = np.asarray(probs[j, :s], np.float64)
@@ -302,20 +307,20 @@ def test_one_way_init_starts_the_mixture_at_the_released_one_way_probabilities()
     sizes = (2, 3, 5)
     one_way = gem.one_way_probabilities([np.array([99.0, 1.0]), np.array([5.0, -2.0, 15.0]),
                                          np.array([1.0, 2.0, 3.0, 4.0, 0.0])], sizes)
-    mask = jnp.asarray(gem.bin_mask(sizes))
+    mask, width = gem.bin_mask(sizes), sum(sizes)
     cfg = GEMConfig(hidden=(16,), noise_dim=4, output_init_scale=1e-6).for_sizes(sizes)
-    params = gem.init(cfg, mask.size, jax.random.key(0), one_way)
-    probs = np.asarray(gem.probabilities(gem.network(cfg, mask.size), params,
-                                         jax.random.normal(jax.random.key(1), (64, 4)), mask))
-    want = np.where(one_way > 0, one_way, gem.ONE_WAY_FLOOR) * np.asarray(mask)
+    params = gem.init(cfg, width, jax.random.key(0), one_way[mask])
+    probs = np.asarray(gem.probabilities(gem.network(cfg, width), params, jax.random.normal(
+        jax.random.key(1), (64, 4)), jnp.asarray(gem.bin_index(sizes))))
+    want = np.where(one_way > 0, one_way, gem.ONE_WAY_FLOOR) * mask
     want = want / want.sum(axis=1, keepdims=True)
     np.testing.assert_allclose(probs, np.broadcast_to(want, probs.shape), rtol=1e-4, atol=1e-7)
     assert probs[0, 0, 1] == pytest.approx(0.01, rel=1e-4)  # a rare code, far from uniform
-    without = gem.init(cfg, mask.size, jax.random.key(0))  # the same kernels, He's zero bias
+    without = gem.init(cfg, width, jax.random.key(0))  # the same kernels, He's zero bias
     np.testing.assert_array_equal(without["layer_1"]["kernel"], params["layer_1"]["kernel"])
     assert not np.any(np.asarray(without["layer_1"]["bias"]))
     with pytest.raises(ValueError, match="width"):
-        gem.init(cfg, mask.size + 1, jax.random.key(0), one_way)
+        gem.init(cfg, width + 1, jax.random.key(0), one_way[mask])
 
 
 def test_eliminate_triangulates_the_measured_graph():
@@ -429,18 +434,18 @@ def test_one_way_bias_fit_moves_the_chosen_columns_rates_to_the_target_and_keeps
     sizes = (2, 3, 5)
     target = gem.one_way_probabilities([np.array([90.0, 10.0]), np.array([5.0, 1.0, 14.0]),
                                         np.array([1.0, 2.0, 3.0, 4.0, 10.0])], sizes)
-    mask = jnp.asarray(gem.bin_mask(sizes))
+    index = jnp.asarray(gem.bin_index(sizes))
     cfg = GEMConfig(hidden=(16,), noise_dim=4).for_sizes(sizes)
-    net = gem.network(cfg, mask.size)
-    params = gem.init(cfg, mask.size, jax.random.key(0))
+    net = gem.network(cfg, sum(sizes))
+    params = gem.init(cfg, sum(sizes), jax.random.key(0))
     columns = jnp.asarray([True, True, False])
 
     def mean_probs(p, key, n=20_000):
-        return np.asarray(gem.probabilities(net, p, jax.random.normal(key, (n, 4)), mask).mean(axis=0))
+        return np.asarray(gem.probabilities(net, p, jax.random.normal(key, (n, 4)), index).mean(axis=0))
 
     before = mean_probs(params, jax.random.key(3))
     assert np.abs(before[:2] - target[:2]).max() > 0.05  # far from the target to begin with
-    out = gem.fit_one_way_bias(params, mask, jnp.asarray(target), columns, jax.random.key(1), net=net,
+    out = gem.fit_one_way_bias(params, index, jnp.asarray(target), columns, jax.random.key(1), net=net,
                                noise_dim=4, n=20_000, iterations=8)
     after = mean_probs(out, jax.random.key(3))
     np.testing.assert_allclose(after[:2], target[:2], atol=0.01)
@@ -448,7 +453,7 @@ def test_one_way_bias_fit_moves_the_chosen_columns_rates_to_the_target_and_keeps
     for name in params:
         np.testing.assert_array_equal(out[name]["kernel"], params[name]["kernel"])
     assert not np.array_equal(out["layer_1"]["bias"], params["layer_1"]["bias"])
-    same = gem.fit_one_way_bias(params, mask, jnp.asarray(target), columns, jax.random.key(1), net=net,
+    same = gem.fit_one_way_bias(params, index, jnp.asarray(target), columns, jax.random.key(1), net=net,
                                 noise_dim=4, n=100, iterations=0)
     np.testing.assert_array_equal(same["layer_1"]["bias"], params["layer_1"]["bias"])
 

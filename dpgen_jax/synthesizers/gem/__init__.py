@@ -20,12 +20,13 @@ one Gaussian measurement of a marginal.
    noise vector is a product distribution and the model is their mixture (GEM's). The marginal of
    a measured clique is the batch mean of the product of its columns' probabilities, so the loss
    (L1 between these marginals, scaled to the released total, and the noisy counts, each
-   measurement weighted by 1 / its noise standard deviation) is differentiable. The outputs are
-   laid out as d columns of S bins (S: the most bins of any column, padding bins masked), so the
-   softmaxes, the one-way term and sampling are dense operations. Marginals whose
-   columns' bin counts round up to the same powers of two are stacked and computed together (a
-   Khatri-Rao product and one batched matmul; stacks grow by doubling), so a round compiles a new
-   program only when a new padded shape appears or a stack doubles.
+   measurement weighted by 1 / its noise standard deviation) is differentiable. The network
+   computes one logit per bin, gathered into d columns of S bins (S: the most bins of any column,
+   padding bins masked), so the softmaxes, the one-way term and sampling are dense operations.
+   Marginals whose columns' bin counts round up to the same powers of two are stacked and
+   computed together (a Khatri-Rao product and one batched matmul; stacks hold at least
+   ``MIN_STACK`` and grow by doubling), so a round compiles a new program only when a new padded
+   shape appears or a stack doubles.
 4. **Graphical sampling** (``graphical_sampling``, on by default): the generator's draws are made
    to follow the measured marginals' graph, triangulated by greedy elimination: each column is
    independent of the columns no measurement joins it to, given its neighbours (a stratified
@@ -46,8 +47,8 @@ released values (post-processing).
 Functional API (re-exported here): :func:`discretizer`, :func:`privacy_phases` (given the bin
 counts ``discretizer(config, schema).sizes``, which decide the schedule left unset:
 ``GEMConfig.for_sizes``) (``_config``);
-:func:`bin_mask`, :func:`probabilities`, :func:`measured`, :func:`group_marginals`,
-:func:`fit_steps`, :func:`draw_codes`, :func:`fit_one_way_bias` (``_generator``);
+:func:`bin_mask`, :func:`bin_index`, :func:`probabilities`, :func:`measured`,
+:func:`group_marginals`, :func:`fit_steps`, :func:`draw_codes`, :func:`fit_one_way_bias` (``_generator``);
 :func:`fine_discretizer`, :func:`refinement`, :func:`coarse_histograms`, :func:`refine_codes`
 (``_refinement``); :func:`measured_graph`, :func:`eliminate`, :func:`decouple`, :func:`one_way_probabilities`
 (``_sampling``); :func:`fit_released` (``_rounds``).
@@ -68,7 +69,7 @@ from dpgen_jax.synthesizers._base import Release, register
 from dpgen_jax.synthesizers.gem._config import (
     DEFAULTS, PAIR_WIDTH_LIMIT, WIDE_DEFAULTS, GEMConfig, discretizer, privacy_phases)
 from dpgen_jax.synthesizers.gem._generator import (
-    ONE_WAY_FLOOR, Group, Measured, bin_mask, bucket, draw_codes, fit_one_way_bias, fit_steps, group_marginals,
+    ONE_WAY_FLOOR, Group, Measured, bin_index, bin_mask, bucket, draw_codes, fit_one_way_bias, fit_steps, group_marginals,
     init, last_layer, measured, mixture_marginal, network, optimizer, probabilities)
 from dpgen_jax.synthesizers.gem._refinement import (
     Refinement, coarse_histograms, fine_discretizer, refine_codes, refinement)
@@ -189,9 +190,8 @@ class GEM(sm.MarginalSynthesizer):
         k_codes, k_values = jax.random.split(key)
         disc = discretizer(self.fitted_config, self.model_schema)
         cfg = self.fitted_config.for_sizes(disc.sizes)  # the schedule the fit ran
-        mask = jnp.asarray(bin_mask(disc.sizes))
-        codes = np.asarray(draw_codes(self.released["generator"], mask, k_codes,
-                                      net=network(cfg, mask.size), n=n, noise_dim=cfg.noise_dim))
+        codes = np.asarray(draw_codes(self.released["generator"], jnp.asarray(bin_index(disc.sizes)), k_codes,
+                                      net=network(cfg, sum(disc.sizes)), n=n, noise_dim=cfg.noise_dim))
         sampler = self.released["sampler"]
         if cfg.graphical_sampling:
             codes = decouple(codes, np.asarray(sampler["graph"]),
@@ -204,13 +204,14 @@ class GEM(sm.MarginalSynthesizer):
         return finer.decode(codes, k_values)
 
     def _release_shapes(self, config, schema, statistics):
-        d, widest = bin_mask(discretizer(config, schema).sizes).shape
+        sizes = discretizer(config, schema).sizes
+        d, widest = len(sizes), max(sizes)
         sampler = {"graph": jax.ShapeDtypeStruct((d, d), jnp.bool_),
                    "one_way": jax.ShapeDtypeStruct((d, widest), jnp.float32)}
         finer = fine_discretizer(config, schema)
         if finer is not None:
             sampler["fine"] = jax.ShapeDtypeStruct((d, max(finer.sizes)), jnp.float32)
-        return {"generator": jax.eval_shape(lambda: init(config, d * widest, jax.random.key(0))),
+        return {"generator": jax.eval_shape(lambda: init(config, sum(sizes), jax.random.key(0))),
                 "sampler": sampler}
 
 
@@ -224,6 +225,7 @@ __all__ = [
     "PAIR_WIDTH_LIMIT",
     "Round",
     "WIDE_DEFAULTS",
+    "bin_index",
     "bin_mask",
     "Elimination",
     "decouple",

@@ -23,8 +23,8 @@ Clique = sm.Clique
 
 
 def network(config: GEMConfig, width: int) -> models.MLP:
-    """The generator: ``hidden`` ReLU layers to ``width`` = d * S logits (S: the most bins of any
-    column), He-normal initialisation."""
+    """The generator: ``hidden`` ReLU layers to ``width`` logits, one per bin of every column
+    (``width`` = the sum of the bin counts, columns one after another), He-normal initialisation."""
     return models.MLP(tuple(config.hidden) + (width,), activation="relu", init_scheme="he")
 
 
@@ -40,7 +40,8 @@ ONE_WAY_FLOOR = 1e-5  # the smallest probability one_way_init sets (log 1e-5 = -
 def init(config: GEMConfig, width: int, key: jax.Array, one_way: np.ndarray | None = None) -> PyTree:
     """He-normal parameters, the last layer's kernel times ``output_init_scale`` (how much the
     initial mixture's columns depend on the noise, and so on each other); with ``one_way``
-    (``(d, S)`` probabilities, ``d S == width``) its bias the log of them (``one_way_init``)."""
+    (``(width,)`` probabilities, one per output: ``one_way_probabilities(...)[bin_mask(sizes)]``)
+    its bias the log of them (``one_way_init``)."""
     params = network(config, width).init(key, jnp.zeros((1, config.noise_dim)))["params"]
     last = last_layer(params)
     layer = dict(params[last])
@@ -59,13 +60,22 @@ def bin_mask(sizes: Sequence[int]) -> np.ndarray:
     return np.arange(max(sizes))[None, :] < np.asarray(sizes)[:, None]
 
 
-def probabilities(net: models.MLP, params: PyTree, z: jax.Array, mask: jax.Array) -> jax.Array:
-    """``(n, d, S)``: one softmax per column over its bins, 0 on the padding bins (one dense
-    softmax over the padded layout: no per-column or segment operation, so a table of a thousand
-    columns compiles and runs as a table of ten)."""
-    d, width = mask.shape
-    logits = net.apply({"params": params}, z).reshape(z.shape[0], d, width)
-    return jax.nn.softmax(jnp.where(mask, logits, -jnp.inf), axis=-1)
+def bin_index(sizes: Sequence[int]) -> np.ndarray:
+    """``(d, S)`` int32: the generator's output (columns' bins one after another, ``sum(sizes)``
+    of them) holding each bin of the padded layout, -1 on padding bins."""
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    index = offsets[:, None] + np.arange(max(sizes))[None, :]
+    return np.where(bin_mask(sizes), index, -1).astype(np.int32)
+
+
+def probabilities(net: models.MLP, params: PyTree, z: jax.Array, index: jax.Array) -> jax.Array:
+    """``(n, d, S)``: one softmax per column over its bins, 0 on the padding bins. The network
+    computes one logit per bin (``sum(sizes)``, no padding: the last layer is the largest);
+    ``index`` (:func:`bin_index`) gathers them into the padded layout, where one dense softmax
+    serves every column (no per-column or segment operation, so a table of a thousand columns
+    compiles and runs as a table of ten)."""
+    logits = jnp.take(net.apply({"params": params}, z), jnp.maximum(index, 0), axis=1)
+    return jax.nn.softmax(jnp.where(index >= 0, logits, -jnp.inf), axis=-1)
 
 
 def bucket(size: int, widest: int) -> int:
@@ -75,8 +85,14 @@ def bucket(size: int, widest: int) -> int:
     return min(1 << (int(size) - 1).bit_length(), int(widest))
 
 
+# The fewest marginals a stack holds (empty slots weigh 0): a new shape's first measurements
+# then compile one program, not one at 1, 2 and 4 (empty slots cost a few per cent of a step).
+MIN_STACK = 4
+
+
 class Group(NamedTuple):
-    """The measured marginals of one padded shape, stacked (capacity a power of two).
+    """The measured marginals of one padded shape, stacked (capacity a power of two, at least
+    ``MIN_STACK``).
 
     Attributes:
         columns: per position, ``(M,)`` the column (positions ordered by padded width; empty slots
@@ -123,7 +139,7 @@ def measured(one_way: Sequence[np.ndarray], one_std: float,
     groups = []
     for shape in sorted(by_shape):
         items = by_shape[shape]
-        cap = 1 << (len(items) - 1).bit_length()
+        cap = max(MIN_STACK, 1 << (len(items) - 1).bit_length())
         items = items + [([0] * len(shape), np.zeros(math.prod(shape)), 0.0)] * (cap - len(items))
         groups.append(Group(
             tuple(jnp.asarray([it[0][j] for it in items], jnp.int32) for j in range(len(shape))),
@@ -154,14 +170,14 @@ def optimizer(config: GEMConfig) -> optax.GradientTransformation:
 
 
 @functools.partial(jax.jit, static_argnames=("net", "opt", "batch_size", "noise_dim"))
-def fit_steps(params, opt_state, meas: Measured, mask, total, key, steps, *, net, opt,
+def fit_steps(params, opt_state, meas: Measured, index, total, key, steps, *, net, opt,
               batch_size, noise_dim):
     """``steps`` Adam steps (a traced count; one compilation per layout of ``meas``) on the
     weighted L1 between the generator's marginals scaled to ``total`` and the noisy counts;
     step t draws its noise from ``fold_in(key, t)``."""
 
     def loss(p, z):
-        probs = probabilities(net, p, z, mask)
+        probs = probabilities(net, p, z, index)
         out = meas.one_weight * jnp.sum(jnp.abs(total * jnp.mean(probs, axis=0) - meas.one_way))
         for g in meas.groups:
             err = jnp.abs(total * group_marginals(probs, g) - g.target)
@@ -179,17 +195,17 @@ def fit_steps(params, opt_state, meas: Measured, mask, total, key, steps, *, net
 
 
 @functools.partial(jax.jit, static_argnames=("net", "n", "noise_dim"))
-def draw_codes(params, mask, key, *, net, n, noise_dim):
+def draw_codes(params, index, key, *, net, n, noise_dim):
     """``(n, d)`` codes: a noise vector per row, each column drawn from its softmax (Gumbel-max
     over the padded layout; padding bins have probability 0)."""
     k_z, k_g = jax.random.split(key)
-    probs = probabilities(net, params, jax.random.normal(k_z, (n, noise_dim)), mask)
-    g = jnp.where(mask, jnp.log(jnp.maximum(probs, 1e-30)) + jax.random.gumbel(k_g, probs.shape), -jnp.inf)
+    probs = probabilities(net, params, jax.random.normal(k_z, (n, noise_dim)), index)
+    g = jnp.where(index >= 0, jnp.log(jnp.maximum(probs, 1e-30)) + jax.random.gumbel(k_g, probs.shape), -jnp.inf)
     return jnp.argmax(g, axis=-1).astype(jnp.int32)
 
 
 @functools.partial(jax.jit, static_argnames=("net", "noise_dim", "n", "iterations"))
-def fit_one_way_bias(params, mask, target, columns, key, *, net, noise_dim, n, iterations):
+def fit_one_way_bias(params, index, target, columns, key, *, net, noise_dim, n, iterations):
     """``params`` with the last layer's bias shifted ``iterations`` times by
     ``log(target) - log(mean probabilities)`` on the bins of ``columns`` (``(d,)`` booleans), the
     mean over ``n`` fixed noise vectors; ``target`` ``(d, S)`` probabilities, floored at
@@ -199,22 +215,23 @@ def fit_one_way_bias(params, mask, target, columns, key, *, net, noise_dim, n, i
     last = last_layer(params)
     z = jax.random.normal(key, (n, noise_dim))
     goal = jnp.log(jnp.maximum(target, ONE_WAY_FLOOR))
-    move = mask & columns[:, None]
+    width = params[last]["bias"].shape[0]
+    into = jnp.where((index >= 0) & columns[:, None], index, width)  # width: dropped
 
     def body(_, bias):
         p = {**params, last: {**params[last], "bias": bias}}
-        now = jnp.log(jnp.maximum(jnp.mean(probabilities(net, p, z, mask), axis=0), 1e-30))
-        return bias + jnp.where(move, goal - now, 0.0).reshape(-1)
+        now = jnp.log(jnp.maximum(jnp.mean(probabilities(net, p, z, index), axis=0), 1e-30))
+        return bias.at[into].add(goal - now, mode="drop")
 
     bias = jax.lax.fori_loop(0, iterations, body, params[last]["bias"])
     return {**params, last: {**params[last], "bias": bias}}
 
 
-def mixture_marginal(net, params, z: jax.Array, mask: jax.Array, clique: Clique,
+def mixture_marginal(net, params, z: jax.Array, index: jax.Array, clique: Clique,
                      sizes: Sequence[int]) -> np.ndarray:
     """The generator's marginal of ``clique`` (probabilities, flattened in the clique's order):
     the mean over the noise vectors ``z`` of the product of the columns' probabilities."""
-    probs = probabilities(net, params, z, mask)
+    probs = probabilities(net, params, z, index)
     out = probs[:, clique[0], :sizes[clique[0]]]
     for a in clique[1:]:
         out = (out[:, :, None] * probs[:, a, None, :sizes[a]]).reshape(z.shape[0], -1)

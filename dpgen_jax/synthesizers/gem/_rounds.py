@@ -17,7 +17,7 @@ from dpgen_jax import dpsgd
 from dpgen_jax.synthesizers import _select_measure as sm
 from dpgen_jax.synthesizers.gem._config import GEMConfig, privacy_phases
 from dpgen_jax.synthesizers.gem._generator import (
-    bin_mask, draw_codes, fit_one_way_bias, fit_steps, init, measured, mixture_marginal, network, optimizer)
+    bin_index, bin_mask, draw_codes, fit_one_way_bias, fit_steps, init, measured, mixture_marginal, network, optimizer)
 from dpgen_jax.synthesizers.gem._refinement import Refinement, coarse_histograms
 from dpgen_jax.synthesizers.gem._sampling import decouple, measured_graph, one_way_probabilities
 
@@ -85,14 +85,14 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
     one_probs = one_way_probabilities(one, sizes)
     log: list[tuple[Clique, np.ndarray, float]] = []
 
-    mask = jnp.asarray(bin_mask(sizes))
-    net, opt = network(config, mask.size), optimizer(config)
-    params = init(config, mask.size, k_init, one_probs if config.one_way_init else None)
+    index = jnp.asarray(bin_index(sizes))
+    net, opt = network(config, sum(sizes)), optimizer(config)
+    params = init(config, sum(sizes), k_init, one_probs[bin_mask(sizes)] if config.one_way_init else None)
     state = opt.init(params)
     static = dict(net=net, opt=opt, batch_size=config.batch_size, noise_dim=config.noise_dim)
 
     def fit(p, s, k, steps):
-        return fit_steps(p, s, measured(one, std1 or 1.0, log, sizes), mask,
+        return fit_steps(p, s, measured(one, std1 or 1.0, log, sizes), index,
                          jnp.float32(total), k, jnp.int32(steps), **static)
 
     per_round = min(config.measurements_per_round, len(keys) + (0 if pairs is None else len(pairs)))
@@ -111,7 +111,7 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
         eps = None if eps_u is None else eps_u * math.sqrt(m)
         t0 = time.perf_counter()
         k_sample, k_sel, k_meas, k_fit = jax.random.split(jax.random.fold_in(k_rounds, t), 4)
-        sample = np.asarray(draw_codes(params, mask, k_sample, net=net, n=config.score_samples,
+        sample = np.asarray(draw_codes(params, index, k_sample, net=net, n=config.score_samples,
                                        noise_dim=config.noise_dim))
         if config.graphical_sampling:  # the sampler's rows (post-processing of the log)
             sample = decouple(sample, measured_graph([c for c, _, _ in log], d),
@@ -132,12 +132,12 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
             (y,) = sm.measure(codes, sizes, [r], sigma, k_j)
             log.append((r, y, sigma or 1.0))
         if anneal:
-            before = mixture_marginal(net, params, z_moved, mask, picked[0], sizes)
+            before = mixture_marginal(net, params, z_moved, index, picked[0], sizes)
         params, state = fit(params, state, k_fit, config.round_steps)
         jax.block_until_ready(params)
         annealed = False
         if anneal and not last:  # AIM's rule, on the generator's marginal (post-processing)
-            moved = total * float(np.abs(mixture_marginal(net, params, z_moved, mask, picked[0], sizes)
+            moved = total * float(np.abs(mixture_marginal(net, params, z_moved, index, picked[0], sizes)
                                          - before).sum())
             annealed = moved <= sm.BIAS * sigma * math.prod(sizes[a] for a in picked[0])
             level = 4 * level if annealed else level
@@ -151,7 +151,7 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
         columns = np.ones(d, bool)
         if config.graphical_sampling:  # a column no round measured is drawn from its histogram
             columns = measured_graph([c for r in rounds for c in r.cliques], d).any(axis=1)
-        params = fit_one_way_bias(params, mask, jnp.asarray(one_probs), jnp.asarray(columns),
+        params = fit_one_way_bias(params, index, jnp.asarray(one_probs), jnp.asarray(columns),
                                   jax.random.fold_in(k_rounds, 10**6 + 2), net=net,
                                   noise_dim=config.noise_dim, n=config.score_samples,
                                   iterations=config.calibrate_iterations)
