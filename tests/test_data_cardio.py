@@ -98,3 +98,16 @@ def test_cardio_like_format_and_signal():
     assert df.loc[df.cardio == 1, "ap_hi"].mean() > df.loc[df.cardio == 0, "ap_hi"].mean() + 5
     with pytest.raises(ValueError, match="n_rows"):
         data.cardio_like(0)
+
+
+def test_cardio_like_heaping_rounds_a_share_of_the_blood_pressures_only():
+    plain, heaped = data.cardio_like(20_000, seed=5), data.cardio_like(20_000, seed=5, heaping=0.6)
+    others = [c for c in data.CARDIO_COLUMNS if c not in ("ap_hi", "ap_lo")]
+    pd.testing.assert_frame_equal(plain[others], heaped[others])  # the label stays the true risk's
+    moved = heaped["ap_hi"] != plain["ap_hi"]
+    assert (heaped.loc[moved, "ap_hi"] % 10 == 0).all() and (heaped.loc[moved, "ap_hi"] - plain.loc[moved, "ap_hi"]).abs().max() <= 5
+    for col in ("ap_hi", "ap_lo"):  # 60 % rounded, and the rest as often at a multiple of 10 as before
+        share = (heaped[col] % 10 == 0).mean()
+        assert abs(share - (0.6 + 0.4 * (plain[col] % 10 == 0).mean())) < 0.02
+    with pytest.raises(ValueError, match="heaping"):
+        data.cardio_like(10, heaping=1.5)

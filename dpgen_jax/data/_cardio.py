@@ -171,7 +171,7 @@ def cardio_split(df: pd.DataFrame, seed: int = 0) -> tuple[pd.DataFrame, pd.Data
     return tuple(part.reset_index(drop=True) for part in (train, val, test))
 
 
-def cardio_like(n_rows: int, seed: int = 0) -> pd.DataFrame:
+def cardio_like(n_rows: int, seed: int = 0, *, heaping: float = 0.0) -> pd.DataFrame:
     """``n_rows`` rows in the format of :func:`load_cardio` from a hand-written model (not the
     real table; never report a number measured on it as a cardio result).
 
@@ -180,8 +180,14 @@ def cardio_like(n_rows: int, seed: int = 0) -> pd.DataFrame:
     more often positive for men; ``cardio`` is positive with probability ``sigmoid(s)`` with ``s``
     growing with ap_hi, age, cholesterol and weight (about half the rows positive), so a classifier
     can learn it. Every value lies in the public bounds (clipped).
+
+    ``heaping``: the share of rows whose blood pressures are recorded rounded to a multiple of 10
+    (terminal-digit preference, common in clinical records: heaps at 120/80 mmHg); 0 (default)
+    leaves them at 1 mmHg. The same seed draws the same rows before rounding.
     """
     _v.whole(minimum=1, n_rows=n_rows)
+    if not 0.0 <= _v.real(heaping, "heaping") <= 1.0:
+        raise ValueError(f"Expected heaping in [0, 1], got heaping={heaping!r}.")
     rng = np.random.default_rng(seed)
     n = int(n_rows)
     z = ndtri(rng.uniform(1e-9, 1 - 1e-9, size=(n, 8)))
@@ -203,6 +209,9 @@ def cardio_like(n_rows: int, seed: int = 0) -> pd.DataFrame:
     score = (0.08 * (ap_hi - 127.0) + 0.5 * age_s + 0.55 * (chol - 1) + 0.2 * weight_s
              - 0.2 * active + 0.15)
     cardio = u[:, 6] < expit(score)
+    if heaping > 0.0:  # the records, not the risk: its own stream, every other value as at 0
+        heaped = np.random.default_rng([int(seed), 1]).uniform(size=n) < heaping
+        ap_hi, ap_lo = (np.where(heaped, np.round(v / 10.0) * 10.0, v) for v in (ap_hi, ap_lo))
     out = {
         "age": age, "gender": np.where(male, 2, 1), "height": height, "weight": weight,
         "ap_hi": ap_hi, "ap_lo": ap_lo, "cholesterol": chol, "gluc": gluc, "smoke": smoke,
