@@ -48,10 +48,10 @@ class TestGEMContract(SynthesizerContract):
         return {"generator": params, "sampler": sampler if fine_probs is None else {**sampler, "fine": fine_probs}}
 
 
-class TestGEMFinerOneWayContract(TestGEMContract):
-    """The contract with the finer one-way release on (``one_way_refine``, off by default)."""
+class TestGEMCoarseOneWayContract(TestGEMContract):
+    """The contract with the finer one-way release off (``one_way_refine=1``; 4 by default)."""
 
-    OVERRIDES = {**TINY, "one_way_refine": 3}
+    OVERRIDES = {**TINY, "one_way_refine": 1}
 
     def test_functional_api_agrees_with_the_class(self, fitted, table):  # not marked xla_default:
         super().test_functional_api_agrees_with_the_class(fitted, table)  # one class per method there

@@ -33,7 +33,7 @@ one Gaussian measurement of a marginal.
    permutation of the rows along the elimination tree that keeps every measured marginal's rows
    exactly), as in a graphical model fitted to the same measurements (MST, AIM). The rounds' scores
    read the same sampler.
-5. **Finer one-way release** (``one_way_refine``, off by default): continuous columns' one-way
+5. **Finer one-way release** (``one_way_refine``, 4 by default): continuous columns' one-way
    histograms on finer bins nested in the model's, summed for the fit and used at sampling to
    place a value inside its bin.
 

@@ -15,8 +15,9 @@ from dpgen_jax.synthesizers.gem._config import GEMConfig
 
 def fine_discretizer(config: GEMConfig, schema) -> Discretizer | None:
     """The one-way release's finer binning (``one_way_refine`` times ``bins``, the same spacing,
-    so its edges nest in :func:`discretizer`'s); None when ``one_way_refine`` is 1."""
-    if config.one_way_refine == 1:
+    so its edges nest in :func:`discretizer`'s); None when ``one_way_refine`` is 1 or no column
+    is continuous (nothing to refine)."""
+    if config.one_way_refine == 1 or not any(c.kind == "continuous" for c in schema.columns):
         return None
     return Discretizer(schema, config.bins * config.one_way_refine, config.bin_spacing)
 
