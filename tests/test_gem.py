@@ -90,6 +90,9 @@ def test_compiled_marginals_equal_a_loop_over_rows():
         x = np.asarray(logits, np.float64)[:, offsets[j]:offsets[j + 1]]
         np.testing.assert_allclose(flat[:, offsets[j]:offsets[j + 1]],
                                    np.exp(x) / np.exp(x).sum(axis=1, keepdims=True), rtol=1e-5)
+    even = np.asarray(gem.probabilities(Identity(), None, logits[:, :12], jnp.asarray(gem.bin_index((3,) * 4))))
+    x = np.asarray(logits[:, :12], np.float64).reshape(-1, 4, 3)  # no padding: the reshape path
+    np.testing.assert_allclose(even, np.exp(x) / np.exp(x).sum(axis=2, keepdims=True), rtol=1e-5)
     cliques = [(0, 2, 3), (1, 4), (3,), (2, 3, 4), (0, 1), (1, 2, 3)]
     log = [(c, rng.normal(size=math.prod(sizes[a] for a in c)), 1.0 + i) for i, c in enumerate(cliques)]
     meas = gem.measured([np.arange(s, dtype=float) for s in sizes], 2.0, log, sizes)

@@ -74,7 +74,10 @@ def probabilities(net: models.MLP, params: PyTree, z: jax.Array, index: jax.Arra
     ``index`` (:func:`bin_index`) gathers them into the padded layout, where one dense softmax
     serves every column (no per-column or segment operation, so a table of a thousand columns
     compiles and runs as a table of ten)."""
-    logits = jnp.take(net.apply({"params": params}, z), jnp.maximum(index, 0), axis=1)
+    flat = net.apply({"params": params}, z)
+    if flat.shape[1] == index.size:  # no padding (every column as many bins): the same layout
+        return jax.nn.softmax(flat.reshape(z.shape[0], *index.shape), axis=-1)
+    logits = jnp.take(flat, jnp.maximum(index, 0), axis=1)  # its gradient: a scatter-add
     return jax.nn.softmax(jnp.where(index >= 0, logits, -jnp.inf), axis=-1)
 
 
