@@ -22,6 +22,7 @@ import dataclasses
 import json
 import math
 import pathlib
+import shutil
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -61,6 +62,10 @@ class RunSpec:
         devices: fit on a mesh of this many devices (1: no mesh).
         progress: progress bars inside the fit.
         max_seconds: the fit's time budget, or None.
+        checkpoint_dir: a directory for the fit's private checkpoints (``fit(checkpoint_dir=...)``,
+            methods with ``CHECKPOINTS`` only): a fit that finds checkpoints there continues them
+            (``resume=True``), so a run stopped mid-fit loses only the chunks since the last
+            checkpoint; deleted once the fit is released. None: no checkpoints.
     """
 
     method: str
@@ -72,6 +77,7 @@ class RunSpec:
     devices: int = 1
     progress: bool = True
     max_seconds: float | None = None
+    checkpoint_dir: pathlib.Path | None = None
 
 
 def quick_schedule(method: str) -> tuple[dict[str, Any], float | None]:
@@ -300,10 +306,15 @@ def fit_sample_evaluate(spec: RunSpec, seed, out: pathlib.Path, *, train, test, 
     model = synthesizers.create(spec.method, config, **spec.overrides)
     t = time.perf_counter()
     mesh = device_mesh(spec.devices)
+    ckpt = spec.checkpoint_dir
+    resume = ckpt is not None and ckpt.is_dir() and any(ckpt.iterdir())
     model.fit(train, schema, epsilon=spec.epsilon, delta=spec.delta, preset=spec.preset,
               num_records=spec.num_records, seed=seed, progress=spec.progress,
-              max_seconds=spec.max_seconds, mesh=mesh)
-    timings["fit"] = time.perf_counter() - t
+              max_seconds=spec.max_seconds, mesh=mesh,
+              **({} if ckpt is None else dict(checkpoint_dir=ckpt, resume=resume)))
+    timings["fit"], timings["resumed"] = time.perf_counter() - t, resume
+    if ckpt is not None:  # the checkpoints are secret and no longer needed: the fit is released
+        shutil.rmtree(ckpt)
     if model.schema != schema:  # the method models a subset of the columns (e.g. DP-WGAN's "paper")
         schema = model.schema
         train, test = train[schema.names], test[schema.names]

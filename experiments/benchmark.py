@@ -86,7 +86,8 @@ def run_cell(ds: Dataset, split, spec: _common.RunSpec, seed: int, out: pathlib.
         dimension_wise_summary=result.get("dimension_wise_summary"),
         board={c.key: _common.lookup(result, c.path) for m in metrics.METRICS for c in m.board},
         benchmark={"quick": quick, "overrides": dict(spec.overrides), "eval_seed": EVAL_SEED,
-                   "command": command, "machine_at_start": machine})
+                   "command": command, "machine_at_start": machine,
+                   "fit_resumed": timings["resumed"]})
     _common.write_json(d / "report.json", rep)
     (d / "error.json").unlink(missing_ok=True)
     return rep
@@ -122,6 +123,9 @@ def main(argv=None) -> dict:
     p.add_argument("--quick", action="store_true", help="tiny data and schedules: seconds per cell (CI)")
     p.add_argument("--progress", action="store_true", help="progress bars inside each fit too")
     p.add_argument("--leaderboard-only", action="store_true", help="only rebuild the leaderboard")
+    p.add_argument("--resume-fits", action="store_true",
+                   help="checkpoint the fits of methods that can (in the cell's folder, deleted once the fit "
+                        "ends), so a run stopped mid-fit continues that fit when run again")
     p.add_argument("--out", type=pathlib.Path, required=True)
     args = p.parse_args(argv)
     import importlib
@@ -148,6 +152,9 @@ def main(argv=None) -> dict:
         sets = parse_sets(args.overrides, methods)
         for m in methods:  # --quick: the method's smoke schedule (none: its defaults under a budget)
             smoke, max_seconds = _common.quick_schedule(m) if args.quick else ({}, None)
+            if args.resume_fits and max_seconds is not None and synthesizers.get(m).CHECKPOINTS:
+                raise ValueError(f"--resume-fits: {m}'s --quick fit runs under a time budget, which "
+                                 "would pause a checkpointed fit; leave out --quick or --resume-fits")
             specs[m] = _common.RunSpec(
                 method=m, delta=args.delta, overrides={**smoke, **synthesizers.config_overrides(m, sets[m])},
                 progress=args.progress, max_seconds=max_seconds)
@@ -174,9 +181,11 @@ def main(argv=None) -> dict:
         if ds_name not in splits:
             splits[ds_name] = ds.load(args.data_dir, args.quick)
         d = cell_dir(args.out, ds_name, method, eps, seed)
+        resumable = args.resume_fits and synthesizers.get(method).CHECKPOINTS
         try:
-            rep = run_cell(ds, splits[ds_name], dataclasses.replace(specs[method], epsilon=eps), seed,
-                           args.out, quick=args.quick, command=command)
+            rep = run_cell(ds, splits[ds_name], dataclasses.replace(
+                specs[method], epsilon=eps, checkpoint_dir=d / "checkpoint" if resumable else None), seed,
+                args.out, quick=args.quick, command=command)
             bar.write(f"[{ds_name} {method} eps={eps:g} seed={seed}] RF {rep['rf_salary_accuracy']}, "
                       f"epsilon {rep['epsilon']} ({rep['accountant']}), fit {rep['fit_seconds']:.1f} s, "
                       f"cell {rep['wall_seconds']:.1f} s")

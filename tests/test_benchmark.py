@@ -176,3 +176,27 @@ def test_update_readme_replaces_only_marked_tables_and_refuses_bad_markers():
     other = _leaderboard.README_START.format(dataset="nope")
     with pytest.raises(ValueError, match="'nope'"):
         _leaderboard.update_readme("\n".join([other, _leaderboard.README_END.format(dataset="nope")]), board)
+
+
+def test_resume_fits_continues_a_stopped_fit_to_the_rows_of_an_unstopped_one(tmp_path):
+    """A cell whose fit stopped mid-way (here: paused by a time budget after its first chunk, as a
+    killed run leaves its checkpoints) is continued by ``--resume-fits`` to the same release as a
+    fit that ran through; the secret checkpoints are deleted once the fit ends."""
+    import pandas as pd
+    argv = ["--quick", "--methods", "dp-vae", "--datasets", "tiny-mixed", "--dataset-module",
+            "tests._bench_datasets", "--epsilons", "2", "--seeds", "0"]
+    benchmark.main([*argv, "--out", str(tmp_path / "through")])
+    cell = benchmark.cell_dir(tmp_path / "stopped", "tiny-mixed", "dp-vae", 2, 0)
+    ds = benchmark.DATASETS["tiny-mixed"]
+    train, _ = ds.load(None, True)
+    smoke, _ = _common.quick_schedule("dp-vae")
+    with pytest.raises(synthesizers.FitPaused):
+        synthesizers.create("dp-vae", **smoke).fit(train, ds.schema_for(True), epsilon=2.0, delta=1e-5,
+                                                   seed=0, checkpoint_dir=cell / "checkpoint", max_seconds=1e-9)
+    assert any((cell / "checkpoint").iterdir())
+    benchmark.main([*argv, "--resume-fits", "--out", str(tmp_path / "stopped")])
+    report = _load(cell / "report.json")
+    assert report["benchmark"]["fit_resumed"] is True and not (cell / "checkpoint").exists()
+    through = benchmark.cell_dir(tmp_path / "through", "tiny-mixed", "dp-vae", 2, 0)
+    assert _load(through / "report.json")["benchmark"]["fit_resumed"] is False
+    pd.testing.assert_frame_equal(pd.read_csv(cell / "synthetic.csv"), pd.read_csv(through / "synthetic.csv"))
