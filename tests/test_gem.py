@@ -575,3 +575,16 @@ def test_a_peaked_integer_column_keeps_its_peak_and_the_accounting_is_unchanged(
     assert share[1] < 0.2 and share[8] > 0.5, share
     assert share[1, "eps"] == share[8, "eps"] and share[1, "noise"] == share[8, "noise"]
     assert any("finer bins" in a for a in rep["assumptions"])
+
+
+def test_a_second_fit_reuses_the_compiled_round_programs():
+    """The round program's static arguments (network, optimizer) compare equal across fits of one
+    configuration, so a process that fits many times (a benchmark grid) compiles each layout once
+    and does not keep a new set of programs per fit."""
+    planted = _xor_table(600, 2)
+    fit = lambda: synthesizers.create("gem", **TINY).fit(planted.frame, planted.schema, epsilon=3.0, seed=0)
+    fit()
+    compiled = gem.fit_steps._cache_size()
+    again = fit()
+    assert gem.fit_steps._cache_size() == compiled
+    assert again.fitted_release.diagnostics["rounds"]  # it ran its rounds

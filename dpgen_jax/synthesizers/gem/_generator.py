@@ -169,7 +169,15 @@ def group_marginals(probs: jax.Array, group: Group) -> jax.Array:
 
 
 def optimizer(config: GEMConfig) -> optax.GradientTransformation:
-    return optax.adam(config.learning_rate)
+    """Adam at ``learning_rate``: one object per rate, so that :func:`fit_steps` (whose optimizer
+    is a static argument, compared by identity) reuses its compiled programs across fits instead
+    of compiling and keeping new ones every fit."""
+    return _adam(float(config.learning_rate))
+
+
+@functools.lru_cache(maxsize=None)
+def _adam(learning_rate: float) -> optax.GradientTransformation:
+    return optax.adam(learning_rate)
 
 
 @functools.partial(jax.jit, static_argnames=("net", "opt", "batch_size", "noise_dim"))
