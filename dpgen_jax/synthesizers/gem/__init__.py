@@ -69,8 +69,8 @@ from dpgen_jax.synthesizers._base import Release, register
 from dpgen_jax.synthesizers.gem._config import (
     DEFAULTS, PAIR_WIDTH_LIMIT, WIDE_DEFAULTS, GEMConfig, discretizer, privacy_phases)
 from dpgen_jax.synthesizers.gem._generator import (
-    ONE_WAY_FLOOR, Group, Measured, bin_index, bin_mask, bucket, draw_codes, fit_one_way_bias, fit_steps, group_marginals,
-    init, last_layer, measured, mixture_marginal, network, optimizer, probabilities)
+    ONE_WAY_FLOOR, Group, Measured, bin_index, bin_mask, bucket, draw_codes, fit_one_way_bias, fit_steps,
+    group_marginals, init, last_layer, measured, mixture_marginal, network, optimizer, probabilities)
 from dpgen_jax.synthesizers.gem._refinement import (
     Refinement, coarse_histograms, fine_discretizer, refine_codes, refinement)
 from dpgen_jax.synthesizers.gem._rounds import Round, fit_released

@@ -95,7 +95,8 @@ def decouple(codes: np.ndarray, graph: np.ndarray, rng: np.random.Generator,
     the neighbours, and the columns below move together); dependence the generator put between
     columns that no clique joins is removed (with few rows per stratum, little is moved). A column
     no round measured (False on its row of ``graph``, diagonal included) is drawn from ``one_way``
-    (the released histogram, ``(d, S)`` probabilities) when given, else permuted. Post-processing of the released selections.
+    (the released histogram, ``(d, S)`` probabilities) when given, else permuted. Post-processing
+    of the released selections.
     A graph of no edge and no ``one_way`` permutes every column on its own."""
     graph = np.asarray(graph, bool)
     tree = eliminate(graph)
