@@ -40,12 +40,26 @@ class TestGEMContract(SynthesizerContract):
         cfg = model.fitted_config
         disc, finer = gem.discretizer(cfg, schema), gem.fine_discretizer(cfg, schema)
         fine = None if finer is None else (finer.codes(frame), gem.refinement(disc, finer))
-        params, _, rounds, one_way, fine_probs = gem.fit_released(
+        out = gem.fit_released(
             cfg, disc.codes(frame), disc.sizes, jax.random.key(self.SEED), phases=phases, fine=fine)
+        rounds = out.rounds
         assert [r.cliques for r in rounds] == [r.cliques for r in model.fitted_release.diagnostics["rounds"]]
         graph = gem.measured_graph([c for r in rounds for c in r.cliques], len(disc.sizes))
-        sampler = {"graph": graph, "one_way": one_way}
-        return {"generator": params, "sampler": sampler if fine_probs is None else {**sampler, "fine": fine_probs}}
+        sampler = {"graph": graph, "one_way": out.one_way}
+        if out.fine is not None:
+            sampler["fine"] = out.fine
+        if out.noise is not None:
+            sampler["noise"] = out.noise
+        return {"generator": out.params, "sampler": sampler}
+
+
+class TestGEMFreshNoiseContract(TestGEMContract):
+    """The contract with a fresh batch of noise vectors every step (``fixed_noise=False``)."""
+
+    OVERRIDES = {**TINY, "fixed_noise": False}
+
+    def test_functional_api_agrees_with_the_class(self, fitted, table):  # not marked xla_default:
+        super().test_functional_api_agrees_with_the_class(fitted, table)  # one class per method there
 
 
 class TestGEMCoarseOneWayContract(TestGEMContract):
@@ -179,6 +193,29 @@ def test_drawn_codes_follow_the_generator_probabilities():
         assert stats.chisquare(counts, n * p / p.sum()).pvalue > 1e-4
 
 
+def test_rows_drawn_on_fixed_noise_follow_the_finite_mixture():
+    """``fixed_noise``: each row reads one of the K stored vectors for all its columns, so a pair's
+    frequencies are the K-component mixture's marginal (mixture_marginal over the same vectors)."""
+    sizes = (3, 2, 4)
+    cfg = GEMConfig(hidden=(8,), noise_dim=4, output_init_scale=3.0).for_sizes(sizes)
+    index = jnp.asarray(gem.bin_index(sizes))
+    net = gem.network(cfg, sum(sizes))
+    params = gem.init(cfg, sum(sizes), jax.random.key(0))
+    noise = jax.random.normal(jax.random.key(3), (5, 4))
+    n = 30_000
+    codes = np.asarray(gem.draw_codes(params, index, jax.random.key(1), net=net, n=n, noise_dim=4, noise=noise))
+    for clique in ((0, 1), (0, 2), (1, 2)):
+        expected = gem.mixture_marginal(net, params, noise, index, clique, sizes)
+        flat = np.ravel_multi_index(tuple(codes[:, a] for a in clique), [sizes[a] for a in clique])
+        counts = np.bincount(flat, minlength=expected.size)
+        assert stats.chisquare(counts, n * expected / expected.sum()).pvalue > 1e-4
+    # the same pair drawn with a column-independent product of the mixture's one-ways is far off
+    one = [gem.mixture_marginal(net, params, noise, index, (a,), sizes) for a in (0, 2)]
+    product = np.outer(*one).ravel()
+    flat = np.ravel_multi_index((codes[:, 0], codes[:, 2]), (3, 4))
+    assert stats.chisquare(np.bincount(flat, minlength=12), n * product / product.sum()).pvalue < 1e-6
+
+
 def test_random_workload_is_public_deterministic_and_capped():
     sizes = (2,) * 1000 + (50,) * 3
     a = sm.workload(sizes, 3, 64, size=300, seed=4)
@@ -268,7 +305,7 @@ def test_pair_candidates_are_automatic_on_wide_tables_only():
             narrow.graphical_sampling) == (False, 32, 1.0, False, True)
     assert GEMConfig(max_rounds=3).for_sizes((2,) * 1000).units() == 24  # a set field is kept
     assert (wide.round_steps, narrow.round_steps, GEMConfig(round_steps=7).for_sizes((2, 3, 4)).round_steps) == (
-        200, 400, 7)
+        200, 50, 7)
     assert (wide.calibrate_iterations, narrow.calibrate_iterations) == (4, 0)
     full, small = (gem.init(c, 10, jax.random.key(0)) for c in (narrow, narrow.replace(output_init_scale=0.1)))
     np.testing.assert_allclose(small["layer_2"]["kernel"], 0.1 * full["layer_2"]["kernel"], rtol=1e-6)
@@ -588,3 +625,11 @@ def test_a_second_fit_reuses_the_compiled_round_programs():
     again = fit()
     assert gem.fit_steps._cache_size() == compiled
     assert again.fitted_release.diagnostics["rounds"]  # it ran its rounds
+
+
+def test_a_configuration_written_before_fixed_noise_loads_with_fresh_noise():
+    stored = GEMConfig().to_dict()
+    assert GEMConfig.from_dict(stored).fixed_noise is None  # auto: the defaults' True
+    assert GEMConfig().for_sizes((3, 4, 5)).fixed_noise is True
+    del stored["fixed_noise"]  # a release file written before issue 50's fixed noise
+    assert GEMConfig.from_dict(stored).fixed_noise is False

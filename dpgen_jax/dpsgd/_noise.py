@@ -28,6 +28,8 @@ Here every coordinate uses 64 random bits:
 
 from __future__ import annotations
 
+import functools
+
 from typing import Sequence
 
 import jax
@@ -178,20 +180,36 @@ def add_gaussian_noise(tree: PyTree, key: jax.Array, std: float) -> PyTree:
         return tree
     scale = jnp.asarray(std, jnp.float32) if traced else np.float32(std)
     leaves, treedef = jax.tree_util.tree_flatten(tree)
-    words = _key_words(key)
-    # Outside a trace every operation below runs (and is compiled) on its own, once per array
+    # Outside a trace every operation would run (and be compiled) on its own, once per array
     # size: a host caller measuring tables of many sizes (the marginal methods) compiled them
-    # anew for every table. There the stream is drawn for a power-of-two block of counters and
-    # cut: coordinate j's value depends only on (key, j), so the noise is the same to the bit.
-    eager = not any(isinstance(x, jax.core.Tracer) for x in leaves + [scale, words[0]])
+    # anew for every table. There the stream is drawn by one compiled program per power-of-two
+    # block of counters (:func:`_host_block`), cut and added on the host: coordinate j's value
+    # depends only on (key, j), so the noise is the same to the bit.
+    if not any(isinstance(x, jax.core.Tracer) for x in leaves + [scale, key]):
+        out, offset = [], 0
+        for x in leaves:
+            z = np.asarray(_host_block(key, np.uint32(offset % _TWO_POW_32), np.uint32(offset // _TWO_POW_32),
+                                       block=_eager_block(x.size)))[:x.size].reshape(np.shape(x))
+            out.append(jnp.asarray((np.asarray(x, np.float32) + scale * z).astype(x.dtype)))
+            offset += x.size
+        return jax.tree_util.tree_unflatten(treedef, out)
+    words = _key_words(key)
     out, offset = [], 0
     for x in leaves:
-        block = _eager_block(x.size) if eager else x.size
-        hi, lo = threefry2x32(words, _block_counters(offset, block))
-        z = normal_from_words(hi, lo)[:x.size].reshape(x.shape)
+        hi, lo = threefry2x32(words, _block_counters(offset, x.size))
+        z = normal_from_words(hi, lo).reshape(x.shape)
         out.append((x + scale * z).astype(x.dtype))
         offset += x.size
     return jax.tree_util.tree_unflatten(treedef, out)
+
+
+@functools.partial(jax.jit, static_argnames="block")
+def _host_block(key: jax.Array, lo_start: jax.Array, hi_start: jax.Array, *, block: int) -> jax.Array:
+    """The stream's ``block`` values from the coordinate ``hi_start * 2^32 + lo_start`` (the
+    counters of :func:`_block_counters`, the start traced so one program serves every offset)."""
+    lo = lax.iota(jnp.uint32, block) + lo_start
+    hi = hi_start + (lo < lo_start).astype(jnp.uint32)  # carry
+    return normal_from_words(*threefry2x32(_key_words(key), (hi, lo)))
 
 
 def _eager_block(size: int) -> int:

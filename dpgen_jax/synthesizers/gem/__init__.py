@@ -14,10 +14,12 @@ one Gaussian measurement of a marginal.
    w_r (||M_r(D) - M_r(G)||_1 - sqrt(2 / pi) sigma n_r), sensitivity the largest weight; the
    generator's marginals are counts of ``score_samples`` rows it draws, scaled to the released
    total), measure it with Gaussian noise, then fit the generator to every measurement so far:
-   ``round_steps`` Adam steps in one compiled program, each on a fresh batch of ``batch_size``
-   noise vectors.
+   ``round_steps`` Adam steps in one compiled program.
 3. **The generator**: an MLP from N(0, I) noise to one softmax per column over its bins, so each
-   noise vector is a product distribution and the model is their mixture (GEM's). The marginal of
+   noise vector is a product distribution and the model is their mixture (GEM's). With
+   ``fixed_noise`` (the default) the ``batch_size`` noise vectors are drawn once and kept: the
+   model is their finite mixture, every step's loss is exact and sampling draws one of them per
+   row (``fixed_noise=False``: a fresh batch every step, as before issue 50). The marginal of
    a measured clique is the batch mean of the product of its columns' probabilities, so the loss
    (L1 between these marginals, scaled to the released total, and the noisy counts, each
    measurement weighted by 1 / its noise standard deviation) is differentiable. The network
@@ -73,7 +75,7 @@ from dpgen_jax.synthesizers.gem._generator import (
     group_marginals, init, last_layer, measured, mixture_marginal, network, optimizer, probabilities)
 from dpgen_jax.synthesizers.gem._refinement import (
     Refinement, coarse_histograms, fine_discretizer, refine_codes, refinement)
-from dpgen_jax.synthesizers.gem._rounds import Round, fit_released
+from dpgen_jax.synthesizers.gem._rounds import Fitted, Round, fit_released
 from dpgen_jax.synthesizers.gem._sampling import (
     Elimination, decouple, eliminate, measured_graph, one_way_probabilities)
 
@@ -125,9 +127,10 @@ class GEM(sm.MarginalSynthesizer):
         config = plan.config.for_sizes(disc.sizes)  # the schedule left unset, from the public bins
         codes = disc.codes_from_encoded(x)
         fine = None if finer is None else (finer.codes_from_encoded(x), refinement(disc, finer))
-        params, total, rounds, one_probs, fine_probs = fit_released(
+        fitted = fit_released(
             config, codes, disc.sizes, key, private=plan.private, should_stop=hooks.should_stop,
             phases=list(plan.phases) if plan.private else None, progress=hooks.progress, fine=fine)
+        params, total, rounds = fitted.params, fitted.total, fitted.rounds
         names = disc.schema.names
         listing = ", ".join("-".join(names[a] for a in c) for r in rounds for c in r.cliques)
         units = sum(r.units * len(r.cliques) for r in rounds)
@@ -176,9 +179,11 @@ class GEM(sm.MarginalSynthesizer):
                 "measured marginal's rows kept as drawn"
                 + (f"; {lone} columns no round measured are drawn from their released one-way "
                    "histograms" if lone else "") + ".")
-        sampler = {"graph": jnp.asarray(graph), "one_way": jnp.asarray(one_probs)}
-        if fine_probs is not None:
-            sampler["fine"] = jnp.asarray(fine_probs)
+        sampler = {"graph": jnp.asarray(graph), "one_way": jnp.asarray(fitted.one_way)}
+        if fitted.fine is not None:
+            sampler["fine"] = jnp.asarray(fitted.fine)
+        if fitted.noise is not None:
+            sampler["noise"] = fitted.noise
         released = {"generator": params, "sampler": sampler}
         return Release(arrays=released,
                            steps={"one_way": 1, "selection": units, "measure": units},
@@ -190,9 +195,10 @@ class GEM(sm.MarginalSynthesizer):
         k_codes, k_values = jax.random.split(key)
         disc = discretizer(self.fitted_config, self.model_schema)
         cfg = self.fitted_config.for_sizes(disc.sizes)  # the schedule the fit ran
-        codes = np.asarray(draw_codes(self.released["generator"], jnp.asarray(bin_index(disc.sizes)), k_codes,
-                                      net=network(cfg, sum(disc.sizes)), n=n, noise_dim=cfg.noise_dim))
         sampler = self.released["sampler"]
+        codes = np.asarray(draw_codes(self.released["generator"], jnp.asarray(bin_index(disc.sizes)), k_codes,
+                                      net=network(cfg, sum(disc.sizes)), n=n, noise_dim=cfg.noise_dim,
+                                      noise=sampler.get("noise")))
         if cfg.graphical_sampling:
             codes = decouple(codes, np.asarray(sampler["graph"]),
                              dpsgd.host_rng(jax.random.fold_in(key, 1)), np.asarray(sampler["one_way"]))
@@ -211,6 +217,9 @@ class GEM(sm.MarginalSynthesizer):
         finer = fine_discretizer(config, schema)
         if finer is not None:
             sampler["fine"] = jax.ShapeDtypeStruct((d, max(finer.sizes)), jnp.float32)
+        cfg = config.for_sizes(sizes)
+        if cfg.fixed_noise:
+            sampler["noise"] = jax.ShapeDtypeStruct((cfg.batch_size, cfg.noise_dim), jnp.float32)
         return {"generator": jax.eval_shape(lambda: init(config, sum(sizes), jax.random.key(0))),
                 "sampler": sampler}
 
@@ -228,6 +237,7 @@ __all__ = [
     "bin_index",
     "bin_mask",
     "Elimination",
+    "Fitted",
     "decouple",
     "eliminate",
     "measured_graph",

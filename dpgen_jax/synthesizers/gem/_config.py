@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from dpgen_jax import _validate as _v
 from dpgen_jax.data._discrete import SPACINGS
@@ -82,10 +83,19 @@ class GEMConfig(sm.MarginalConfig):
             on round numbers (blood pressures at 120/80 mmHg, 40 hours a week) keep their heaps,
             at the price of a noisier one-way count per model bin (the sum of 4 noisy cells;
             chosen on generated tables, ``docs/gem.md``, step 10); 1: off.
-        batch_size: noise vectors per gradient step.
+        batch_size: noise vectors per gradient step; with ``fixed_noise`` the mixture's K.
+        fixed_noise: the generator's noise vectors are drawn once (``batch_size`` of them, from
+            the fit's key) and kept: the model is the finite mixture of K = ``batch_size`` product
+            distributions, every Adam step computes its exact marginals (a deterministic loss, no
+            batch-to-batch noise in the gradient), and sampling draws one of the K vectors
+            uniformly for each row, so rows come from the distribution that was fitted (the
+            vectors are stored in the release; they are public randomness). False: a fresh batch
+            every step, rows from fresh noise (before issue 50). None: True (both defaults; chosen on
+            generated tables, ``docs/gem.md``: a closer fit in a seventh of the steps).
         round_steps: Adam steps before the first round and after each round's measurements;
-            ``final_steps`` more at the end. None: 400 (``DEFAULTS``; chosen on
-            ``data.adult_like``, ``docs/gem.md``), 200 with pair candidates (``WIDE_DEFAULTS``).
+            ``final_steps`` (300) more at the end. None: 50 (``DEFAULTS``, with ``fixed_noise``;
+            chosen on generated tables, ``docs/gem.md``), 200 with pair candidates
+            (``WIDE_DEFAULTS``).
         learning_rate: Adam's.
         score_samples: rows drawn from the generator to estimate the candidates' marginals.
         one_way_noise_multiplier, selection_noise_multiplier, measure_noise_multiplier: as AIM's
@@ -118,13 +128,20 @@ class GEMConfig(sm.MarginalConfig):
     anneal: bool | None = None
     one_way_refine: int = 4
     batch_size: int = 512
+    fixed_noise: bool | None = None
     round_steps: int | None = None
-    final_steps: int = 1000
+    final_steps: int = 300
     learning_rate: float = 1e-3
     score_samples: int = 10_000
     one_way_noise_multiplier: float | None = None
     selection_noise_multiplier: float | None = None
     measure_noise_multiplier: float | None = None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> GEMConfig:
+        """As ``SynthesizerConfig.from_dict``; a configuration written before ``fixed_noise``
+        existed loads with it off (fresh noise), as it was fitted."""
+        return super().from_dict({"fixed_noise": False, **d})
 
     def validate(self) -> GEMConfig:
         _v.choice(self.bin_spacing, "bin_spacing", SPACINGS)
@@ -148,7 +165,7 @@ class GEMConfig(sm.MarginalConfig):
         if self.anneal and self.measurements_per_round not in (None, 1):
             raise ValueError(f"anneal=True needs measurements_per_round=1 (AIM's rounds of one "
                              f"marginal), got measurements_per_round={self.measurements_per_round}.")
-        for name in ("pair_candidates", "one_way_init", "graphical_sampling", "anneal"):
+        for name in ("pair_candidates", "one_way_init", "graphical_sampling", "anneal", "fixed_noise"):
             if getattr(self, name) not in (None, True, False):
                 raise ValueError(f"Expected {name}={getattr(self, name)!r} to be True, False or "
                                  "None (auto).")
@@ -219,16 +236,16 @@ class GEMConfig(sm.MarginalConfig):
 discretizer = sm.discretizer
 PAIR_WIDTH_LIMIT = 4096  # bins in all for pair_candidates: a (bins x bins) Gram matrix per round
 # The schedule left unset: AIM's (one marginal a round, 32 rounds, 90 % of a unit on its
-# measurement, the one-way release as large as alpha d units), 400 Adam steps a round ...
+# measurement, the one-way release as large as alpha d units), 50 Adam steps a round on fixed noise ...
 DEFAULTS = dict(max_rounds=32, measurements_per_round=1, measure_share=0.9, one_way_share=None,
                 output_init_scale=1.0, one_way_init=False, graphical_sampling=True,
-                round_steps=400, calibrate_iterations=0, anneal=False)
+                round_steps=50, calibrate_iterations=0, anneal=False, fixed_noise=True)
 # ... and, when every pair is a candidate (a wide table), fewer rounds of several marginals, more
 # of each unit on its selection (hundreds of thousands of candidates) and a fixed one-way share
 # (chosen on a generated table, data.planted_binary(2000, 1000, seed=7): docs/gem.md).
 WIDE_DEFAULTS = dict(max_rounds=8, measurements_per_round=8, measure_share=0.5, one_way_share=0.88,
                      output_init_scale=0.1, one_way_init=True, graphical_sampling=True,
-                     round_steps=200, calibrate_iterations=4, anneal=False)
+                     round_steps=200, calibrate_iterations=4, anneal=False, fixed_noise=True)
 
 
 def privacy_phases(config: GEMConfig, sizes: Sequence[int], *, steps: Mapping[str, int] | None = None,

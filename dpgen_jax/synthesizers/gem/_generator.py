@@ -182,10 +182,12 @@ def _adam(learning_rate: float) -> optax.GradientTransformation:
 
 @functools.partial(jax.jit, static_argnames=("net", "opt", "batch_size", "noise_dim"))
 def fit_steps(params, opt_state, meas: Measured, index, total, key, steps, *, net, opt,
-              batch_size, noise_dim):
+              batch_size, noise_dim, noise=None):
     """``steps`` Adam steps (a traced count; one compilation per layout of ``meas``) on the
-    weighted L1 between the generator's marginals scaled to ``total`` and the noisy counts;
-    step t draws its noise from ``fold_in(key, t)``."""
+    weighted L1 between the generator's marginals scaled to ``total`` and the noisy counts.
+    ``noise``: the mixture's ``(K, noise_dim)`` fixed noise vectors (``fixed_noise``): every step
+    reads all of them, so the loss is the model's exact one; None: step t draws ``batch_size``
+    fresh vectors from ``fold_in(key, t)``."""
 
     def loss(p, z):
         probs = probabilities(net, p, z, index)
@@ -197,7 +199,8 @@ def fit_steps(params, opt_state, meas: Measured, index, total, key, steps, *, ne
 
     def body(t, carry):
         p, s = carry
-        z = jax.random.normal(jax.random.fold_in(key, t), (batch_size, noise_dim))
+        z = (jax.random.normal(jax.random.fold_in(key, t), (batch_size, noise_dim)) if noise is None
+             else noise)
         g = jax.grad(loss)(p, z)
         upd, s = opt.update(g, s, p)
         return optax.apply_updates(p, upd), s
@@ -206,25 +209,34 @@ def fit_steps(params, opt_state, meas: Measured, index, total, key, steps, *, ne
 
 
 @functools.partial(jax.jit, static_argnames=("net", "n", "noise_dim"))
-def draw_codes(params, index, key, *, net, n, noise_dim):
-    """``(n, d)`` codes: a noise vector per row, each column drawn from its softmax (Gumbel-max
-    over the padded layout; padding bins have probability 0)."""
-    k_z, k_g = jax.random.split(key)
-    probs = probabilities(net, params, jax.random.normal(k_z, (n, noise_dim)), index)
-    g = jnp.where(index >= 0, jnp.log(jnp.maximum(probs, 1e-30)) + jax.random.gumbel(k_g, probs.shape), -jnp.inf)
-    return jnp.argmax(g, axis=-1).astype(jnp.int32)
+def draw_codes(params, index, key, *, net, n, noise_dim, noise=None):
+    """``(n, d)`` codes, each column drawn from its softmax for a noise vector per row: one of
+    the K fixed ``noise`` vectors drawn uniformly (the finite mixture :func:`fit_steps` fitted), or
+    without ``noise`` a fresh one. A code is the number of the column's cumulative probabilities
+    below one uniform draw (inversion: one random number per row and column), capped at the
+    column's last bin (padding bins have probability 0)."""
+    k_z, k_u = jax.random.split(key)
+    if noise is None:
+        cdf = jnp.cumsum(probabilities(net, params, jax.random.normal(k_z, (n, noise_dim)), index), axis=-1)
+    else:
+        cdf = jnp.cumsum(probabilities(net, params, noise, index), axis=-1)
+        cdf = cdf[jax.random.randint(k_z, (n,), 0, noise.shape[0])]
+    u = jax.random.uniform(k_u, (n, index.shape[0], 1)) * cdf[:, :, -1:]  # the total: 1 up to rounding
+    last = jnp.sum(index >= 0, axis=-1) - 1
+    return jnp.minimum(jnp.sum(cdf <= u, axis=-1), last).astype(jnp.int32)
 
 
 @functools.partial(jax.jit, static_argnames=("net", "noise_dim", "n", "iterations"))
-def fit_one_way_bias(params, index, target, columns, key, *, net, noise_dim, n, iterations):
+def fit_one_way_bias(params, index, target, columns, key, *, net, noise_dim, n, iterations, noise=None):
     """``params`` with the last layer's bias shifted ``iterations`` times by
     ``log(target) - log(mean probabilities)`` on the bins of ``columns`` (``(d,)`` booleans), the
-    mean over ``n`` fixed noise vectors; ``target`` ``(d, S)`` probabilities, floored at
-    ``ONE_WAY_FLOOR``. The kernels are kept: each column's rates move to ``target``'s, the
-    rows' dependence through the noise stays (a raking of the generator's one-way rates;
-    ``GEMConfig.calibrate_iterations``; post-processing, no noise calibrated here)."""
+    mean over ``n`` noise vectors drawn once (the mixture's own ``noise`` when it has fixed
+    ones); ``target`` ``(d, S)`` probabilities, floored at ``ONE_WAY_FLOOR``. The kernels are
+    kept: each column's rates move to ``target``'s, the rows' dependence through the noise stays
+    (a raking of the generator's one-way rates; ``GEMConfig.calibrate_iterations``;
+    post-processing, no noise calibrated here)."""
     last = last_layer(params)
-    z = jax.random.normal(key, (n, noise_dim))
+    z = jax.random.normal(key, (n, noise_dim)) if noise is None else noise
     goal = jnp.log(jnp.maximum(target, ONE_WAY_FLOOR))
     width = params[last]["bias"].shape[0]
     into = jnp.where((index >= 0) & columns[:, None], index, width)  # width: dropped

@@ -31,13 +31,22 @@ class Round(NamedTuple):
     annealed: bool = False       # the next rounds spend 4 times the units
 
 
+class Fitted(NamedTuple):
+    """What :func:`fit_released` returns (post-processing of the released measurements)."""
+
+    params: dict                  # the generator's parameters
+    total: float                  # the released total (the mean sum of the noisy one-way histograms)
+    rounds: list                  # the rounds executed (:class:`Round`)
+    one_way: np.ndarray           # (d, S) the one-way probabilities on the model's bins
+    fine: np.ndarray | None       # the same on the finer bins (None without ``fine``)
+    noise: jax.Array | None       # the mixture's fixed noise vectors (None: fresh noise)
+
+
 def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key: jax.Array, *,
                  private: bool = True, should_stop: Callable[[], bool] | None = None,
                  phases: Sequence | None = None, progress: Callable[[str], object] | None = None,
                  fine: tuple[np.ndarray, Refinement] | None = None):
-    """The whole of GEM on the private codes. Returns the generator's parameters, the released
-    total (the mean of the noisy one-way histograms' sums), the rounds executed, the one-way
-    probabilities on the model's bins and those on the finer bins (None without ``fine``).
+    """The whole of GEM on the private codes (:class:`Fitted`).
     ``fine``: ``(codes on the finer bins, refinement)`` (``one_way_refine``): the one-way
     release is measured on the finer bins (one record still adds one to one cell of each
     column's histogram) and summed onto the model's.
@@ -89,18 +98,20 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
     net, opt = network(config, sum(sizes)), optimizer(config)
     params = init(config, sum(sizes), k_init, one_probs[bin_mask(sizes)] if config.one_way_init else None)
     state = opt.init(params)
+    noise = (jax.random.normal(jax.random.fold_in(k_init, 1), (config.batch_size, config.noise_dim))
+             if config.fixed_noise else None)  # public randomness, drawn before any row is read
     static = dict(net=net, opt=opt, batch_size=config.batch_size, noise_dim=config.noise_dim)
 
     def fit(p, s, k, steps):
         return fit_steps(p, s, measured(one, std1 or 1.0, log, sizes), index,
-                         jnp.float32(total), k, jnp.int32(steps), **static)
+                         jnp.float32(total), k, jnp.int32(steps), noise=noise, **static)
 
     per_round = min(config.measurements_per_round, len(keys) + (0 if pairs is None else len(pairs)))
     params, state = fit(params, state, jax.random.fold_in(k_rounds, 10**6), config.round_steps)
     rounds: list[Round] = []
     anneal = bool(private and config.anneal)
-    z_moved = (jax.random.normal(jax.random.fold_in(k_rounds, 10**6 + 3), (config.batch_size, config.noise_dim))
-               if anneal else None)
+    z_moved = (noise if noise is not None else jax.random.normal(
+        jax.random.fold_in(k_rounds, 10**6 + 3), (config.batch_size, config.noise_dim))) if anneal else None
     sigma_u, eps_u = sigma, eps
     level, spent, t, used = 1, 0, 0, 0  # used: the units of every selection and measurement
     while spent < config.max_rounds:
@@ -112,7 +123,7 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
         t0 = time.perf_counter()
         k_sample, k_sel, k_meas, k_fit = jax.random.split(jax.random.fold_in(k_rounds, t), 4)
         sample = np.asarray(draw_codes(params, index, k_sample, net=net, n=config.score_samples,
-                                       noise_dim=config.noise_dim))
+                                       noise_dim=config.noise_dim, noise=noise))
         if config.graphical_sampling:  # the sampler's rows (post-processing of the log)
             sample = decouple(sample, measured_graph([c for c, _, _ in log], d),
                               dpsgd.host_rng(jax.random.fold_in(k_sample, 1)), one_probs)
@@ -154,5 +165,5 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
         params = fit_one_way_bias(params, index, jnp.asarray(one_probs), jnp.asarray(columns),
                                   jax.random.fold_in(k_rounds, 10**6 + 2), net=net,
                                   noise_dim=config.noise_dim, n=config.score_samples,
-                                  iterations=config.calibrate_iterations)
-    return params, total, rounds, one_probs, fine_probs
+                                  iterations=config.calibrate_iterations, noise=noise)
+    return Fitted(params, total, rounds, one_probs, fine_probs, noise)
