@@ -10,6 +10,7 @@ import dp_accounting as dpa
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pandas as pd
 import pytest
 from dp_accounting.rdp import RdpAccountant
@@ -18,6 +19,7 @@ from scipy import stats
 from dpgen_jax import data, privacy, synthesizers
 from dpgen_jax.synthesizers import GEMConfig, gem
 from dpgen_jax.synthesizers import _select_measure as sm
+from dpgen_jax.synthesizers.gem import _generator
 from tests import _tables
 from tests._contract import SynthesizerContract
 
@@ -620,11 +622,19 @@ def test_a_second_fit_reuses_the_compiled_round_programs():
     and does not keep a new set of programs per fit."""
     planted = _xor_table(600, 2)
     fit = lambda: synthesizers.create("gem", **TINY).fit(planted.frame, planted.schema, epsilon=3.0, seed=0)
+    programs = (_generator._network_step, _generator._group_grad, _generator._one_way_grad,
+                _generator._fresh_steps)
     fit()
-    compiled = gem.fit_steps._cache_size()
+    compiled = [p._cache_size() for p in programs]
     again = fit()
-    assert gem.fit_steps._cache_size() == compiled
+    assert [p._cache_size() for p in programs] == compiled
     assert again.fitted_release.diagnostics["rounds"]  # it ran its rounds
+    fresh = lambda: synthesizers.create("gem", **TINY, fixed_noise=False).fit(
+        planted.frame, planted.schema, epsilon=3.0, seed=0)
+    fresh()
+    compiled = _generator._fresh_steps._cache_size()
+    fresh()
+    assert _generator._fresh_steps._cache_size() == compiled
 
 
 def test_a_configuration_written_before_fixed_noise_loads_with_fresh_noise():
@@ -633,3 +643,42 @@ def test_a_configuration_written_before_fixed_noise_loads_with_fresh_noise():
     assert GEMConfig().for_sizes((3, 4, 5)).fixed_noise is True
     del stored["fixed_noise"]  # a release file written before issue 50's fixed noise
     assert GEMConfig.from_dict(stored).fixed_noise is False
+
+
+def test_fixed_noise_steps_equal_adam_on_the_whole_loss():
+    """On fixed noise a step is split in programs (the loss's gradient with respect to the
+    probabilities per stack, then the network's backward pass): three steps give the parameters
+    of Adam on ``jax.grad`` of the whole loss written out directly."""
+    sizes = (3, 4, 2, 5)
+    cfg = GEMConfig(hidden=(16,), noise_dim=4, learning_rate=1e-2).for_sizes(sizes)
+    index = jnp.asarray(gem.bin_index(sizes))
+    net, opt = gem.network(cfg, sum(sizes)), gem.optimizer(cfg)
+    params = gem.init(cfg, sum(sizes), jax.random.key(0))
+    noise = jax.random.normal(jax.random.key(1), (32, 4))
+    rng = np.random.default_rng(0)
+    log = [(c, rng.uniform(0, 60, math.prod(sizes[a] for a in c)), s)
+           for c, s in (((0, 1), 3.0), ((1, 2, 3), 5.0), ((0, 3), 2.0))]
+    one = [rng.uniform(0, 100, s) for s in sizes]
+    meas = gem.measured(one, 4.0, log, sizes)
+    total = jnp.float32(500.0)
+    got, _ = gem.fit_steps(params, opt.init(params), meas, index, total, jax.random.key(2), 3, net=net, opt=opt,
+                           batch_size=32, noise_dim=4, noise=noise)
+
+    def whole(p):  # the loss from its definition: every marginal by a loop over its cells
+        probs = gem.probabilities(net, p, noise, index)
+        out = 0.0
+        for j, s in enumerate(sizes):
+            out = out + jnp.sum(jnp.abs(total * jnp.mean(probs[:, j, :s], axis=0) - one[j])) / 4.0
+        for clique, y, std in log:
+            m = probs[:, clique[0], :sizes[clique[0]]]
+            for a in clique[1:]:
+                m = (m[:, :, None] * probs[:, a, None, :sizes[a]]).reshape(m.shape[0], -1)
+            out = out + jnp.sum(jnp.abs(total * jnp.mean(m, axis=0) - y)) / std
+        return out
+
+    want, state = params, opt.init(params)
+    for _ in range(3):
+        upd, state = opt.update(jax.grad(whole)(want), state, want)
+        want = optax.apply_updates(want, upd)
+    for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5)

@@ -14,7 +14,7 @@ one Gaussian measurement of a marginal.
    w_r (||M_r(D) - M_r(G)||_1 - sqrt(2 / pi) sigma n_r), sensitivity the largest weight; the
    generator's marginals are counts of ``score_samples`` rows it draws, scaled to the released
    total), measure it with Gaussian noise, then fit the generator to every measurement so far:
-   ``round_steps`` Adam steps in one compiled program.
+   ``round_steps`` Adam steps (:func:`fit_steps`).
 3. **The generator**: an MLP from N(0, I) noise to one softmax per column over its bins, so each
    noise vector is a product distribution and the model is their mixture (GEM's). With
    ``fixed_noise`` (the default) the ``batch_size`` noise vectors are drawn once and kept: the
@@ -27,8 +27,9 @@ one Gaussian measurement of a marginal.
    padding bins masked), so the softmaxes, the one-way term and sampling are dense operations.
    Marginals whose columns' bin counts round up to the same powers of two are stacked and
    computed together (a Khatri-Rao product and one batched matmul; stacks hold at least
-   ``MIN_STACK`` and grow by doubling), so a round compiles a new program only when a new padded
-   shape appears or a stack doubles.
+   ``MIN_STACK`` and grow by doubling), so a round compiles a new (small) program only when a new
+   padded shape appears or a stack doubles: on fixed noise the network's step is compiled once and
+   each stack's gradient on its own.
 4. **Graphical sampling** (``graphical_sampling``, on by default): the generator's draws are made
    to follow the measured marginals' graph, triangulated by greedy elimination: each column is
    independent of the columns no measurement joins it to, given its neighbours (a stratified

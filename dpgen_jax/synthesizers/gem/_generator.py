@@ -180,29 +180,84 @@ def _adam(learning_rate: float) -> optax.GradientTransformation:
     return optax.adam(learning_rate)
 
 
-@functools.partial(jax.jit, static_argnames=("net", "opt", "batch_size", "noise_dim"))
 def fit_steps(params, opt_state, meas: Measured, index, total, key, steps, *, net, opt,
               batch_size, noise_dim, noise=None):
-    """``steps`` Adam steps (a traced count; one compilation per layout of ``meas``) on the
-    weighted L1 between the generator's marginals scaled to ``total`` and the noisy counts.
+    """``steps`` Adam steps on the weighted L1 between the generator's marginals scaled to
+    ``total`` and the noisy counts.
+
     ``noise``: the mixture's ``(K, noise_dim)`` fixed noise vectors (``fixed_noise``): every step
-    reads all of them, so the loss is the model's exact one; None: step t draws ``batch_size``
-    fresh vectors from ``fold_in(key, t)``."""
+    reads all of them, so the loss is the model's exact one. A step is then two compiled programs:
+    the gradient of the loss with respect to the mixture's probabilities (one small program per
+    stack of measured marginals, :func:`_group_grad`, compiled once per stack shape) and the
+    network's backward pass, Adam update and next forward pass (:func:`_network_step`, compiled
+    once per network and optimizer): a round that adds a measurement compiles only its stack's
+    program, not the network's (compiling the whole step for every new layout took about half of
+    an Adult fit). None: step t draws ``batch_size`` fresh vectors from ``fold_in(key, t)``, all
+    steps in one compiled loop (:func:`_fresh_steps`, one compilation per layout of ``meas``)."""
+    if noise is None:
+        return _fresh_steps(params, opt_state, meas, index, total, key, steps, net=net, opt=opt,
+                            batch_size=batch_size, noise_dim=noise_dim)
+    probs = _probabilities(params, noise, index, net=net)
+    for _ in range(int(steps)):
+        g = _one_way_grad(probs, meas.one_way, meas.one_weight, total)
+        for group in meas.groups:
+            g = _group_grad(probs, group, total, g)
+        params, opt_state, probs = _network_step(params, opt_state, noise, index, g, net=net, opt=opt)
+    return params, opt_state
+
+
+def _one_way_loss(probs, one_way, one_weight, total):
+    return one_weight * jnp.sum(jnp.abs(total * jnp.mean(probs, axis=0) - one_way))
+
+
+def _group_loss(probs, group: Group, total):
+    return jnp.sum(group.weight[:, None] * jnp.abs(total * group_marginals(probs, group) - group.target))
+
+
+@jax.jit
+def _one_way_grad(probs, one_way, one_weight, total):
+    """The one-way term's gradient with respect to the probabilities ``(K, d, S)``."""
+    return jax.grad(_one_way_loss)(probs, one_way, one_weight, total)
+
+
+@jax.jit
+def _group_grad(probs, group: Group, total, acc):
+    """``acc`` plus one stack's gradient with respect to the probabilities."""
+    return acc + jax.grad(_group_loss)(probs, group, total)
+
+
+@functools.partial(jax.jit, static_argnames=("net",))
+def _probabilities(params, noise, index, *, net):
+    return probabilities(net, params, noise, index)
+
+
+@functools.partial(jax.jit, static_argnames=("net", "opt"))
+def _network_step(params, opt_state, noise, index, g_probs, *, net, opt):
+    """One Adam step given the loss's gradient with respect to the probabilities (the network's
+    backward pass by ``jax.vjp``), and the new parameters' probabilities for the next step."""
+    _, pull = jax.vjp(lambda p: probabilities(net, p, noise, index), params)
+    (grad,) = pull(g_probs)
+    updates, opt_state = opt.update(grad, opt_state, params)
+    params = optax.apply_updates(params, updates)
+    return params, opt_state, probabilities(net, params, noise, index)
+
+
+@functools.partial(jax.jit, static_argnames=("net", "opt", "batch_size", "noise_dim"))
+def _fresh_steps(params, opt_state, meas: Measured, index, total, key, steps, *, net, opt,
+                 batch_size, noise_dim):
+    """:func:`fit_steps` on fresh noise: ``steps`` (traced) in one ``lax.fori_loop``."""
 
     def loss(p, z):
         probs = probabilities(net, p, z, index)
-        out = meas.one_weight * jnp.sum(jnp.abs(total * jnp.mean(probs, axis=0) - meas.one_way))
+        out = _one_way_loss(probs, meas.one_way, meas.one_weight, total)
         for g in meas.groups:
-            err = jnp.abs(total * group_marginals(probs, g) - g.target)
-            out = out + jnp.sum(g.weight[:, None] * err)
+            out = out + _group_loss(probs, g, total)
         return out
 
     def body(t, carry):
         p, s = carry
-        z = (jax.random.normal(jax.random.fold_in(key, t), (batch_size, noise_dim)) if noise is None
-             else noise)
-        g = jax.grad(loss)(p, z)
-        upd, s = opt.update(g, s, p)
+        z = jax.random.normal(jax.random.fold_in(key, t), (batch_size, noise_dim))
+        upd, s = opt.update(jax.grad(loss)(p, z), s, p)
         return optax.apply_updates(p, upd), s
 
     return jax.lax.fori_loop(0, steps, body, (params, opt_state))
