@@ -29,7 +29,6 @@ Here every coordinate uses 64 random bits:
 from __future__ import annotations
 
 import functools
-
 from typing import Sequence
 
 import jax
@@ -184,7 +183,8 @@ def add_gaussian_noise(tree: PyTree, key: jax.Array, std: float) -> PyTree:
     # size: a host caller measuring tables of many sizes (the marginal methods) compiled them
     # anew for every table. There the stream is drawn by one compiled program per power-of-two
     # block of counters (:func:`_host_block`), cut and added on the host: coordinate j's value
-    # depends only on (key, j), so the noise is the same to the bit.
+    # depends only on (key, j), so the noise is the stream's (as a traced draw's, up to the float32
+    # rounding of compiled arithmetic) whatever the block, and the same to the bit when repeated.
     if not any(isinstance(x, jax.core.Tracer) for x in leaves + [scale, key]):
         out, offset = [], 0
         for x in leaves:
