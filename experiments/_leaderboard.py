@@ -63,6 +63,7 @@ def cell_row(rep: dict) -> dict[str, Any]:
            "epsilon_paper_accounting": rep["epsilon_paper_accounting"],
            "paper_accounting": rep["paper_accounting"], "wall_seconds": rep["wall_seconds"],
            "quick": (rep.get("benchmark") or {}).get("quick"),
+           "capped": bool((rep.get("benchmark") or {}).get("capped")),
            "load_at_start": _load_average(((rep.get("benchmark") or {}).get("machine_at_start") or {}).get("uptime"))}
     board = rep.get("board")
     for key, path, _, _ in _OWN_FIRST + _OWN_LAST:
@@ -78,6 +79,12 @@ def cell_row(rep: dict) -> dict[str, Any]:
     else:
         row["tv_max"], row["tv_max_column"] = None, None
     return row
+
+
+def _seeds(row: dict) -> str:
+    """A row's seed count, and how many of its fits a time budget cut (``benchmark
+    --max-fit-seconds``)."""
+    return str(len(row["seeds"])) + (f" ({row['capped']} capped)" if row.get("capped") else "")
 
 
 def _load_average(uptime: str | None) -> float | None:
@@ -104,7 +111,7 @@ def aggregate(cells: list[dict]) -> list[dict]:
     for (ds, method, eps), cs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][2] or 0, kv[0][1])):
         row = {"dataset": ds, "method": method, "target_epsilon": eps, "seeds": sorted(c["seed"] for c in cs),
                "accountant": cs[0]["accountant"], "paper_accounting": cs[0]["paper_accounting"],
-               "quick": any(c["quick"] for c in cs)}
+               "quick": any(c["quick"] for c in cs), "capped": sum(bool(c.get("capped")) for c in cs)}
         for key in ["epsilon", "epsilon_paper_accounting", "wall_seconds"] + [m[0] for m in METRICS]:
             vals = [c.get(key) for c in cs]
             row[key] = _median(vals)
@@ -171,7 +178,7 @@ def summary_table(board: dict, dataset: str) -> list[str]:
     for r in sorted(rows, key=lambda r: (r["target_epsilon"], r["method"])):
         pub = pubs.get((r["method"], r["target_epsilon"]), {})
         cells = [r["method"], _fmt(r["target_epsilon"], 2), f"{_fmt(r['epsilon'], 3)} ({r['accountant']})",
-                 str(len(r["seeds"]))]
+                 _seeds(r)]
         for key, _ in SUMMARY:
             v = _fmt(r[key], 1 if key == "fit_seconds" else 3)
             cells.append(v + (f" ({_fmt(pub[key])})" if pub.get(key) is not None else ""))
@@ -262,7 +269,7 @@ def markdown(board: dict) -> str:
                 acct = r["accountant"]  # pld, rdp or proven (a sharded method's exact bound)
                 cells = [r["method"] + (" (quick)" if r["quick"] else ""), _fmt(eps, 2),
                          f"{_fmt(r['epsilon'], 4)} ({acct})", _fmt(r["epsilon_paper_accounting"], 4),
-                         str(len(r["seeds"]))]
+                         _seeds(r)]
                 for key, _, _, _ in METRICS:
                     v = r[key]
                     cells.append(_fmt(v, 1 if key == "fit_seconds" else 3)

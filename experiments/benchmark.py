@@ -15,7 +15,9 @@ or its defaults under a 5-second budget for a method without one), samples as ma
 with the files of the experiment contract (``report.json`` ...). A cell is done when its
 ``report.json`` exists: a rerun skips it, so the grid can be built over several sessions and a
 method that lands later is added by running the suite again. A cell that fails writes
-``error.json`` (retried by the next run). After every cell ``OUT/leaderboard.json`` and
+``error.json`` (retried by the next run). ``--max-fit-seconds S`` gives every fit the time budget
+``max_seconds=S``; a cell whose schedule it cut says ``capped`` in its report (``benchmark.capped``),
+its leaderboard row and the advice's evidence. After every cell ``OUT/leaderboard.json`` and
 ``OUT/leaderboard.md`` are rebuilt from every finished cell, and at the end of the run the plots in
 ``OUT/plots/`` (``experiments/_leaderboard.py``). Datasets are a small registry
 (:data:`DATASETS`, :func:`register_dataset`, in ``experiments/_datasets.py``); ``docs/benchmark.md`` shows how to add one.
@@ -87,10 +89,22 @@ def run_cell(ds: Dataset, split, spec: _common.RunSpec, seed: int, out: pathlib.
         board={c.key: _common.lookup(result, c.path) for m in metrics.METRICS for c in m.board},
         benchmark={"quick": quick, "overrides": dict(spec.overrides), "eval_seed": EVAL_SEED,
                    "command": command, "machine_at_start": machine,
-                   "fit_resumed": timings["resumed"]})
+                   "fit_resumed": timings["resumed"], "max_fit_seconds": spec.max_seconds,
+                   "capped": capped(model)})
     _common.write_json(d / "report.json", rep)
     (d / "error.json").unlink(missing_ok=True)
     return rep
+
+
+def capped(model) -> bool:
+    """Whether a time budget cut the fit's schedule (fewer steps executed than planned in some
+    phase; the privacy report accounts for the executed ones)."""
+    from dpgen_jax import privacy
+
+    plan, release = model.fitted_plan, model.fitted_release
+    return any(p.steps != q.steps for p, q in zip(
+        privacy.flat_phases(plan.executed_phases(release)),
+        privacy.flat_phases(plan.executed_phases(release, planned_steps=True))))
 
 
 def parse_sets(pairs: Sequence[str], methods: Sequence[str]) -> dict[str, list[str]]:
@@ -126,6 +140,10 @@ def main(argv=None) -> dict:
     p.add_argument("--resume-fits", action="store_true",
                    help="checkpoint the fits of methods that can (in the cell's folder, deleted once the fit "
                         "ends), so a run stopped mid-fit continues that fit when run again")
+    p.add_argument("--max-fit-seconds", type=float, default=None, action=_v.flag(_v.positive),
+                   help="a time budget for every fit (the method's max_seconds: the steps each phase may "
+                        "run are fixed before training from a public stand-in; a cell cut short is marked "
+                        "capped in its report, the leaderboard and the advice's evidence)")
     p.add_argument("--out", type=pathlib.Path, required=True)
     args = p.parse_args(argv)
     import importlib
@@ -150,11 +168,13 @@ def main(argv=None) -> dict:
     specs: dict[str, _common.RunSpec] = {}
     try:
         sets = parse_sets(args.overrides, methods)
+        if args.quick and args.max_fit_seconds is not None:
+            raise ValueError("--max-fit-seconds: --quick sets each method's own time budget; use one of them")
         for m in methods:  # --quick: the method's smoke schedule (none: its defaults under a budget)
-            smoke, max_seconds = _common.quick_schedule(m) if args.quick else ({}, None)
+            smoke, max_seconds = _common.quick_schedule(m) if args.quick else ({}, args.max_fit_seconds)
             if args.resume_fits and max_seconds is not None and synthesizers.get(m).CHECKPOINTS:
-                raise ValueError(f"--resume-fits: {m}'s --quick fit runs under a time budget, which "
-                                 "would pause a checkpointed fit; leave out --quick or --resume-fits")
+                raise ValueError(f"--resume-fits: {m}'s fit runs under a time budget (--quick or "
+                                 "--max-fit-seconds), which would pause a checkpointed fit; leave out one of them")
             specs[m] = _common.RunSpec(
                 method=m, delta=args.delta, overrides={**smoke, **synthesizers.config_overrides(m, sets[m])},
                 progress=args.progress, max_seconds=max_seconds)

@@ -38,7 +38,8 @@ def build_evidence(board: Mapping[str, Any], *, datasets: Mapping[str, Benchmark
 
     Keeps, per dataset, its public facts (N, number of columns, kinds, label, majority rate) and,
     per grid cell (quick-mode cells left out), the method, target epsilon, seed, 3-way marginal L1,
-    TSTR AUROC, random-forest accuracy and fit seconds. With ``plans``, also every (dataset, method,
+    TSTR AUROC, random-forest accuracy, fit seconds and whether a time budget cut the fit
+    (``capped``, ``benchmark --max-fit-seconds``). With ``plans``, also every (dataset, method,
     epsilon) group's plan statistics (:data:`FAMILIES`), planned with the code installed now: run it
     where the grid was run, so that they describe the plans the grid's cells trained with.
 
@@ -66,7 +67,8 @@ def build_evidence(board: Mapping[str, Any], *, datasets: Mapping[str, Benchmark
         used.add(c["dataset"])
         cells.append({"dataset": c["dataset"], "method": c["method"], "epsilon": float(c["target_epsilon"]),
                       "seed": int(c["seed"]),
-                      **{k: c[k] for k in ("l1_3way", "tstr_auroc", "rf_accuracy", "fit_seconds")}})
+                      **{k: c[k] for k in ("l1_3way", "tstr_auroc", "rf_accuracy", "fit_seconds")},
+                      "capped": bool(c.get("capped", False))})  # a time budget cut its fit
     cells.sort(key=lambda c: (c["dataset"], c["method"], c["epsilon"], c["seed"]))
     described = {}
     for name in sorted(used):
