@@ -168,10 +168,9 @@ def main(argv=None) -> dict:
     specs: dict[str, _common.RunSpec] = {}
     try:
         sets = parse_sets(args.overrides, methods)
-        if args.quick and args.max_fit_seconds is not None:
-            raise ValueError("--max-fit-seconds: --quick sets each method's own time budget; use one of them")
         for m in methods:  # --quick: the method's smoke schedule (none: its defaults under a budget)
-            smoke, max_seconds = _common.quick_schedule(m) if args.quick else ({}, args.max_fit_seconds)
+            smoke, max_seconds = _common.quick_schedule(m) if args.quick else ({}, None)
+            max_seconds = max_seconds if args.max_fit_seconds is None else args.max_fit_seconds
             if args.resume_fits and max_seconds is not None and synthesizers.get(m).CHECKPOINTS:
                 raise ValueError(f"--resume-fits: {m}'s fit runs under a time budget (--quick or "
                                  "--max-fit-seconds), which would pause a checkpointed fit; leave out one of them")
