@@ -98,13 +98,8 @@ def run_cell(ds: Dataset, split, spec: _common.RunSpec, seed: int, out: pathlib.
 
 def capped(model) -> bool:
     """Whether a time budget cut the fit's schedule (fewer steps executed than planned in some
-    phase; the privacy report accounts for the executed ones)."""
-    from dpgen_jax import privacy
-
-    plan, release = model.fitted_plan, model.fitted_release
-    return any(p.steps != q.steps for p, q in zip(
-        privacy.flat_phases(plan.executed_phases(release)),
-        privacy.flat_phases(plan.executed_phases(release, planned_steps=True))))
+    phase, ``Plan.cut_steps``; the privacy report accounts for the executed ones)."""
+    return bool(model.fitted_plan.cut_steps(model.fitted_release))
 
 
 def parse_sets(pairs: Sequence[str], methods: Sequence[str]) -> dict[str, list[str]]:

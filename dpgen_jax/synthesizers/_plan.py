@@ -159,6 +159,13 @@ class Plan:
 
         return get(self.method)(self.config)._paper_accounting(self.config, phases, self.delta, report)
 
+    def cut_steps(self, release: Release) -> dict[str, tuple[int, int]]:
+        """``{phase: (executed, planned) steps}`` for every phase a time budget cut (empty when
+        the schedule ran whole)."""
+        executed = privacy.flat_phases(self.executed_phases(release))
+        planned = privacy.flat_phases(self.executed_phases(release, planned_steps=True))
+        return {p.name: (p.steps, q.steps) for p, q in zip(executed, planned) if p.steps != q.steps}
+
     def report(self, release: Release, *, resumed: bool = False) -> dict:
         """The privacy report of ``release``, a run of this plan: the phases as run, the
         assumptions of the schema, of the record count and of the method, epsilon by accountant,
@@ -166,9 +173,7 @@ class Plan:
         schedule (a budget fixes the units each phase may run before training,
         ``_progress.TimeBudget``; a checkpointed fit pauses instead and releases nothing cut).
         """
-        phases, planned = self.executed_phases(release), self.executed_phases(release, planned_steps=True)
-        cut = {p.name: (p.steps, q.steps)
-               for p, q in zip(privacy.flat_phases(phases), privacy.flat_phases(planned)) if p.steps != q.steps}
+        phases, cut = self.executed_phases(release), self.cut_steps(release)
         if cut:
             warnings.warn(f"max_seconds={self.max_seconds} cut the schedule: (executed, planned) steps "
                           f"{cut}; the report accounts for the executed steps.", stacklevel=3)
