@@ -9,6 +9,7 @@ published numbers). ``docs/benchmark.md`` shows how to add one; ``experiments.be
 from __future__ import annotations
 
 import dataclasses
+import functools
 import pathlib
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -18,6 +19,8 @@ from dpgen_jax.advice._datasets import (  # noqa: F401  (read by experiments.stu
     ADULT_ROWS,
     ADULT_SMALL_ROWS,
     ADULT_SMALL_SEED,
+    CARDIO_LIKE_HEAPING,
+    GENERATED,
     PLANTED_SEED,
     PLANTED_TRAIN,
     QUICK_ROWS,
@@ -121,8 +124,29 @@ def _cardio(data_dir, quick):
     return train, test
 
 
+def _generated(name):
+    """The loader of a generated table of ``advice._datasets.GENERATED`` (quick mode: its first rows)."""
+    def load(data_dir, quick):
+        from dpgen_jax import data
+
+        g = GENERATED[name]
+        if g.generator in ("adult_like", "cardio_like"):
+            draw = (data.adult_like if g.generator == "adult_like" else
+                    functools.partial(data.cardio_like, heaping=CARDIO_LIKE_HEAPING))
+            rows = QUICK_ROWS if quick else (g.train_rows, g.test_rows)
+            return draw(rows[0], seed=0), draw(rows[1], seed=1)
+        n = g.train_rows + g.test_rows
+        frame = (data.planted_binary(n, g.columns, seed=0).frame if g.generator == "planted_binary"
+                 else data.mimic_like(n_rows=n, n_features=g.columns, seed=0))
+        if quick:
+            frame = frame.iloc[:sum(QUICK_ROWS)]
+        n_train = QUICK_ROWS[0] if quick else g.train_rows
+        return frame.iloc[:n_train].reset_index(drop=True), frame.iloc[n_train:].reset_index(drop=True)
+    return load
+
+
 LOADERS = {"adult": _adult, "adult-small": _adult_small, "mimic-like": _mimic_like, "adult-like": _adult_like,
-           "cardio": _cardio, "planted-binary": _planted_binary}
+           "cardio": _cardio, "planted-binary": _planted_binary, **{name: _generated(name) for name in GENERATED}}
 """The loader of each built-in dataset (its facts: ``advice.BENCHMARK_DATASETS``)."""
 
 

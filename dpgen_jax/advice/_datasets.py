@@ -33,6 +33,66 @@ PLANTED_SEED, PLANTED_TRAIN = 0, 0.8
 """planted-binary: the table's and the split's numpy seed; the training share."""
 
 
+ADULT_LIKE_TEST_ROWS, CARDIO_LIKE_TEST_ROWS, CARDIO_LIKE_HEAPING = 16_281, 7_000, 0.6
+"""The generated tables' test rows (``adult_like`` seed 1, ``cardio_like`` seed 1) and the heaped
+blood pressures' share of the ``cardio-like`` tables (as on real clinical records)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class GeneratedTable:
+    """How a generated table of the evidence grid is drawn (``experiments/_datasets.py`` loads it).
+
+    ``adult_like`` and ``cardio_like``: ``train_rows`` drawn with seed 0, ``test_rows`` with seed 1.
+    ``planted_binary`` and ``mimic_like``: one table of ``train_rows + test_rows`` rows and
+    ``columns`` columns (seed 0), its first ``train_rows`` rows the training split (its rows are
+    independent draws, so the order splits at random).
+    """
+
+    generator: str
+    train_rows: int
+    test_rows: int
+    columns: int | None = None
+
+
+GENERATED: dict[str, GeneratedTable] = {
+    "adult-like-500": GeneratedTable("adult_like", 500, ADULT_LIKE_TEST_ROWS),
+    "adult-like-5k": GeneratedTable("adult_like", 5_000, ADULT_LIKE_TEST_ROWS),
+    "adult-like-200k": GeneratedTable("adult_like", 200_000, ADULT_LIKE_TEST_ROWS),
+    "adult-like-1m": GeneratedTable("adult_like", 1_000_000, ADULT_LIKE_TEST_ROWS),
+    "cardio-like-3k": GeneratedTable("cardio_like", 3_000, CARDIO_LIKE_TEST_ROWS),
+    "planted-binary-100": GeneratedTable("planted_binary", 1_600, 400, 100),
+    "mimic-like-100": GeneratedTable("mimic_like", 10_000, 2_000, 100),
+}
+"""The generated tables of the evidence grid by name: the row counts and widths the benchmark
+datasets do not cover (500 to 10^6 rows; 100 binary columns)."""
+
+# The majority rate of each generated table's test label (``adult_like(16_281, seed=1)``: 12,537
+# of 16,281 <=50K; ``cardio_like(7_000, seed=1, heaping=0.6)``: 3,716 of 7,000 cardio = 1); a test
+# draws them again.
+_ADULT_LIKE_MAJORITY, _CARDIO_LIKE_MAJORITY = 12_537 / ADULT_LIKE_TEST_ROWS, 3_716 / CARDIO_LIKE_TEST_ROWS
+
+
+def _generated(name: str) -> BenchmarkDataset:
+    g = GENERATED[name]
+    if g.generator == "adult_like":
+        return BenchmarkDataset(
+            name, f"data.adult_like: train {g.train_rows:,} rows (seed 0), test {g.test_rows:,} (seed 1); not Adult",
+            data_lib.adult_schema(), g.train_rows, _ADULT_LIKE_MAJORITY,
+            f"generated: data.adult_like({g.train_rows}, seed=0); its test rows adult_like({g.test_rows}, seed=1) "
+            f"hold 12,537 of {g.test_rows:,} with salary <=50K")
+    if g.generator == "cardio_like":
+        return BenchmarkDataset(
+            name, f"data.cardio_like with {CARDIO_LIKE_HEAPING:.0%} heaped blood pressures: train "
+            f"{g.train_rows:,} rows (seed 0), test {g.test_rows:,} (seed 1); not cardio",
+            data_lib.cardio_schema(), g.train_rows, _CARDIO_LIKE_MAJORITY,
+            f"generated: data.cardio_like({g.train_rows}, seed=0, heaping={CARDIO_LIKE_HEAPING}); its test rows "
+            f"(seed 1) hold 3,716 of {g.test_rows:,} with cardio = 1")
+    return BenchmarkDataset(
+        name, f"data.{g.generator}({g.train_rows + g.test_rows:,} rows, {g.columns} columns, seed 0): first "
+        f"{g.train_rows:,} rows train, the rest test; no label", data_lib.binary_schema(g.columns), g.train_rows,
+        None, f"generated: data.{g.generator}, the first {g.train_rows:,} of {g.train_rows + g.test_rows:,} rows")
+
+
 def mimic_shape(quick: bool) -> tuple[int, int]:
     """mimic-like's (rows, columns) before the split (quick mode: the quick rows, 12 columns)."""
     return (QUICK_ROWS[0] + QUICK_ROWS[1], 12) if quick else MIMIC_LIKE_SHAPE
@@ -107,7 +167,10 @@ BENCHMARK_DATASETS: dict[str, BenchmarkDataset] = {
             "planted-binary", f"all-binary {PLANTED_SHAPE[0]:,} x {PLANTED_SHAPE[1]:,} with 50 planted pairs and "
             f"50 planted triples (data.planted_binary, seed {PLANTED_SEED}), rows split "
             f"{round(100 * PLANTED_TRAIN)} / {round(100 * (1 - PLANTED_TRAIN))} at random (seed {PLANTED_SEED})",
-            lambda quick: data_lib.binary_schema(planted_shape(quick)[1])),
+            lambda quick: data_lib.binary_schema(planted_shape(quick)[1]), round(PLANTED_TRAIN * PLANTED_SHAPE[0]),
+            None, f"generated: data.planted_binary({PLANTED_SHAPE[0]}, {PLANTED_SHAPE[1]}, seed={PLANTED_SEED}), "
+            f"{round(100 * PLANTED_TRAIN)} % of its rows; no label"),
+        *(_generated(name) for name in GENERATED),
     )
 }
 """The built-in benchmark datasets by name; ``experiments/_datasets.py`` loads each (its loader and the
