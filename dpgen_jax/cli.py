@@ -131,9 +131,11 @@ def _auto_method(args) -> str:
         raise UsageError("--method auto takes no --set (configuration fields belong to one method).")
     from dpgen_jax import advice, data
 
+    minutes = advice.DEFAULT_MAX_MINUTES if args.max_seconds is None else max(args.max_seconds, 1.0) / 60.0
     method = advice.choose_method(data.load_schema(args.schema), args.num_records, args.epsilon,
-                                  delta=args.delta)
-    print(f"--method auto: {method} (first in dpgen-jax recommend for this schema, N and epsilon)")
+                                  delta=args.delta, max_minutes=minutes)
+    print(f"--method auto: {method} (first in dpgen-jax recommend for this schema, N and epsilon among the "
+          f"methods predicted to finish within {minutes:g} minutes)")
     return method
 
 
@@ -292,9 +294,11 @@ def cmd_recommend(args) -> int:
     from dpgen_jax import advice, data
 
     schema = data.load_schema(args.schema)
-    ranked = advice.recommend(schema, args.num_records, args.epsilon, delta=args.delta)
+    minutes = advice.DEFAULT_MAX_MINUTES if args.max_minutes is None else args.max_minutes
+    ranked = advice.recommend(schema, args.num_records, args.epsilon, delta=args.delta, max_minutes=minutes)
     print(f"methods for {args.schema} ({len(schema.columns)} columns), N={args.num_records} (public, given "
-          f"with --num-records), epsilon {args.epsilon:g}, delta {args.delta:g} (no data read):")
+          f"with --num-records), epsilon {args.epsilon:g}, delta {args.delta:g}, fits up to "
+          f"{minutes:g} minutes (no data read):")
     print(advice.format_recommendations(ranked))
     return 0
 
@@ -496,6 +500,9 @@ def build_parser() -> argparse.ArgumentParser:
     rc.add_argument("--epsilon", type=float, required=True, action=_v.flag(_v.positive),
                     help="the target epsilon (finite)")
     rc.add_argument("--delta", type=float, default=1e-5, action=_DELTA, help="target delta")
+    rc.add_argument("--max-minutes", type=float, default=None, action=_v.flag(_v.positive),
+                    help="the longest fit you accept (default 30): a method predicted to take longer (on a 2-core machine "
+                         "like the benchmark's) is listed as infeasible")
     rc.set_defaults(run=cmd_recommend)
 
     methods = sub.add_parser("methods", formatter_class=fmt, help="the registered methods",

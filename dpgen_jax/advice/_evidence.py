@@ -3,7 +3,8 @@
 ``_evidence.json`` is package data next to this module, generated from the committed leaderboard
 (``docs/results/leaderboard.json``) by :func:`write_evidence`; a test checks that the two agree.
 It holds each grid dataset's public facts (``BENCHMARK_DATASETS``), every grid cell's scores and
-every (dataset, method, epsilon) group's plan statistics.
+every (dataset, method, epsilon) group's plan statistics and cost features (the feasibility
+check's time models are fitted on them).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 from dpgen_jax import data as data_lib
 from dpgen_jax.advice._datasets import BENCHMARK_DATASETS, BenchmarkDataset
+from dpgen_jax.advice._feasibility import cost_features
 from dpgen_jax.advice._plans import DEFAULT_DELTA, FAMILIES, plan_summary
 
 EVIDENCE_FILE = "_evidence.json"
@@ -40,7 +42,8 @@ def build_evidence(board: Mapping[str, Any], *, datasets: Mapping[str, Benchmark
     per grid cell (quick-mode cells left out), the method, target epsilon, seed, 3-way marginal L1,
     TSTR AUROC, random-forest accuracy, fit seconds and whether a time budget cut the fit
     (``capped``, ``benchmark --max-fit-seconds``). With ``plans``, also every (dataset, method,
-    epsilon) group's plan statistics (:data:`FAMILIES`), planned with the code installed now: run it
+    epsilon) group's plan statistics (:data:`FAMILIES`) and cost features
+    (``_feasibility.cost_features``), planned with the code installed now: run it
     where the grid was run, so that they describe the plans the grid's cells trained with.
 
     Args:
@@ -99,13 +102,15 @@ def _grid_plans(cells: list[dict], facts: Mapping[str, BenchmarkDataset], delta:
     rows = []
     for (ds, method, eps) in sorted(_groups(cells)):
         row: dict[str, Any] = {"dataset": ds, "method": method, "epsilon": eps}
+        schema = facts[ds].schema_for(False)
         try:
-            summary = plan_summary(method, facts[ds].schema_for(False), facts[ds].num_records, eps, delta,
+            summary = plan_summary(method, schema, facts[ds].num_records, eps, delta,
                                    overrides=GRID_OVERRIDES.get((ds, method, eps)))
         except ValueError as exc:  # an unknown method, or a plan the code can no longer make
-            row.update({f: None for f in FAMILIES}, error=str(exc))
+            row.update({f: None for f in FAMILIES}, features=None, error=str(exc))
         else:
-            row.update({f: summary.statistic(f) for f in FAMILIES}, error=None)
+            row.update({f: summary.statistic(f) for f in FAMILIES},
+                       features=cost_features(schema, facts[ds].num_records, eps, summary), error=None)
         rows.append(row)
     return rows
 
