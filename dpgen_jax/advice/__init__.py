@@ -6,7 +6,7 @@ private row:
 
 * **The benchmark grid** (``docs/results/leaderboard.json``), shipped as package data in
   ``_evidence.json`` (:func:`build_evidence` / :func:`write_evidence` write it from the committed
-  leaderboard; a test checks that the two agree): real and generated tables from 500 to 10^6 rows,
+  leaderboard; a test checks that the two agree): real and generated tables from 500 to 200,000 rows,
   12 to 1,000 columns, epsilon 0.3 to 10. For each method its grid groups nearest to the query in
   (log N, log number of columns, column mix, log epsilon) are its evidence (the query's own group,
   else the two nearest, weighted by distance; beyond :data:`EXTRAPOLATION_DISTANCE` the advice

@@ -108,7 +108,8 @@ def collapse_rules(exclude_datasets: Iterable[str] = (), *,
     A group (dataset, method, epsilon) collapsed when its median TSTR AUROC is below
     :data:`TSTR_FLOOR` or its median random-forest accuracy is less than :data:`RF_MARGIN` above the
     dataset's majority rate;
-    its statistic is the plan's (:meth:`PlanSummary.statistic`) as stored in the evidence.
+    its statistic is the plan's (:meth:`PlanSummary.statistic`) as stored in the evidence. Groups
+    with a capped cell (a time budget cut the fit) are left out: they did not run that plan.
 
     Args:
         exclude_datasets: datasets whose groups are left out.
@@ -125,8 +126,8 @@ def collapse_rules(exclude_datasets: Iterable[str] = (), *,
         points = []
         for row in ev.get("plans", []):
             key = (row["dataset"], row["method"], row["epsilon"])
-            if key not in groups or row.get(family) is None:
-                continue
+            if key not in groups or row.get(family) is None or any(c.get("capped") for c in groups[key]):
+                continue  # a capped fit did not run the plan its statistic describes
             collapsed = _collapsed(groups[key], ev["datasets"][row["dataset"]]["majority_rate"])
             if collapsed is not None:
                 points.append(GridPoint(*key, float(row[family]), collapsed))

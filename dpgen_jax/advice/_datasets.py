@@ -60,12 +60,13 @@ GENERATED: dict[str, GeneratedTable] = {
     "adult-like-200k": GeneratedTable("adult_like", 200_000, ADULT_LIKE_TEST_ROWS),
     "adult-like-1m": GeneratedTable("adult_like", 1_000_000, ADULT_LIKE_TEST_ROWS),
     "cardio-like-3k": GeneratedTable("cardio_like", 3_000, CARDIO_LIKE_TEST_ROWS),
+    "planted-binary-30": GeneratedTable("planted_binary", 1_600, 400, 30),
     "planted-binary-100": GeneratedTable("planted_binary", 1_600, 400, 100),
     "planted-binary-300": GeneratedTable("planted_binary", 1_600, 400, 300),
     "mimic-like-100": GeneratedTable("mimic_like", 10_000, 2_000, 100),
 }
 """The generated tables of the evidence grid by name: the row counts and widths the benchmark
-datasets do not cover (500 to 10^6 rows; 100 and 300 binary columns)."""
+datasets do not cover (500 to 10^6 rows; 30, 100 and 300 binary columns)."""
 
 # The majority rate of each generated table's test label (``adult_like(16_281, seed=1)``: 12,537
 # of 16,281 <=50K; ``cardio_like(7_000, seed=1, heaping=0.6)``: 3,716 of 7,000 cardio = 1); a test

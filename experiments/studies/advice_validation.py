@@ -29,7 +29,7 @@ def coverage_plot(path: pathlib.Path) -> pathlib.Path:
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
     marks = {"binary": ("s", "tab:blue"), "mixed": ("o", "tab:orange"), "continuous": ("^", "tab:green")}
     seen = set()
-    for name, facts in sorted(ev["datasets"].items()):
+    for i, (name, facts) in enumerate(sorted(ev["datasets"].items(), key=lambda kv: kv[1]["num_records"])):
         kinds = facts["kinds"]
         mix = ("binary" if kinds["binary"] == facts["columns"] else
                "continuous" if kinds["continuous"] == facts["columns"] else "mixed")
@@ -40,10 +40,11 @@ def coverage_plot(path: pathlib.Path) -> pathlib.Path:
                    label=None if mix in seen else f"{mix} columns", zorder=3)
         seen.add(mix)
         ax.annotate(f"{name}\neps {', '.join(f'{e:g}' for e in eps)}; {methods} methods",
-                    (facts["num_records"], facts["columns"]), fontsize=6.5, xytext=(5, 4),
-                    textcoords="offset points")
+                    (facts["num_records"], facts["columns"]), fontsize=6.5,
+                    xytext=(5, 4 if i % 2 == 0 else -22), textcoords="offset points")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    ax.set_ylim(7, 2000)
     ax.set_xlabel("training rows N")
     ax.set_ylabel("columns")
     ax.set_title("The advice's evidence grid (dpgen_jax/advice/_evidence.json)")
