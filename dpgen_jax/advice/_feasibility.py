@@ -25,7 +25,6 @@ machine's memory.
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -33,6 +32,7 @@ import numpy as np
 
 from dpgen_jax import data as data_lib
 from dpgen_jax.advice._plans import FAMILIES, PlanSummary, _g
+from dpgen_jax.synthesizers.dp_sactgan import physical_memory
 
 DEFAULT_MAX_MINUTES = 30.0
 """The time a recommended fit may take unless the user states another (``--max-minutes``)."""
@@ -71,8 +71,9 @@ BYTES_PER_CELL = 16
 
 
 def encoded_width(schema: data_lib.Schema) -> int:
-    """The one-hot width of the discrete columns (a binary column is one) plus one per continuous column."""
-    return sum(1 if c.kind in ("binary", "continuous") else len(c.categories) for c in schema.columns)
+    """The encoded width: the sum of the columns' ``Column.width`` (one-hot k for a categorical column,
+    one for a binary or continuous one)."""
+    return sum(c.width for c in schema.columns)
 
 
 def cost_features(schema: data_lib.Schema, num_records: int, epsilon: float, plan: PlanSummary
@@ -90,14 +91,6 @@ def predicted_bytes(schema: data_lib.Schema, num_records: int, plan: PlanSummary
     stats = {f: plan.statistic(f) for f in FAMILIES}
     cells = encoded_width(schema) if family(stats) == "gradient" else len(schema.columns)
     return BYTES_PER_CELL * int(num_records) * cells
-
-
-def machine_bytes() -> int | None:
-    """This machine's physical memory in bytes (None where the OS does not say)."""
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -218,7 +211,7 @@ class Feasibility:
     seconds: float | None
     bytes: int
     max_seconds: float
-    memory: int | None
+    memory: float | None
     factor: float = 1.0
 
     @property
@@ -259,5 +252,5 @@ def feasibility(model: TimeModel | None, schema: data_lib.Schema, num_records: i
     """The :class:`Feasibility` of a fit of ``plan`` under ``max_minutes``: the model's prediction
     times ``factor`` (:func:`correction`: its error on the nearest grid cells)."""
     seconds = None if model is None else factor * model.predict(cost_features(schema, num_records, epsilon, plan))
-    return Feasibility(seconds, predicted_bytes(schema, num_records, plan), 60.0 * max_minutes, machine_bytes(),
+    return Feasibility(seconds, predicted_bytes(schema, num_records, plan), 60.0 * max_minutes, physical_memory(),
                        factor)
