@@ -9,6 +9,9 @@
   steps per compiled call.
 - :func:`add_gaussian_noise` / :func:`gaussian_noise`: float32 noise with tails beyond 9 sigma from
   Threefry-2x32-20, fused with its addition.
+- :func:`noisy_counts` / :func:`snapped_gaussian`: the one home of every released noisy statistic:
+  integer counts (``count + round(std * Z)``) and real sums snapped to a public grid in exact
+  arithmetic (:func:`integer_gaussian`, :func:`host_normal`: float64 normals from the same stream).
 - :func:`sanitized` / :func:`sanitize_rows`: the generator-side gradient sanitiser (an identity
   whose backward pass clips each row's gradient and adds Gaussian noise once; GS-WGAN).
 - :func:`data_mesh` / :func:`data_parallel`: data-parallel DP-SGD over several devices
@@ -38,6 +41,7 @@ from dpgen_jax.dpsgd._devices import (
     replicate,
     resolve_mesh,
 )
+from dpgen_jax.dpsgd._exact import host_normal, integer_gaussian, noisy_counts, snapped_gaussian
 from dpgen_jax.dpsgd._keys import RunKey, host_gumbel, host_rng, make_key, shared_key
 from dpgen_jax.dpsgd._noise import add_gaussian_noise, gaussian_noise
 from dpgen_jax.dpsgd._sanitizer import sanitize_rows, sanitized
@@ -59,6 +63,10 @@ from dpgen_jax.dpsgd._step import (
 )
 
 __all__ = [
+    "snapped_gaussian",
+    "noisy_counts",
+    "integer_gaussian",
+    "host_normal",
     "FALLBACKS",
     "GroupRates",
     "METHODS",
