@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import pathlib
+import warnings
 import zipfile
 from typing import Any
 
@@ -22,6 +24,7 @@ import jax
 import numpy as np
 
 from dpgen_jax import data as data_lib
+from dpgen_jax import privacy
 from dpgen_jax._versions import library_versions
 from dpgen_jax.synthesizers._plan import Plan, RecordCount, Release
 from dpgen_jax.synthesizers._registry import get
@@ -32,6 +35,9 @@ FORMAT_VERSION = 2
 _SEP = "/"
 # Configuration fields of files written before the Release that are released statistics now.
 LEGACY_STATISTICS = ("model_cliques", "released_counts")
+# How far a stored epsilon may be from the one recomputed from the stored plan: JSON keeps a
+# float's exact value, so only the accountant's own float arithmetic may differ (relative).
+EPSILON_RTOL = 1e-9
 
 
 def _flatten(tree: Any, prefix: str) -> dict[str, np.ndarray]:
@@ -127,7 +133,9 @@ def read_model(path, cls=None):
     Raises:
         FileNotFoundError: no file.
         ValueError: not a dpgen_jax release, corrupt, another format version, a method other
-            than ``cls``'s, or arrays that do not match the stored configuration.
+            than ``cls``'s, arrays that do not match the stored configuration, or a stored
+            privacy report whose delta or epsilon is not what the stored plan's phases compose to
+            (:func:`check_report`).
     """
     groups, meta = load_release(path, None if cls is None else cls.METHOD)
     target = get(meta["method"]) if cls is None else cls
@@ -147,6 +155,7 @@ def read_model(path, cls=None):
         raise ValueError(f"{str(path)!r} has an invalid {target.METHOD} record: {exc}") from exc
     model = target(config)
     release = Release.from_record({}, record)
+    check_report(path, plan, release, report)
     expected = model._release_shapes(config, data_lib.model_schema(schema), release.statistics)
     for name, want in expected.items():
         got = groups.get(name)
@@ -158,3 +167,48 @@ def read_model(path, cls=None):
     model.fitted_plan, model.fitted_release = plan, dataclasses.replace(release, arrays=arrays)
     model._report = report
     return model
+
+
+def _same(stored: Any, recomputed: float) -> bool:
+    """Whether a stored epsilon (None: infinite) is the recomputed one up to :data:`EPSILON_RTOL`."""
+    if stored is None or recomputed is None or math.isinf(recomputed):
+        return stored is None and (recomputed is None or math.isinf(recomputed))
+    if isinstance(stored, bool) or not isinstance(stored, (int, float)):
+        return False
+    return math.isclose(float(stored), recomputed, rel_tol=EPSILON_RTOL, abs_tol=1e-12)
+
+
+def check_report(path, plan: Plan, release: Release, report: dict) -> None:
+    """Checks a loaded release's stored privacy report against its stored plan: the report's
+    delta and accountant are the plan's, and its headline epsilon (and the RDP epsilons it holds)
+    are what the plan's phases as run (:meth:`Plan.executed_phases`) compose to under the same
+    accountant as at fit time. A file written before plans were saved cannot be checked: it loads
+    with a warning.
+
+    Raises:
+        ValueError: naming the file, the stored and the recomputed value, when they differ.
+    """
+    if plan.phases is None:
+        warnings.warn(f"{str(path)!r} was written before release files stored their plan: its privacy "
+                      "report cannot be recomputed and is shown as stored, unchecked.", UserWarning,
+                      stacklevel=4)
+        return
+    where = f"{str(path)!r}: the stored privacy report"
+    if report.get("delta") != plan.delta or report.get("accountant") != plan.accountant:
+        raise ValueError(f"{where} (delta={report.get('delta')!r}, accountant {report.get('accountant')!r}) "
+                         f"is not the stored plan's (delta={plan.delta!r}, accountant {plan.accountant!r}); "
+                         "the file was altered after it was written, refusing to load it.")
+    phases = plan.executed_phases(release)
+    checks = [("epsilon", report.get("epsilon"), plan.accountant, "improved")]
+    by_accountant = report.get("epsilon_by_accountant") or {}
+    checks += [(f"epsilon_by_accountant[{key!r}]", by_accountant[key], "rdp", key[4:])
+               for key in ("rdp_improved", "rdp_classic") if key in by_accountant]
+    for name, stored, accountant, conversion in checks:
+        recomputed = privacy.epsilon(phases, plan.delta, accountant=accountant, conversion=conversion)
+        if not _same(stored, recomputed):
+            shown = "inf" if stored is None else repr(stored)
+            raise ValueError(f"{where} says {name} = {shown}, but the stored plan's phases compose to "
+                             f"epsilon = {recomputed!r} ({accountant}"
+                             f"{'' if accountant == 'pld' else ', ' + conversion} accountant, delta="
+                             f"{plan.delta:g}); the file was altered after it was written, refusing to "
+                             "load it.")
