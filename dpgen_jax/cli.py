@@ -97,7 +97,8 @@ def cmd_schema_draft(args) -> int:
     from dpgen_jax import data
 
     out = new_file(args.out, args.force, "output file")
-    draft = data.draft_schema(args.data, yaml_path=args.from_yaml, table=args.table, label=args.label)
+    draft = data.draft_schema(args.data, yaml_path=args.from_yaml, table=args.table, label=args.label,
+                              verbose=args.verbose)
     schema, drafted, rows = draft
     out.write_text(schema.to_json() + "\n")
     kinds = {k: sum(c.kind == k for c in schema.columns) for k in ("categorical", "binary", "continuous")}
@@ -414,6 +415,8 @@ def build_parser() -> argparse.ArgumentParser:
     draft.add_argument("--label", help="the label (prediction target) column")
     draft.add_argument("-o", "--out", required=True, help="the schema file to write (JSON)")
     draft.add_argument("--force", action="store_true", help="replace an existing output file")
+    draft.add_argument("--verbose", action="store_true", help="quote where the data file cannot be "
+                       "parsed (for your own data only: the position is private)")
     draft.set_defaults(run=cmd_schema_draft)
 
     fit = sub.add_parser(

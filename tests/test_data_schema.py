@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from dpgen_jax import data
+from dpgen_jax._validate import UsageError
 from dpgen_jax.data import Column, DataDerivedSchemaWarning, Schema
 
 # The DP-auto-GAN paper's §4.1 table: (column, width), in order; total 106.
@@ -285,3 +286,43 @@ def test_docstring_examples_run():
     for module in (_schema, _encoder):
         result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
         assert result.failed == 0 and result.attempted > 0, module.__name__
+
+
+# -- unreadable data files: the rule, no position of the private file unless verbose ----------
+MALFORMED = {
+    "fields": ("a,b\n" + "1,2\n" * 488 + "3,4,5\n", "a row has a different number of fields than the header",
+               "line 490"),
+    "quote": ("a,b\n" + "1,2\n" * 40 + '1,"2\n3,4\n', "a quoted field is not closed before the end of the file",
+              "row 41"),
+    "bytes": (b"a,b\n" + b"1,2\n" * 40 + b"1,\xff\n", "the file is not utf-8 text", "byte 0xff"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_unreadable_csv_errors_name_the_rule_and_no_position_unless_verbose(case, tmp_path, capsys):
+    from dpgen_jax import cli
+
+    content, rule, position = MALFORMED[case]
+    bad = tmp_path / "bad.csv"
+    bad.write_bytes(content if isinstance(content, bytes) else content.encode())
+    schema = Schema((Column("a", "continuous", lower=0, upper=9, integer=True),
+                     Column("b", "continuous", lower=0, upper=9, integer=True)), source="public")
+    with pytest.raises(UsageError) as info:
+        data.read_csv(bad, schema)
+    msg = str(info.value)
+    assert msg.startswith(f"{bad}: not a readable CSV file ({rule}).") and "--verbose" in msg
+    assert not any(ch.isdigit() for ch in msg.replace(str(bad), "").replace(rule, "")), msg  # no position
+    with pytest.raises(UsageError, match=position):
+        data.read_csv(bad, schema, verbose=True)
+
+    # the command line: fit and schema draft, with and without --verbose
+    (tmp_path / "schema.json").write_text(schema.to_json())
+    fit = ["fit", "--method", "independent", "--data", str(bad), "--schema", str(tmp_path / "schema.json"),
+           "--epsilon", "1", "--out", str(tmp_path / "m.npz")]
+    draft = ["schema", "draft", str(bad), "-o", str(tmp_path / "draft.json")]
+    for argv in (fit, draft):
+        for verbose in (False, True):
+            assert cli.main(argv + ["--verbose"] * verbose) == 2
+            err = capsys.readouterr().err.strip().splitlines()
+            assert len(err) == 1 and err[0].startswith(f"dpgen-jax: error: {bad}: not a readable CSV file"), err
+            assert (rule in err[0], position in err[0]) == (not verbose, verbose), (argv, verbose, err)

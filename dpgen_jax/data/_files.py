@@ -135,7 +135,8 @@ def read_csv(path: os.PathLike | str, schema: Schema, name: str | None = None,
         path: The CSV file (header row with the column names, comma-separated).
         schema: The public schema of the table.
         name: What to call the file in messages (default: its path).
-        verbose: Quote the offending value (and counts) in errors, for debugging your own data.
+        verbose: Quote the offending value (and counts) in errors, and pandas' own message with its
+            line number for a file it cannot parse, for debugging your own data.
 
     Raises:
         UsageError: no file, unreadable CSV, columns that differ from the schema's, a value that
@@ -146,10 +147,7 @@ def read_csv(path: os.PathLike | str, schema: Schema, name: str | None = None,
 
     p = existing_file(path, "data file")
     label = name or str(p)
-    try:
-        raw = pd.read_csv(p, dtype=str, keep_default_na=False, na_filter=False)
-    except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
-        raise UsageError(f"{label}: not a readable CSV file ({exc}).".replace("\n", " ")) from None
+    raw = _read_raw(p, label, verbose)
     try:
         check_frame(raw, schema, name=label)
     except ValueError as exc:
@@ -314,19 +312,43 @@ def _metadata_column(name: str, meta: Mapping[str, Any], where: str) -> dict[str
             "missing": missing}
 
 
+# The rules pandas' parse errors name, by a piece of their message; the message itself holds a line
+# number, a field count or a byte of the private file, so it is quoted only under verbose=True.
+_PARSE_RULES = (("fields in line", "a row has a different number of fields than the header"),
+                ("EOF inside string", "a quoted field is not closed before the end of the file"),
+                ("EOF in", "a quoted field is not closed before the end of the file"),
+                ("No columns to parse", "the file is empty (no header row)"))
+
+
+def _read_raw(path: pathlib.Path, label: str, verbose: bool) -> pd.DataFrame:
+    """The CSV's cells as str (no NA parsing). A file pandas cannot parse raises a
+    :class:`UsageError` naming the file and the rule broken; pandas' own message (a line number, a
+    count of fields, a byte offset: numbers of the private file) only under ``verbose``."""
+    try:
+        return pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False)
+    except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
+        if verbose:
+            detail = str(exc).strip()
+        elif isinstance(exc, UnicodeDecodeError):
+            detail = f"the file is not {exc.encoding} text"
+        else:
+            detail = next((rule for piece, rule in _PARSE_RULES if piece in str(exc)),
+                          f"pandas raised {type(exc).__name__}")
+        hint = "" if verbose else (" Pass verbose=True (dpgen-jax: --verbose) to see where (for your own "
+                                   "data only: the position is private).")
+        raise UsageError(f"{label}: not a readable CSV file ({detail}).{hint}".replace("\n", " ")) from None
+
+
 _CANONICAL_INT = r"-?(0|[1-9][0-9]*)"
 _LEADING_ZERO = r"-?0[0-9]+"  # a code such as a ZIP code, not a number
 
 
-def _read_draft_frame(path: pathlib.Path, string_columns: Sequence[str]) -> pd.DataFrame:
+def _read_draft_frame(path: pathlib.Path, string_columns: Sequence[str], verbose: bool = False) -> pd.DataFrame:
     """The CSV typed for drafting: a column is bool when every cell is True/False, int when every
     cell is a canonical integer, float when every cell is a number and none has a leading zero
     (``"01"`` is a code), else str (always str for ``string_columns``). Empty cells are gaps (and
     make a bool column ``boolean``, an int column ``Int64``, with ``pd.NA``)."""
-    try:
-        raw = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False)
-    except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
-        raise UsageError(f"{path}: not a readable CSV file ({exc}).".replace("\n", " ")) from None
+    raw = _read_raw(path, str(path), verbose)
     out = {}
     for name in raw.columns:
         s = raw[name].astype(object)
@@ -373,7 +395,7 @@ class Draft:
 
 
 def draft_schema(data_path: os.PathLike | str | None, *, yaml_path: os.PathLike | str | None = None,
-                 table: str | None = None, label: str | None = None) -> Draft:
+                 table: str | None = None, label: str | None = None, verbose: bool = False) -> Draft:
     """A draft schema from a metadata file of public facts and/or the data.
 
     Facts declared in the metadata file (SmartNoise layout; ``nullable: true`` declares
@@ -384,9 +406,12 @@ def draft_schema(data_path: os.PathLike | str | None, *, yaml_path: os.PathLike 
     ``nullable`` counts as drafted). :attr:`Draft.advice` lists every column with gaps, the columns
     that look like identifiers and the columns set to ``scale="log"``; it never advises filling gaps.
 
+    ``verbose=True`` quotes pandas' message (with its line number) when the data file cannot be
+    parsed, as in :func:`read_csv`.
+
     Raises:
-        UsageError: neither input, a column of the metadata file missing from the data, facts
-            missing with no data to draft them from, or an unknown label.
+        UsageError: neither input, an unreadable data file, a column of the metadata file missing
+            from the data, facts missing with no data to draft them from, or an unknown label.
     """
 
     if data_path is None and yaml_path is None:
@@ -408,7 +433,7 @@ def draft_schema(data_path: os.PathLike | str | None, *, yaml_path: os.PathLike 
     frame = None
     if data_path is not None:
         p = existing_file(data_path, "data file")
-        frame = _read_draft_frame(p, [n for n, t in types.items() if t == "string"])
+        frame = _read_draft_frame(p, [n for n, t in types.items() if t == "string"], verbose)
         absent = [n for n in declared if n not in frame.columns]
         if absent:
             raise UsageError(f"{yaml_path} declares column(s) {absent} that {p} does not have.")
