@@ -135,6 +135,34 @@ def reference_normals(key, n: int) -> np.ndarray:
     return np.where((hi >> np.uint64(31)) == 1, -z, z)
 
 
+def reference_integer_noise(key, n: int, std: float) -> np.ndarray:
+    """The integer noise ``dpsgd.noisy_counts`` adds to n counts under ``key``, computed
+    independently: ``round(std * Z)`` with Z the engine's normals under the key folded with the
+    stream constant ("int")."""
+    return np.rint(std * reference_normals(jax.random.fold_in(key, 0x696E74), n)).astype(np.int64)
+
+
+def rounded_gaussian_pvalue(z: np.ndarray, std: float) -> float:
+    """Chi-square p-value of integer draws ``z`` against the law of ``round(std * Z)``, Z ~ N(0, 1)
+    (cells with fewer than 20 expected draws merged into the two tails)."""
+    from scipy import stats
+
+    z = np.asarray(z)
+    if not np.issubdtype(z.dtype, np.integer):
+        raise TypeError(f"expected integer draws, got {z.dtype}")
+    half = int(np.ceil(10 * std)) + 2
+    ks = np.arange(-half, half + 1)
+    pmf = stats.norm.cdf((ks + 0.5) / std) - stats.norm.cdf((ks - 0.5) / std)
+    pmf[0], pmf[-1] = stats.norm.cdf((-half + 0.5) / std), stats.norm.sf((half - 0.5) / std)
+    keep = pmf * z.size >= 20
+    lo, hi = ks[keep][0], ks[keep][-1]
+    cells = np.arange(lo, hi + 1)
+    observed = np.array([np.sum(z <= lo)] + [np.sum(z == k) for k in cells[1:-1]] + [np.sum(z >= hi)])
+    expected = np.array([stats.norm.cdf((lo + 0.5) / std)]
+                        + list(pmf[(ks > lo) & (ks < hi)]) + [stats.norm.sf((hi - 0.5) / std)]) * z.size
+    return float(stats.chisquare(observed, expected).pvalue)
+
+
 def noisy(total: np.ndarray, like, key, std: float) -> np.ndarray:
     """total + the N(0, std^2) noise the engine draws with the step's noise key."""
     n = sum(x.size for x in jax.tree_util.tree_leaves(like))

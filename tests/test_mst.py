@@ -28,6 +28,7 @@ from dpgen_jax.synthesizers import _select_measure as sm
 from dpgen_jax.synthesizers import mst
 from tests import _tables
 from tests._contract import SynthesizerContract
+from tests._oracles import reference_integer_noise, rounded_gaussian_pvalue
 
 needs_mbi = pytest.mark.skipif(mst.MST.unavailable_reason() is not None, reason=str(mst.MST.unavailable_reason()))
 SCHEMA = _tables.MIXED_SCHEMA
@@ -112,15 +113,19 @@ def test_selection_follows_the_exponential_mechanism():
 
 
 def test_measurement_noise_has_the_given_standard_deviation():
-    """KS over 4 x 2500 cells: accepts the std, rejects 0.85 and 1.15 times it."""
+    """The noise is integer, equal to the rounded engine normals recomputed independently (one
+    stream over the marginals in order), and a chi-square over 4 x 10,000 cells accepts the rounded
+    Gaussian of the std and rejects 0.85 and 1.15 times it."""
     codes = np.zeros((5, 2), np.int64)
     sizes = (100, 100)
     cliques = [(0, 1), (1, 0), (0, 1), (1, 0)]
     noisy = sm.measure(codes, sizes, cliques, 3.0, jax.random.key(1))
     exact = sm.measure(codes, sizes, cliques, None, jax.random.key(1))
     z = np.concatenate([a - b for a, b in zip(noisy, exact)])
-    assert stats.kstest(z / 3.0, "norm").pvalue > 1e-3
-    assert stats.kstest(z / 2.55, "norm").pvalue < 1e-6 and stats.kstest(z / 3.45, "norm").pvalue < 1e-6
+    assert all(a.dtype == np.int64 for a in noisy)
+    np.testing.assert_array_equal(z, reference_integer_noise(jax.random.key(1), z.size, 3.0))
+    assert rounded_gaussian_pvalue(z, 3.0) > 1e-3
+    assert rounded_gaussian_pvalue(z, 2.55) < 1e-6 and rounded_gaussian_pvalue(z, 3.45) < 1e-6
     assert exact[0].sum() == 5 and exact[0][0] == 5
 
 

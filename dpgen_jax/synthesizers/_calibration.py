@@ -265,11 +265,11 @@ def release(plan: Any, frame: pd.DataFrame, key: jax.Array, fitted: Any, progres
             "transport that keeps the rows' order; docs/calibration.md).")
     return dataclasses.replace(
         fitted, steps={**fitted.steps, PHASE: 1}, notes=(*fitted.notes, note),
-        statistics={**fitted.statistics, STATISTIC: [np.asarray(counts[str(j)], np.float64).tolist()
+        statistics={**fitted.statistics, STATISTIC: [np.asarray(counts[str(j)], np.int64).tolist()
                                                      for j in range(len(disc.sizes))]})
 
 
-def apply(frame: pd.DataFrame, config: Any, schema: Schema, counts: Sequence[Sequence[float]],
+def apply(frame: pd.DataFrame, config: Any, schema: Schema, counts: Sequence[Sequence[int]],
           key: jax.Array) -> pd.DataFrame:
     """Sampled rows of the model ``schema`` matched to the released one-way ``counts``."""
     disc = discretizer(config, schema)

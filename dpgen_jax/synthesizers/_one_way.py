@@ -25,7 +25,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from dpgen_jax import dpsgd, privacy
@@ -42,29 +41,27 @@ def phase(name: str, num_columns: int, private: bool = True, noise_multiplier: f
 
 
 def noisy_counts(codes: np.ndarray, sizes: Sequence[int], noise_multiplier: float | None,
-                 key: jax.Array) -> dict[str, jax.Array]:
-    """The d histograms of ``codes`` with N(0, (noise_multiplier * sqrt(d))^2) noise per cell.
+                 key: jax.Array) -> dict[str, np.ndarray]:
+    """The d histograms of ``codes`` with the integer Gaussian noise of ``dpsgd.noisy_counts``.
 
     Args:
         codes: ``(m, d)`` integer codes (``Discretizer.codes``) of the private rows.
         sizes: codes per column.
-        noise_multiplier: sigma relative to the sensitivity sqrt(d); None: exact counts
-            (non-private).
+        noise_multiplier: sigma relative to the sensitivity sqrt(d) (noise std
+            ``noise_multiplier * sqrt(d)``); None: exact counts (non-private).
         key: the noise key.
 
     Returns:
-        ``{str(j): (sizes[j],) float32}``, the released (noisy) counts of column j.
+        ``{str(j): (sizes[j],) int64}``, the released counts of column j: ``count + round(std Z)``.
 
-    Privacy:
-        One Gaussian mechanism with L2 sensitivity sqrt(d) under add/remove-one: a record adds
-        one to one cell of each of the d histograms.
+    Privacy: one Gaussian mechanism with L2 sensitivity sqrt(d) under add/remove-one (a record
+    adds one to one cell of each of the d histograms), released as integers (rounding is
+    post-processing; ``docs/privacy.md``, "Floating point").
     """
     c = np.asarray(codes)
-    counts = {str(j): jnp.asarray(np.bincount(c[:, j], minlength=k).astype(np.float32))
-              for j, k in enumerate(sizes)}
-    if noise_multiplier is None:
-        return counts
-    return dpsgd.add_gaussian_noise(counts, key, float(noise_multiplier) * math.sqrt(len(sizes)))
+    counts = {str(j): np.bincount(c[:, j], minlength=k) for j, k in enumerate(sizes)}
+    std = None if noise_multiplier is None else float(noise_multiplier) * math.sqrt(len(sizes))
+    return dpsgd.noisy_counts(counts, std, key)
 
 
 def project_counts(v: Any) -> np.ndarray:

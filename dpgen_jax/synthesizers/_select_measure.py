@@ -75,13 +75,13 @@ def load_mbi(method: str):
 
 
 def counts(codes: np.ndarray, sizes: Sequence[int], clique: Clique) -> np.ndarray:
-    """The flattened ``clique`` marginal of ``codes`` (rows of per-column codes), float32.
+    """The flattened ``clique`` marginal of ``codes`` (rows of per-column codes), int64.
 
     Privacy: adding or removing one record changes one cell by one (L1 and L2 sensitivity 1).
     """
     shape = tuple(sizes[j] for j in clique)
     flat = np.ravel_multi_index(tuple(codes[:, j] for j in clique), shape)
-    return np.bincount(flat, minlength=math.prod(shape)).astype(np.float32)
+    return np.bincount(flat, minlength=math.prod(shape)).astype(np.int64)
 
 
 def onehot_gram(codes: np.ndarray, sizes: Sequence[int], chunk: int = 8192) -> np.ndarray:
@@ -110,15 +110,16 @@ def pair_l1(gram_a: np.ndarray, gram_b: np.ndarray, sizes: Sequence[int]) -> np.
 
 def measure(codes: np.ndarray, sizes: Sequence[int], cliques: Sequence[Clique],
             noise_std: float | None, key: jax.Array) -> list[np.ndarray]:
-    """The flattened marginals of ``cliques`` with N(0, noise_std^2) per cell (None: exact).
+    """The flattened marginals of ``cliques``, each cell plus integer Gaussian noise of std
+    ``noise_std`` (``dpsgd.noisy_counts``; None: exact). Returns int64 arrays.
 
     Privacy: one Gaussian release; a record adds one to one cell of each marginal, so the L2
-    sensitivity is sqrt(len(cliques)) and ``noise_std`` must be sigma * sqrt(len(cliques)).
+    sensitivity is sqrt(len(cliques)) and ``noise_std`` must be sigma * sqrt(len(cliques)). The
+    counts leave as integers (rounding the noise is post-processing; ``docs/privacy.md``).
     """
     tables = {f"{i:06d}": counts(codes, sizes, c) for i, c in enumerate(cliques)}
-    if noise_std is not None:
-        tables = dpsgd.add_gaussian_noise(tables, key, float(noise_std))
-    return [np.asarray(tables[k], dtype=np.float64) for k in sorted(tables)]
+    released = dpsgd.noisy_counts(tables, None if noise_std is None else float(noise_std), key)
+    return [released[k] for k in sorted(released)]
 
 
 def exponential_mechanism(quality: np.ndarray, epsilon: float | None, rng: np.random.Generator,

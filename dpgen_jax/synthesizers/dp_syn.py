@@ -369,11 +369,12 @@ def split_label(schema: data_lib.Schema, x, encoder=None) -> tuple[np.ndarray, n
     return codes, np.delete(x, np.s_[b.start:b.stop], axis=1)
 
 
-def release_counts(true_counts, key: jax.Array, noise_std: float) -> tuple[float, ...]:
-    """The group sizes plus N(0, noise_std^2) each; ``noise_std`` is the ``counts`` phase's
-    (``privacy.GaussianPhase.noise_std``: sigma times the L2 sensitivity 1 under add/remove)."""
-    noise = np.asarray(dpsgd.gaussian_noise(key, (len(true_counts),)), np.float64)
-    return tuple(round(float(c + noise_std * e), 3) for c, e in zip(true_counts, noise))
+def release_counts(true_counts, key: jax.Array, noise_std: float) -> tuple[int, ...]:
+    """The group sizes released by ``dpsgd.noisy_counts`` (integer counts plus integer Gaussian
+    noise of std ``noise_std``, the ``counts`` phase's ``privacy.GaussianPhase.noise_std``: sigma
+    times the L2 sensitivity 1 under add/remove; 0: the exact counts)."""
+    released = dpsgd.noisy_counts({"counts": np.asarray(true_counts)}, float(noise_std) or None, key)
+    return tuple(int(c) for c in released["counts"])
 
 
 def stack_groups(codes, feats, k: int) -> tuple[np.ndarray, np.ndarray]:

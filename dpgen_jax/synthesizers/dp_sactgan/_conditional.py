@@ -14,20 +14,20 @@ from dpgen_jax.synthesizers import _shards
 from dpgen_jax.synthesizers.dp_sactgan._encoding import Layout
 
 
-def noisy_counts(codes: jax.Array, layout: Layout, key: jax.Array, noise_std: float,
-                 columns) -> jax.Array:
-    """``(n_cols, max_width)`` per-column histograms of ``codes`` plus N(0, noise_std^2) per bin,
-    for the columns in ``columns``; ``noise_std`` is the ``histograms`` phase's
-    (``privacy.GaussianPhase.noise_std``: sigma times the L2 sensitivity 1 of one histogram, as each
-    record adds 1 to one bin per column); clipped at 0. Padding bins and other columns are 0."""
-    out = jnp.zeros((layout.n_cols, layout.max_width), jnp.float32)
-    for c in columns:
-        size = layout.block_size[c]
-        h = jnp.bincount(codes[:, c], length=size).astype(jnp.float32)
-        if noise_std:
-            h = h + noise_std * dpsgd.gaussian_noise(jax.random.fold_in(key, c), (size,))
-        out = out.at[c, :size].set(jnp.maximum(h, 0.0))
-    return out
+def noisy_counts(codes, layout: Layout, key: jax.Array, noise_std: float, columns) -> jax.Array:
+    """``(n_cols, max_width)`` per-column histograms of ``codes`` released by ``dpsgd.noisy_counts``
+    (integer counts plus integer Gaussian noise of std ``noise_std`` per bin) for the columns in
+    ``columns``; ``noise_std`` is the ``histograms`` phase's (``privacy.GaussianPhase.noise_std``:
+    sigma times the L2 sensitivity 1 of one histogram, as each record adds 1 to one bin per
+    column), 0 for exact counts. Then clipped at 0 (post-processing). Padding bins and other
+    columns are 0. Every value is an integer (float32, exact below 2^24)."""
+    c = np.asarray(codes).astype(np.int64)
+    hists = {str(col): np.bincount(c[:, col], minlength=layout.block_size[col]) for col in columns}
+    released = dpsgd.noisy_counts(hists, float(noise_std) if noise_std else None, key)
+    out = np.zeros((layout.n_cols, layout.max_width), np.float32)
+    for col in columns:
+        out[col, :layout.block_size[col]] = np.maximum(released[str(col)], 0)
+    return jnp.asarray(out)
 
 
 def cond_log_probs(layout: Layout, counts: jax.Array, *, training: bool) -> jax.Array:
