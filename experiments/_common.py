@@ -279,6 +279,37 @@ def print_privacy(report: dict) -> None:
         print(f"  - {a}")
 
 
+def documented_records(dataset: str, quick: bool = False) -> int | None:
+    """The documented number of training rows of a benchmark dataset (``advice.BENCHMARK_DATASETS``:
+    a published size, e.g. Adult's 32,561), or None: a dataset the table does not record, or
+    ``quick`` mode (its rows are a subset of the documented table)."""
+    from dpgen_jax.advice import BENCHMARK_DATASETS
+
+    facts = BENCHMARK_DATASETS.get(dataset)
+    return None if quick or facts is None else facts.num_records
+
+
+def synthetic_rows(spec: RunSpec, rows: int, documented: int | None = None) -> dict[str, Any]:
+    """How many rows a run samples, and where the number comes from (the report's ``synthetic_rows``).
+
+    As many synthetic rows as training rows would publish their count n in ``synthetic.csv``, a
+    private number (privacy rule 10), so a run samples a public N: the ``num_records`` given to the
+    fit (``--num-records``), else the dataset's ``documented`` number of training rows
+    (:func:`documented_records`). Without either it samples ``rows``, the training rows' count, and
+    says so (``public`` False: that count is not declared public and the synthetic rows reveal it).
+
+    Returns:
+        ``{"n", "public", "source"}``.
+    """
+    if spec.num_records is not None:
+        return {"n": spec.num_records, "public": True, "source": "the public num_records N given to the fit"}
+    if documented is not None:
+        return {"n": documented, "public": True, "source": "the dataset's documented number of training rows"}
+    return {"n": rows, "public": False,
+            "source": "the number of training rows, not declared public (the synthetic rows reveal it; "
+                      "--num-records N samples a public N)"}
+
+
 def fit_sample_evaluate(spec: RunSpec, seed, out: pathlib.Path, *, train, test, schema, n_samples: int,
                         label: str | None = None, published=None, config=None,
                         eval_seed: int | None = None, reuse_real: dict | None = None,

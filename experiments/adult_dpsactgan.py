@@ -57,6 +57,9 @@ METHODS = ("dp-sactgan", "dp-auto-gan", "independent")
 DATASET = "adult-ctab"
 EVAL_SEED = 0
 LABEL = "income"
+TRAIN_ROWS = 39_073
+"""The training rows of ``data.load_adult_ctab``'s documented split (80 % of Adult's 48,842 rows):
+the public N the runs sample (``--num-records`` replaces it; quick mode's rows are not declared)."""
 
 #: The paper's metrics in report.json (result paths of ``metrics.evaluate``), in Table 1/3 order.
 SEED_METRICS = (
@@ -155,8 +158,9 @@ def run_one(comp: Comparison, spec: _common.RunSpec, seed, out: pathlib.Path) ->
     prior = json.loads(cache.read_text()) if cache.exists() else None
     options = _common.quick_evaluate_options() if comp.quick else {}
     timings: dict[str, float] = {}
+    rows = _common.synthetic_rows(spec, len(train), None if comp.quick else TRAIN_ROWS)
     model, _, result, privacy = _common.fit_sample_evaluate(
-        spec, seed, out, train=train, test=test, schema=data.adult_ctab_schema(), n_samples=len(train),
+        spec, seed, out, train=train, test=test, schema=data.adult_ctab_schema(), n_samples=rows["n"],
         label=LABEL, published=published(), eval_seed=EVAL_SEED, reuse_real=prior,
         evaluate_options=options, timings=timings)
     if prior is None:
@@ -168,9 +172,9 @@ def run_one(comp: Comparison, spec: _common.RunSpec, seed, out: pathlib.Path) ->
         js_distance_mean=result.get("js_distance_mean"),
         diff_cor={"value": diff_cor.get("value"), "columns": diff_cor.get("columns")},
         fit_seconds=timings["fit"], sample_seconds=timings["sample"],
-        evaluate_seconds=timings["evaluate"],
+        evaluate_seconds=timings["evaluate"], synthetic_rows=rows,
         protocol={"eval_seed": EVAL_SEED, "quick": comp.quick, "n_train": len(train),
-                  "n_test": len(test), "n_synthetic": len(train), "overrides": dict(spec.overrides),
+                  "n_test": len(test), "n_synthetic": rows["n"], "overrides": dict(spec.overrides),
                   "accountant": privacy["accountant"], "command": comp.command,
                   "machine_at_start": at_start}))
 

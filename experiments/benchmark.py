@@ -70,7 +70,8 @@ def run_cell(ds: Dataset, split, spec: _common.RunSpec, seed: int, out: pathlib.
 
     machine = machine()
     t0, timings = time.perf_counter(), {}
-    kwargs = dict(train=train, test=test, schema=schema, n_samples=len(train), label=ds.label,
+    rows = _common.synthetic_rows(spec, len(train), _common.documented_records(ds.name, quick))
+    kwargs = dict(train=train, test=test, schema=schema, n_samples=rows["n"], label=ds.label,
                   published=ds.published.get(spec.method), eval_seed=EVAL_SEED,
                   evaluate_options=options, timings=timings)
     try:
@@ -85,7 +86,7 @@ def run_cell(ds: Dataset, split, spec: _common.RunSpec, seed: int, out: pathlib.
         accountant=privacy["accountant"], fit_seconds=timings["fit"],
         evaluate_seconds=timings["evaluate"], tv_1way=result.get("tv_1way"),
         marginal_l1_3way=result.get("marginal_l1_3way"),
-        dimension_wise_summary=result.get("dimension_wise_summary"),
+        dimension_wise_summary=result.get("dimension_wise_summary"), synthetic_rows=rows,
         board={c.key: _common.lookup(result, c.path) for m in metrics.METRICS for c in m.board},
         benchmark={"quick": quick, "overrides": dict(spec.overrides), "eval_seed": EVAL_SEED,
                    "command": command, "machine_at_start": machine,

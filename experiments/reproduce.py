@@ -15,9 +15,11 @@ Usage::
 
 METHOD is any registered method (``synthesizers.available()``), DATASET any dataset of the
 benchmark's registry (``experiments/_datasets.py``: adult, adult-small, adult-like, mimic-like,
-cardio, planted-binary). The method is fitted on the dataset's training rows, samples as many rows
-(for a dataset without a label, as many as its test rows, the MIMIC protocol of DP-auto-GAN's
-paper), is evaluated against its test rows and writes the files of the experiment contract
+cardio, planted-binary). The method is fitted on the dataset's training rows, samples a public
+number of rows: ``--num-records N`` when given, else the dataset's documented number of training
+rows (``advice.BENCHMARK_DATASETS``), else as many as its training rows, which ``report.json``'s
+``synthetic_rows`` then says are not declared public (for a dataset without a label, as many as its
+test rows, the MIMIC protocol of DP-auto-GAN's paper), is evaluated against its test rows and writes the files of the experiment contract
 (``experiments/_common.py``; ``docs/experiments.md``), with the paper's published numbers beside
 ours where the paper reports this method on this dataset (``metrics.published``). ``--quick`` runs
 the method's smoke schedule (``SMOKE``; a method without one: its defaults under a 5-second
@@ -77,7 +79,8 @@ class Reproduction:
 
     ``sampler``: ``sampler(record) -> sampler(model, n, seed)`` in place of ``model.sample``, which
     writes what it decides into ``record`` (GS-WGAN's checkpoint selection), a fresh dict per seed
-    that the protocols' extras read."""
+    that the protocols' extras read. ``synthetic_rows``: ``n_samples`` and where it comes from
+    (``_common.synthetic_rows``), written to ``report.json``."""
 
     spec: _common.RunSpec
     dataset: str
@@ -91,6 +94,11 @@ class Reproduction:
     evaluate_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     sampler: Callable[[dict], Callable] | None = None
     record: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    synthetic_rows: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def sampling(self, n: int, public: bool, source: str) -> Reproduction:
+        """The run sampling ``n`` rows, with where the number comes from."""
+        return dataclasses.replace(self, n_samples=n, synthetic_rows={"n": n, "public": public, "source": source})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,14 +114,15 @@ class Protocol:
 
 
 def _argmax_decoding(run: Reproduction, model, result, seed) -> dict:
-    """DP-WGAN and DP-VAE: the modelled columns, and JSD and D_KL^mu of as many rows decoded with
-    ``mode="argmax"`` (DP-auto-GAN's decoding) instead of drawn from the output probabilities."""
+    """DP-WGAN and DP-VAE: the modelled columns, and JSD and D_KL^mu of as many rows (the run's
+    public N, as sampled) decoded with ``mode="argmax"`` (DP-auto-GAN's decoding) instead of drawn
+    from the output probabilities."""
     import pandas as pd
 
     from dpgen_jax import metrics
 
     names = model.schema.names
-    rows = model.sample(len(run.train), seed=None if seed is None else seed + 10_000, mode="argmax")
+    rows = model.sample(run.n_samples, seed=None if seed is None else seed + 10_000, mode="argmax")
     d = metrics.diversity(pd.concat([run.train[names], run.test[names]], ignore_index=True), rows, model.schema)
     return {"columns": names, "argmax_decoding": {"jsd": d["jsd"], "kl_mu": d["kl_mu"]}}
 
@@ -151,6 +160,8 @@ def _gs_wgan_prepare(run: Reproduction) -> Reproduction:
         changes["spec"] = dataclasses.replace(
             spec, overrides={"snapshot_every": SELECT_EVERY, **spec.overrides})
         changes["sampler"] = lambda record: validation_sampler(run.validation, run.schema, run.label, record)
+        if not run.dataset.endswith("(quick)"):  # the thesis's protocol, a public number
+            run = run.sampling(CARDIO_SAMPLES, True, "the GS-WGAN thesis's 63,000 samples (0.9 of its N)")
     return dataclasses.replace(run, **changes)
 
 
@@ -196,7 +207,9 @@ PROTOCOLS: dict[str, Protocol] = {
 }
 """A paper's protocol by method; any other method: fit, sample, evaluate only."""
 DIMENSION_WISE = Protocol(
-    prepare=lambda run: dataclasses.replace(run, n_samples=len(run.test)), extras=_dimension_wise_extras)
+    prepare=lambda run: run.sampling(len(run.test), False, "as many as the test rows (the MIMIC protocol of "
+                                     "DP-auto-GAN's paper), not the training rows"),
+    extras=_dimension_wise_extras)
 """The protocol of a dataset without a label (as many samples as test rows, dimension-wise scores)."""
 
 
@@ -236,9 +249,10 @@ def reproduction(spec: _common.RunSpec, dataset: str, data_dir, quick: bool) -> 
     """The run of ``spec`` on ``dataset`` before its fit, every protocol prepared."""
     ds = DATASETS[dataset]
     train, validation, test = load_split(dataset, data_dir, quick)
+    rows = _common.synthetic_rows(spec, len(train), _common.documented_records(dataset, quick))
     run = Reproduction(
         spec=spec, dataset=dataset + (" (quick)" if quick else ""), train=train, test=test,
-        schema=ds.schema_for(quick), label=ds.label, n_samples=len(train),
+        schema=ds.schema_for(quick), label=ds.label, n_samples=rows["n"], synthetic_rows=rows,
         published=published_record(spec.method, dataset), validation=validation,
         evaluate_options=_common.quick_evaluate_options() if quick else {})
     for protocol in protocols(spec.method, dataset):
@@ -255,7 +269,7 @@ def run_one(run: Reproduction, extras: list[Callable], seed, out: pathlib.Path) 
         run.spec, seed, out, train=run.train, test=run.test, schema=run.schema, n_samples=run.n_samples,
         label=run.label, published=run.published, evaluate_options=dict(run.evaluate_options),
         sampler=None if run.sampler is None else run.sampler(record))
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = {"synthetic_rows": dict(run.synthetic_rows)}
     for fn in extras:
         extra.update(fn(run, model, result, seed))
     return _common.finish(out, _common.report(run.spec, dataset=run.dataset, seed=seed, model=model,

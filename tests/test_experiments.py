@@ -24,8 +24,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 from experiments import _common
 
-ADULT_REPORT_KEYS = set(_common.REPORT_KEYS)
-MIMIC_REPORT_KEYS = set(_common.REPORT_KEYS) | {
+ADULT_REPORT_KEYS = set(_common.REPORT_KEYS) | {"synthetic_rows"}
+MIMIC_REPORT_KEYS = ADULT_REPORT_KEYS | {
     "probability_mean_abs_diff", "prediction_mean_abs_diff", "prediction_features_scored", "excluded"}
 THROUGHPUT_ROW_KEYS = {
     "framework", "method", "model", "batch_size", "ms_per_step_median", "ms_per_step_p10",
@@ -163,10 +163,44 @@ def test_quick_reproduction_reads_the_smoke_schedule(tmp_path, xla_cache_home):
     assert rep["privacy"]["phases"][0]["batch_size"] == smoke["batch_size"]
     assert rep["dataset"] == "adult-like (quick)" and rep["columns"] == data.adult_schema().names
     assert len(pd.read_csv(out / "synthetic.csv")) == 600
+    assert rep["synthetic_rows"]["n"] == 600 and rep["synthetic_rows"]["public"] is False  # quick rows
     assert rep["argmax_decoding"]["jsd"]["total"] >= 0
     assert reproduce.published_record("dp-vae", "adult") is metrics.published.DP_VAE_ADULT
     assert reproduce.published_record("dp-auto-gan", "adult") is metrics.published.DP_AUTO_GAN_ADULT
     assert reproduce.published_record("dp-vae", "adult-like") is None
+
+
+def test_harnesses_sample_the_public_n_and_say_when_the_count_is_not_public(tmp_path, xla_cache_home):
+    """Synthetic rows as many as the training rows would publish n: a run samples the public N
+    given to the fit, else the dataset's documented training rows, else says the count is not
+    public (issue 63, item 6)."""
+    import argparse
+
+    from experiments import reproduce
+    from experiments.studies import missing_values
+
+    spec = _common.RunSpec("independent", epsilon=1.0)
+    assert _common.documented_records("adult") == 32561 and _common.documented_records("adult", quick=True) is None
+    assert _common.documented_records("mimic-like") is None
+    assert _common.synthetic_rows(spec, 123, 32561) == {
+        "n": 32561, "public": True, "source": "the dataset's documented number of training rows"}
+    given = _common.synthetic_rows(_common.RunSpec("independent", num_records=40000), 123, 32561)
+    assert given["n"] == 40000 and given["public"] is True
+    hidden = _common.synthetic_rows(spec, 123)
+    assert hidden["n"] == 123 and hidden["public"] is False and "not declared public" in hidden["source"]
+    # a generated table with a documented size (full mode, no fit): its N, not a count of rows
+    run = reproduce.reproduction(spec, "adult-like-500", None, quick=False)
+    assert len(run.train) == 500 and run.n_samples == 500 and run.synthetic_rows["public"] is True
+    args = argparse.Namespace(dataset="adult-like", adult_like_rows=900, gaps=0.0, columns=None, data_dir=None)
+    assert missing_values.train_rows(args) == len(missing_values.load(args)[0]) == 600
+    assert missing_values.train_rows(argparse.Namespace(dataset="adult")) == 32561
+    # end to end: --num-records N samples N rows (not the 600 quick rows) and the report says so
+    out = tmp_path / "n"
+    rep = reproduce.main(["independent", "adult-like", "--quick", "--epsilon", "1", "--seeds", "0",
+                          "--num-records", "700", "--no-progress", "--out", str(out)])
+    assert len(pd.read_csv(out / "synthetic.csv")) == 700
+    assert rep["synthetic_rows"] == {"n": 700, "public": True, "source": "the public num_records N given to the fit"}
+    assert _strict_load(out / "report.json")["synthetic_rows"] == rep["synthetic_rows"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -215,6 +249,7 @@ def test_adult_experiment_end_to_end(adult_dir, tmp_path, xla_cache_home):
         assert report["versions"]["jax"] and report["versions"]["dp-accounting"]
         synthetic = pd.read_csv(d / "synthetic.csv", dtype={"education-num": str})
         assert list(synthetic.columns) == schema.names and len(synthetic) == 32561
+        assert report["synthetic_rows"]["n"] == 32561 and report["synthetic_rows"]["public"] is True
         model = synthesizers.load(d / "model.npz")
         assert model.privacy_report() == privacy_report
         assert (d / "metrics.json").exists()

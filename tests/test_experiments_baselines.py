@@ -48,7 +48,7 @@ def _check_run(folder, method):
     for seed in (0, 1):
         d = folder / f"seed-{seed}"
         rep = _load(d / "report.json")
-        assert set(rep) == set(_common.REPORT_KEYS) | {"columns", "argmax_decoding"}
+        assert set(rep) == set(_common.REPORT_KEYS) | {"columns", "argmax_decoding", "synthetic_rows"}
         assert rep["method"] == method and rep["seed"] == seed
         assert rep["dataset"] == "adult-like (quick)"
         assert rep["privacy"]["preset"] == folder.name and rep["target_epsilon"] is None

@@ -21,7 +21,7 @@ from experiments import _common, adult_dpsactgan
 
 SEEDS = (0, 1)
 EXTRA_KEYS = {"lr_utility", "wasserstein_mean", "js_distance_mean", "diff_cor", "fit_seconds",
-              "sample_seconds", "evaluate_seconds", "protocol"}
+              "sample_seconds", "evaluate_seconds", "protocol", "synthetic_rows"}
 #: Experiment runs (two seeds each, with the papers' evaluation), so -m slow: one with the cheap
 #: method only, one adding DP-SACTGAN's tiny schedule (its compilation takes about a minute of CPU).
 RUNS = [pytest.param("fast", marks=pytest.mark.slow), pytest.param("sactgan", marks=pytest.mark.slow)]
@@ -91,6 +91,8 @@ def test_quick_run_writes_the_contract_and_the_papers_metrics(quick_run, quick_s
                 assert rep["privacy"]["phases"][-1]["steps"] == smoke["generator_steps"]
             synthetic = pd.read_csv(d / "synthetic.csv", keep_default_na=False)
             assert list(synthetic.columns) == schema.names and len(synthetic) == 600
+            # quick mode's rows are not the documented split: their count is not declared public
+            assert rep["synthetic_rows"]["n"] == 600 and rep["synthetic_rows"]["public"] is False
             # the paper's metrics, again from the saved rows with the metric functions
             wd = metrics.wasserstein_mean(reference, synthetic, schema)
             js = metrics.js_distance_mean(reference, synthetic, schema)

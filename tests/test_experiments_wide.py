@@ -21,6 +21,7 @@ def test_quick_cells_and_timeouts_are_recorded(tmp_path):
     rep = wide_tables.run(_args(tmp_path))
     (cell,) = rep["cells"]
     assert cell["status"] == "done" and cell["columns"] == 60 and cell["rows"] == 320
+    assert cell["synthetic_rows"]["n"] == 320 and cell["synthetic_rows"]["public"] is False  # quick rows
     pairs, triples = wide_tables.planted_groups(quick=True)
     assert pairs and triples and all(len(p) == 2 for p in pairs) and all(len(t) == 3 for t in triples)
     for key in wide_tables.METRICS:
