@@ -3,9 +3,8 @@
 
 Device randomness is ``jax.random`` under the keys of :mod:`dpgen_jax.dpsgd` (``make_key``,
 ``shared_key``) and the Gaussian sampler of ``dpsgd.gaussian_noise``; host draws (the exponential
-mechanism's Gumbel noise, values inside public bins, categories drawn at decoding) come from a
-numpy generator built from a JAX key by :func:`host_rng`. ``dpgen_jax.dpsgd`` re-exports both
-functions.
+mechanism's uniform integers, values inside public bins, categories drawn at decoding) come from a
+numpy generator built from a JAX key by :func:`host_rng`, which ``dpgen_jax.dpsgd`` re-exports.
 """
 
 from __future__ import annotations
@@ -23,10 +22,4 @@ def host_rng(key: jax.Array) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(words)))
 
 
-def host_gumbel(rng: np.random.Generator, size: int) -> np.ndarray:
-    """``size`` independent standard Gumbel draws (float64) from ``rng`` (a :func:`host_rng`
-    generator): the noise of the exponential mechanism drawn by Gumbel-max."""
-    return rng.gumbel(size=size)
-
-
-__all__ = ["host_gumbel", "host_rng"]
+__all__ = ["host_rng"]

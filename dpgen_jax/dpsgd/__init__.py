@@ -18,7 +18,8 @@
   (``make_dp_step(..., mesh=...)``; :func:`replicate`; docs/scaling.md).
 - :func:`make_key`: 64-bit OS-entropy keys unless a seed is given; :func:`shared_key`: the same key
   on every process; :func:`host_rng`: a numpy generator from a key (host-side draws);
-  :func:`host_gumbel`: the exponential mechanism's Gumbel draws. Every key of a run comes from
+  :func:`exponential_mechanism_exact`: the exponential mechanism sampled exactly (rational
+  arithmetic, no Gumbel-max). Every key of a run comes from
   :func:`make_key`, every host generator from :func:`host_rng`.
 """
 
@@ -42,8 +43,9 @@ from dpgen_jax.dpsgd._devices import (
     resolve_mesh,
 )
 from dpgen_jax.dpsgd._exact import host_normal, integer_gaussian, noisy_counts, snapped_gaussian
-from dpgen_jax.dpsgd._keys import RunKey, host_gumbel, host_rng, make_key, shared_key
+from dpgen_jax.dpsgd._keys import RunKey, host_rng, make_key, shared_key
 from dpgen_jax.dpsgd._noise import add_gaussian_noise, gaussian_noise
+from dpgen_jax.dpsgd._selection import exponential_mechanism_exact
 from dpgen_jax.dpsgd._sanitizer import sanitize_rows, sanitized
 from dpgen_jax.dpsgd._sampling import (
     PoissonChunk,
@@ -63,10 +65,6 @@ from dpgen_jax.dpsgd._step import (
 )
 
 __all__ = [
-    "snapped_gaussian",
-    "noisy_counts",
-    "integer_gaussian",
-    "host_normal",
     "FALLBACKS",
     "GroupRates",
     "METHODS",
@@ -82,15 +80,18 @@ __all__ = [
     "data_mesh",
     "data_parallel",
     "default_capacity",
+    "exponential_mechanism_exact",
     "gather_rows",
     "gaussian_noise",
     "grad_sum",
-    "host_gumbel",
+    "host_normal",
     "host_rng",
     "init_state",
+    "integer_gaussian",
     "make_dp_step",
     "make_key",
     "make_phase_runner",
+    "noisy_counts",
     "pad_stacked",
     "pad_to_devices",
     "per_example_grads",
@@ -103,4 +104,5 @@ __all__ = [
     "sanitize_rows",
     "sanitized",
     "shared_key",
+    "snapped_gaussian",
 ]

@@ -4,13 +4,13 @@ With no seed, every key (initialisation, sampling, noise) is derived from
 OS entropy; a user seed makes the run reproducible for research, and the privacy report then says
 the noise was seeded and the run is not fit for release. There is never a fixed default key.
 
-This module and :mod:`dpgen_jax.dpsgd._noise` (the Gaussian noise) own the library's randomness:
+This module, :mod:`dpgen_jax.dpsgd._noise` (the Gaussian noise of DP-SGD),
+:mod:`dpgen_jax.dpsgd._exact` (released noisy statistics) and :mod:`dpgen_jax.dpsgd._selection`
+(the exponential mechanism) own the library's randomness:
 
 - :func:`make_key`: the root key of a run; :func:`shared_key`: the same key on every process;
 - :func:`host_rng`: a numpy generator from a JAX key, for draws made on the host (the marginal
-  methods' selections and decoding);
-- :func:`host_gumbel`: the Gumbel draws of the exponential mechanism (Gumbel-max), from a
-  :func:`host_rng` generator.
+  methods' selections and decoding).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
-from dpgen_jax._random import host_gumbel, host_rng
+from dpgen_jax._random import host_rng
 
 
 class RunKey(NamedTuple):
@@ -62,4 +62,4 @@ def shared_key(key: jax.Array) -> jax.Array:
     return jax.random.wrap_key_data(np.asarray(data), impl=jax.random.key_impl(key))
 
 
-__all__ = ["RunKey", "host_gumbel", "host_rng", "make_key", "shared_key"]
+__all__ = ["RunKey", "host_rng", "make_key", "shared_key"]

@@ -3,7 +3,7 @@
 * ``counts``: a marginal of the private codes on the public bins (a record adds one to one cell);
   ``measure``: several marginals released with one Gaussian.
 * ``exponential_mechanism``: one choice among scored candidates, probability proportional to
-  exp(epsilon q / (2 Delta)), drawn by Gumbel-max.
+  exp(epsilon q / (2 Delta)), drawn exactly (``dpsgd.exponential_mechanism_exact``).
 * ``workload``, ``candidates``, ``scores``, ``select``: AIM's workload of k-way marginals on the
   public bins (all of them, or a public random subset of a stated size), its candidates (the
   downward closure, with the paper's weights) and its quality score; AIM and GEM select with them.
@@ -125,7 +125,9 @@ def measure(codes: np.ndarray, sizes: Sequence[int], cliques: Sequence[Clique],
 def exponential_mechanism(quality: np.ndarray, epsilon: float | None, rng: np.random.Generator,
                           sensitivity: float = 1.0) -> int:
     """The index of one candidate, chosen with probability proportional to
-    ``exp(epsilon * quality / (2 * sensitivity))`` (Gumbel-max: one Gumbel draw per candidate).
+    ``exp(epsilon * quality / (2 * sensitivity))``, exactly (``dpsgd.exponential_mechanism_exact``:
+    rejection with exact Bernoulli(exp(-gamma)) draws; Gumbel-max in float64 gives probability 0
+    to candidates whose scaled score trails by more than about 40, ``docs/privacy.md``).
 
     ``epsilon=None`` returns the best score (a non-private run). ``sensitivity`` bounds how much
     any one score moves when one record is added or removed. Accounted as
@@ -134,9 +136,7 @@ def exponential_mechanism(quality: np.ndarray, epsilon: float | None, rng: np.ra
     q = np.asarray(quality, np.float64)
     if epsilon is None:
         return int(np.argmax(q))
-    return int(np.argmax(epsilon * q / (2.0 * sensitivity) + dpsgd.host_gumbel(rng, q.size)))
-
-
+    return dpsgd.exponential_mechanism_exact(q, epsilon, sensitivity, rng)
 
 
 def select_many(quality: np.ndarray, count: int, epsilon: float | None, rng: np.random.Generator,
@@ -224,7 +224,7 @@ def select(quality: Mapping[Clique, float], weights: Mapping[Clique, float], eps
            key: jax.Array) -> Clique:
     """One candidate by the exponential mechanism: probability proportional to
     exp(epsilon q_r / (2 Delta)) with Delta the largest weight among the candidates (the scores
-    divided by Delta have sensitivity 1); Gumbel-max sampling. None: the best score."""
+    divided by Delta have sensitivity 1), sampled exactly. None: the best score."""
     keys = list(quality)
     q = np.array([quality[r] for r in keys], np.float64)
     i = exponential_mechanism(q, epsilon, dpsgd.host_rng(key), sensitivity=max(weights[r] for r in keys))

@@ -171,7 +171,7 @@ def pair_scores(codes: np.ndarray, sizes: Sequence[int], one_way_model: Sequence
 def select_tree(scores: np.ndarray, epsilon: float | None, key: jax.Array,
                 progress: Callable[[int, int], None] | None = None) -> list[tuple[int, int]]:
     """d - 1 edges of a spanning tree: each round, among pairs joining two components, one chosen
-    with probability proportional to exp(epsilon * score / 2) (Gumbel-max; None: the largest).
+    with probability proportional to exp(epsilon * score / 2) (sampled exactly; None: the largest).
     ``progress(done, d - 1)`` is called after each selection."""
     d = scores.shape[0]
     a, b = np.triu_indices(d, 1)
