@@ -192,3 +192,48 @@ def test_a_progress_bar_of_rounds_stopped_early_ends_at_the_epsilon_given(capsys
     # No open bar: the epsilon spent gets a line of its own.
     bar.close(epsilon=0.5)
     assert "eps(pld)=0.500 spent" in capsys.readouterr().err
+
+
+def _four_columns(correlated: bool, rows: int = 2000, seed: int = 0):
+    """Four categorical columns of 4 values: independent uniform, or four copies of one column."""
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    first = rng.integers(0, 4, rows)
+    cols = [first if correlated else rng.integers(0, 4, rows) for _ in range(4)]
+    schema = data.Schema.from_dict({"columns": [
+        {"name": f"c{j}", "kind": "categorical", "categories": [str(v) for v in range(4)]}
+        for j in range(4)]})
+    return pd.DataFrame({f"c{j}": c.astype(str) for j, c in enumerate(cols)}), schema
+
+
+@pytest.mark.parametrize("method, config", [
+    ("aim", dict(bins=4, max_rounds=12, round_iters=100, estimation_iters=100)),
+    ("gem", dict(max_rounds=12, anneal=True, measurements_per_round=1, round_steps=20,
+                 final_steps=20, calibrate_iterations=0)),
+])
+def test_annealed_rounds_under_a_cap_spend_the_same_units_on_every_table(monkeypatch, method, config):
+    """A round's units follow earlier DP outputs (AIM's annealing quadruples them), so a stop test
+    between rounds would make the units spent, and the printed epsilon, follow the data. Under a
+    public cap of 2 units the rounds must spend exactly 2 on an independent table and on a
+    correlated one (where the old loop ran [1, 4] on one and [1, 1] on the other), and print the
+    same epsilon, never above the target."""
+    monkeypatch.setattr(_progress.TimeBudget, "measure",
+                        classmethod(lambda cls, model, plan, max_seconds, mesh=None:
+                                    (cls({"measure": 2}), plan.flags)))
+    epsilons, rounds = [], []
+    for correlated in (False, True):
+        frame, schema = _four_columns(correlated)
+        model = synthesizers.create(method, **config)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model.fit(frame, schema, epsilon=1.0, seed=0, max_seconds=5.0)
+        steps = model.fitted_release.steps
+        assert steps["selection"] == steps["measure"] == 2
+        executed = model.fitted_release.diagnostics["rounds"]
+        assert sum(r.units for r in executed) == 2
+        rounds.append([r.units for r in executed])
+        epsilons.append(model.privacy_report()["epsilon"])
+        assert any("capped" in a for a in model.fitted_release.notes)
+    assert epsilons[0] == epsilons[1] <= 1.0

@@ -5,6 +5,8 @@
 units per phase *before* any private row is read, from the time the method's own training takes
 on a stand-in table drawn from the public schema (``docs/privacy.md``, "Time budget"): the steps a
 budget cuts then depend on public facts and on the machine, never on the private rows.
+:func:`round_budget`: the units of rounds whose size follows released values (AIM's annealing),
+read from the cap before any private row is read.
 """
 
 from __future__ import annotations
@@ -129,16 +131,16 @@ class TimeBudget:
 
         return update
 
-    def stop(self, name=None) -> Callable[[], bool]:
+    def stop(self, name=None) -> StopTest:
         """The stop test of phase ``name`` (None: the phase that last reported, e.g. a method's
-        rounds asking ``hooks.should_stop``)."""
+        rounds asking ``hooks.should_stop``); a named one carries its phase's cap
+        (:class:`StopTest`, :func:`round_budget`)."""
+        return StopTest(self, name)
 
-        def test() -> bool:
-            key = self.current if name is None else name
-            self.asked[key] = self.asked.get(key, 0) + 1
-            return self.units(key) >= self.caps.get(key, self.default)
-
-        return test
+    def cap(self, name) -> int | None:
+        """The units phase ``name`` may run (None: its whole schedule), fixed before training."""
+        cap = self.caps.get(name, self.default)
+        return None if math.isinf(cap) else int(cap)
 
     # -- the measurement on the stand-in ---------------------------------------------------------
     @classmethod
@@ -164,6 +166,42 @@ class TimeBudget:
                               "phase stops after its first compiled chunk.", stacklevel=4)
                 return cls(default=0), plan.flags
         return _MEASURED[key].budget(max_seconds, plan.flags)
+
+
+class StopTest:
+    """A :class:`TimeBudget`'s stop test of one phase: called between compiled chunks (or rounds),
+    True once the units the phase reported reach its cap. ``cap``: that cap (None: no cap, or an
+    unnamed test, whose phase is the one that last reported), a public value a method whose
+    rounds cost a data-dependent number of units reads before any private row
+    (:func:`round_budget`)."""
+
+    def __init__(self, budget: TimeBudget, name=None):
+        self.budget, self.name = budget, name
+
+    def __call__(self) -> bool:
+        b = self.budget
+        key = b.current if self.name is None else self.name
+        b.asked[key] = b.asked.get(key, 0) + 1
+        return b.units(key) >= b.caps.get(key, b.default)
+
+    @property
+    def cap(self) -> int | None:
+        return None if self.name is None else self.budget.cap(self.name)
+
+
+def round_budget(total: int, stop: Callable[[], bool] | None) -> int:
+    """The units that rounds of data-dependent size (AIM's annealing; GEM's with ``anneal``) spend
+    under the stop test ``stop`` of their phase: ``total``, or the cap of a :class:`StopTest`
+    (at least 1: the first round always runs) when it is smaller.
+
+    Public: ``total`` comes from the plan and the cap from the time budget's stand-in measure, so
+    every path under one budget spends exactly these units when no round overshoots them (a
+    round's units are ``round_units(level, budget - spent)``). Stopping when a test between rounds
+    fires instead would let the units spent follow the earlier rounds' DP outputs (privacy rule
+    11): a round of 4 units that starts one unit below the cap ends 3 above it.
+    """
+    cap = getattr(stop, "cap", None)
+    return int(total) if cap is None else max(1, min(int(total), int(cap)))
 
 
 @dataclasses.dataclass(frozen=True)

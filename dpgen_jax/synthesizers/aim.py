@@ -9,7 +9,8 @@ exponential-mechanism selection at epsilon_u (zCDP (1 - alpha) rho / T).
 
 1. **One-way measurements.** Every column's histogram at noise standard deviation sigma_u, released
    together (L2 sensitivity sqrt(d)): zCDP alpha d rho / T.
-2. **Rounds**, until the R units are spent. A round at level m (m units: sigma_u / sqrt(m),
+2. **Rounds**, until the R units are spent (or B < R, a time budget's cap fixed before any row
+   is read: every path then spends exactly B). A round at level m (m units: sigma_u / sqrt(m),
    epsilon_u sqrt(m); m = 1 at first) selects one marginal r of the workload's downward closure
    whose junction tree fits the model-size limit (``max_model_size`` times the share of the budget
    spent), by the exponential mechanism on the score w_r (||M_r(D) - M_r(model)||_1 - sqrt(2 / pi)
@@ -17,7 +18,7 @@ exponential-mechanism selection at epsilon_u (zCDP (1 - alpha) rho / T).
    with Gaussian noise; re-estimates the model with ``mbi`` (warm-started mirror descent). When the
    new estimate moved the measured marginal by less than the expected noise (sqrt(2 / pi) sigma_t
    n_r in L1), the next rounds run at 4 m (sigma halved, epsilon doubled: the paper's annealing).
-   When fewer than 2 m units remain, one last round spends all of them.
+   When fewer than 2 m units remain, one last round spends all of them (no round overshoots).
 3. **Estimation** (post-processing): a final ``mbi`` estimate from every measurement, released as
    the maximal-clique marginals of its junction tree on the public bins.
 
@@ -25,7 +26,8 @@ Accounting: a round at m units costs exactly m unit Gaussian measurements and m 
 (RDP alpha / (2 sigma^2) and rho alpha are linear in the budget), so the report composes the
 one-way release, R unit selections (``privacy.ExponentialMechanismPhase``, steps = units) and R unit
 measurements (``privacy.GaussianPhase``, steps = units) with the RDP accountant: the same for every
-path of the algorithm, decided before data is touched, and calibrated by one common factor. How the
+path of the algorithm, decided before data is touched, and calibrated by one common factor (under
+a time budget: B units of each, the cap, whatever the path; never a stop that follows the rounds). How the
 units were grouped into rounds (adaptive, as in the paper) is listed in the report's assumptions.
 
 ``mbi`` (>= 2.0) is an optional dependency (``pip install "dpgen-jax[baselines]"``); without it
@@ -55,6 +57,7 @@ import numpy as np
 from dpgen_jax import _validate as _v
 from dpgen_jax import dpsgd
 from dpgen_jax.data._discrete import SPACINGS
+from dpgen_jax.synthesizers import _progress
 from dpgen_jax.synthesizers import _select_measure as sm
 from dpgen_jax.synthesizers._base import Release, register
 
@@ -291,19 +294,27 @@ class Round(NamedTuple):
 
 
 def fit_released(config: AIMConfig, codes: np.ndarray, sizes: Sequence[int], key: jax.Array, *,
-                 private: bool = True, should_stop: Callable[[], bool] | None = None,
+                 private: bool = True, max_units: int | None = None,
+                 should_stop: Callable[[], bool] | None = None,
                  phases: Sequence | None = None,
                  progress: Callable[[str], Any] | None = None,
                  ) -> tuple[dict[str, np.ndarray], list[Clique], list[Round]]:
     """The whole of AIM on the private codes. Returns the released maximal-clique marginals
     (``{"c000": table, ...}``, probabilities on the public bins, float32), the cliques (column
     indices, sampling order) and the rounds executed. ``private=False``: exact counts, the best
-    candidate each round, no annealing. ``should_stop`` (the fit's time budget) is asked before
-    every round after the first; the units not spent are then not spent at all. ``phases``: the
-    accounted phases the noise and budgets are read from (a fit's calibrated plan; default
-    :func:`privacy_phases` of ``config`` on these columns). ``progress``: a fit's ``hooks.progress``: the one-way
-    release, then the units spent after every round (bar "measure"), then "selection" at the
-    same count (:func:`~dpgen_jax.synthesizers._select_measure.tick`)."""
+    candidate each round, no annealing.
+
+    ``max_units``: a public cap on the units of the rounds, fixed before any row is read (a fit's
+    time budget, ``_progress.round_budget``); the rounds then spend exactly B = min(R, max_units)
+    units (at least 1) whatever the annealing: no round overshoots B (its units are
+    ``round_units(level, B - spent)``) and the model-size limit grows with the share of B spent.
+    ``should_stop`` is asked before every round after the first (a stand-in's timing probe); if it
+    ends the rounds before B, where it did may follow the released values, so such a run must
+    still be accounted as B units (as :class:`AIM` does). ``phases``: the accounted phases the
+    noise and budgets are read from (a fit's calibrated plan; default :func:`privacy_phases` of
+    ``config`` on these columns). ``progress``: a fit's ``hooks.progress``: the one-way
+    release, then the units spent after every round (bar "measure", of B), then "selection" at
+    the same count (:func:`~dpgen_jax.synthesizers._select_measure.tick`)."""
     d = len(sizes)
     sm.check_degree(config.workload_degree, d)
     work = workload(sizes, config.workload_degree, config.max_cells)
@@ -318,6 +329,8 @@ def fit_released(config: AIMConfig, codes: np.ndarray, sizes: Sequence[int], key
     rho_one = 1.0 / (2.0 * phases["one_way"].noise_multiplier ** 2)
     rho_unit = 1.0 / (2.0 * sigma_u ** 2) + phases["selection"].rho
     total_units = config.rounds(d)
+    if max_units is not None:  # public: the budget of every path, decided before the rounds
+        total_units = max(1, min(total_units, _v.count(max_units, "max_units", 0)))
     rho_total = rho_one + total_units * rho_unit
 
     k_one, k_rounds = jax.random.split(key)
@@ -437,8 +450,11 @@ class AIM(sm.MarginalSynthesizer):
         t0 = time.perf_counter()
         disc = discretizer(config, plan.model_schema)
         codes = disc.codes_from_encoded(x)
+        stop = hooks.stop("measure")  # the rounds report their units under "measure"
+        planned = config.rounds(len(disc.sizes))
+        units = _progress.round_budget(planned, stop)  # public: the cap fixed before any row is read
         tables, cliques, rounds = fit_released(config, codes, disc.sizes, key, private=plan.private,
-                                               should_stop=hooks.should_stop,
+                                               max_units=units, should_stop=stop,
                                                phases=list(plan.phases) if plan.private else None,
                                                progress=hooks.progress)
         names = disc.schema.names
@@ -446,10 +462,18 @@ class AIM(sm.MarginalSynthesizer):
         listing = ", ".join(f"{'-'.join(names[a] for a in r.clique)} ({r.units})" for r in rounds)
         notes = [
             sm.bins_note(disc),
-            f"{len(rounds)} rounds spent {spent} of the {config.rounds(len(disc.sizes))} budget units (the "
+            f"{len(rounds)} rounds spent {spent} of the {units} budget units (the "
             "selection and measure phases count units: a round at m units is accounted as m unit "
             "selections and m unit measurements, its noise standard deviation sigma_u / sqrt(m) "
             "and its epsilon epsilon_u sqrt(m)). Selected marginals (units): " + listing + ".",
+            *([] if units == planned else [
+                f"The time budget capped the rounds at {units} of the {planned} planned units, a "
+                "cap fixed before any private row was read; no round overshoots it (a round's "
+                "units are round_units(level, cap - spent), the last one taking what remains), "
+                "so every path spends exactly the cap and the report accounts for it."]),
+            *([] if spent == units else [
+                f"A stop test ended the rounds after {spent} units; where it did may follow the "
+                f"released values, so the report accounts for all {units} units."]),
             "The grouping of units into rounds is adaptive (the paper's annealing: the budget per "
             "round is quadrupled after a round whose measurement moved the model less than the "
             "expected noise), decided from released values only; every path spends the same "
@@ -461,7 +485,7 @@ class AIM(sm.MarginalSynthesizer):
             "marginals and sampling.",
         ]
         return Release(arrays={"model": tables},
-                           steps={"one_way": 1, "selection": spent, "measure": spent},
+                           steps={"one_way": 1, "selection": units, "measure": units},
                            seconds={"aim": time.perf_counter() - t0}, notes=tuple(notes),
                            statistics={"model_cliques": [list(map(int, c)) for c in cliques]},
                            diagnostics={"rounds": rounds})

@@ -67,6 +67,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dpgen_jax import dpsgd
+from dpgen_jax.synthesizers import _progress
 from dpgen_jax.synthesizers import _select_measure as sm
 from dpgen_jax.synthesizers._base import Release, register
 from dpgen_jax.synthesizers.gem._config import (
@@ -128,8 +129,11 @@ class GEM(sm.MarginalSynthesizer):
         config = plan.config.for_sizes(disc.sizes)  # the schedule left unset, from the public bins
         codes = disc.codes_from_encoded(x)
         fine = None if finer is None else (finer.codes_from_encoded(x), refinement(disc, finer))
+        annealed = bool(config.anneal and plan.private)
+        stop = hooks.stop("measure")  # the rounds report their units under "measure"
+        cap = _progress.round_budget(config.max_rounds, stop) if annealed else None  # public, before any row
         fitted = fit_released(
-            config, codes, disc.sizes, key, private=plan.private, should_stop=hooks.should_stop,
+            config, codes, disc.sizes, key, private=plan.private, max_units=cap, should_stop=stop,
             phases=list(plan.phases) if plan.private else None, progress=hooks.progress, fine=fine)
         params, total, rounds = fitted.params, fitted.total, fitted.rounds
         names = disc.schema.names
@@ -150,6 +154,11 @@ class GEM(sm.MarginalSynthesizer):
             + (", and every 2-way marginal of at most "
                f"{config.max_cells} cells, all with weight 1 (sensitivity 1)" if pairs else "")
             + ". Selected marginals: " + listing + ".",
+            *([] if cap is None or cap == config.max_rounds else [
+                f"The time budget capped the annealed rounds at {cap} of the {config.max_rounds} "
+                "planned units, a cap fixed before any private row was read; no round overshoots it "
+                "(a round's units are round_units(level, cap - spent)), so every path spends exactly "
+                "the cap and the report accounts for it, whatever the rounds."]),
             *([] if finer is None else [(
                 f"The one-way release measures each continuous column on {config.one_way_refine} "
                 f"times finer bins nested in the model's ({finer.describe()}); the fit reads their "
@@ -187,7 +196,7 @@ class GEM(sm.MarginalSynthesizer):
             sampler["noise"] = fitted.noise
         released = {"generator": params, "sampler": sampler}
         return Release(arrays=released,
-                           steps={"one_way": 1, "selection": units, "measure": units},
+                           steps={"one_way": 1, "selection": cap or units, "measure": cap or units},
                            seconds={"gem": time.perf_counter() - t0}, notes=tuple(notes),
                            diagnostics={"rounds": rounds, "total": total})
 

@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dpgen_jax import _validate as _v
 from dpgen_jax import dpsgd
 from dpgen_jax.synthesizers import _select_measure as sm
 from dpgen_jax.synthesizers.gem._config import GEMConfig, privacy_phases
@@ -43,15 +44,19 @@ class Fitted(NamedTuple):
 
 
 def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key: jax.Array, *,
-                 private: bool = True, should_stop: Callable[[], bool] | None = None,
-                 phases: Sequence | None = None, progress: Callable[[str], object] | None = None,
+                 private: bool = True, max_units: int | None = None,
+                 should_stop: Callable[[], bool] | None = None, phases: Sequence | None = None, progress: Callable[[str], object] | None = None,
                  fine: tuple[np.ndarray, Refinement] | None = None):
     """The whole of GEM on the private codes (:class:`Fitted`).
     ``fine``: ``(codes on the finer bins, refinement)`` (``one_way_refine``): the one-way
     release is measured on the finer bins (one record still adds one to one cell of each
     column's histogram) and summed onto the model's.
-    ``private=False``: exact counts and the best candidate each round. ``should_stop`` is asked
-    before every round after the first (units not spent are not spent at all). ``phases``: the
+    ``private=False``: exact counts and the best candidate each round. ``max_units`` (with
+    ``anneal``): a public cap on the units, fixed before any row is read (a fit's time budget,
+    ``_progress.round_budget``); the annealed rounds then spend exactly min(max_rounds, max_units)
+    units, no round overshooting it, whatever the released values. ``should_stop`` is asked
+    before every round after the first (units not spent are not spent at all; with ``anneal``
+    where it stops may follow released values, so the caller accounts for the whole cap). ``phases``: the
     accounted phases the noise is read from (default: :func:`privacy_phases` of ``config``).
     ``config``: the user's configuration or one :meth:`GEMConfig.for_sizes` resolved (its unset
     schedule is decided here from ``sizes``).
@@ -114,10 +119,13 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
         jax.random.fold_in(k_rounds, 10**6 + 3), (config.batch_size, config.noise_dim))) if anneal else None
     sigma_u, eps_u = sigma, eps
     level, spent, t, used = 1, 0, 0, 0  # used: the units of every selection and measurement
-    while spent < config.max_rounds:
+    budget = config.max_rounds  # public: the units of every path, decided before the rounds
+    if anneal and max_units is not None:
+        budget = max(1, min(budget, _v.count(max_units, "max_units", 0)))
+    while spent < budget:
         if rounds and should_stop is not None and should_stop():
             break
-        m, last = sm.round_units(level, config.max_rounds - spent) if anneal else (1, False)
+        m, last = sm.round_units(level, budget - spent) if anneal else (1, False)
         sigma = None if sigma_u is None else sigma_u / math.sqrt(m)
         eps = None if eps_u is None else eps_u * math.sqrt(m)
         t0 = time.perf_counter()
