@@ -325,6 +325,9 @@ class GaussianPhase(Phase):
         steps: Number of releases; an integer >= 0.
         sensitivity: The L2 sensitivity the noise is scaled to, when known; reported as a number,
             it does not enter the event (the noise multiplier is relative to it).
+        output: How the release is realised (``OUTPUTS``; the report says it): ``"integers"``,
+            counts released as integers (``dpsgd.noisy_counts``), or ``"snapped"``, real sums
+            computed exactly and snapped to a public grid (``dpsgd.snapped_gaussian``).
 
     Privacy:
         ``SelfComposedDpEvent(GaussianDpEvent(sigma), steps)`` under add/remove-one neighbours.
@@ -338,9 +341,12 @@ class GaussianPhase(Phase):
     noise_multiplier: float
     steps: int = 1
     sensitivity: float | None = None
+    output: str = "integers"
+    OUTPUTS: ClassVar[tuple[str, ...]] = ("integers", "snapped")
 
     def __post_init__(self) -> None:
         _v.name(self.name, "GaussianPhase")
+        _v.choice(self.output, "output", self.OUTPUTS)
         ctx = f"GaussianPhase {self.name!r}"
         object.__setattr__(
             self, "noise_multiplier", _v.positive_finite(self.noise_multiplier, "noise_multiplier", ctx)
@@ -386,7 +392,8 @@ class GaussianPhase(Phase):
         return f"GaussianPhase {self.name!r} states no sensitivity, so no noise std."
 
     def report_parameters(self) -> dict[str, Any]:
-        return {"noise_multiplier": self.noise_multiplier, "sensitivity": self.sensitivity}
+        return {"noise_multiplier": self.noise_multiplier, "sensitivity": self.sensitivity,
+                "output": self.output}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -174,7 +174,8 @@ def privacy_phases(config: DPSACTGANConfig, layout: Layout, num_records: int, *,
                       if private else privacy.NonPrivatePhase("histograms", s))
     if n_em:
         s = steps.get("dp-em", n_em)
-        phases.append(privacy.GaussianPhase("dp-em", config.em_noise_multiplier, s, sensitivity=1.0)
+        phases.append(privacy.GaussianPhase("dp-em", config.em_noise_multiplier, s, sensitivity=1.0,
+                                            output="snapped")
                       if private else privacy.NonPrivatePhase("dp-em", s))
     if config.mechanism == "critic":
         return phases + [dpsgd_phase(
