@@ -26,7 +26,6 @@ import time
 from collections.abc import Mapping, Sequence
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from dpgen_jax import _validate as _v
@@ -145,4 +144,4 @@ class Independent(Synthesizer):
 
     def _release_shapes(self, config, schema, statistics):
         sizes = discretizer(config, schema).sizes
-        return {"counts": {str(j): jax.ShapeDtypeStruct((k,), jnp.float32) for j, k in enumerate(sizes)}}
+        return {"counts": {str(j): jax.ShapeDtypeStruct((k,), np.int64) for j, k in enumerate(sizes)}}
