@@ -22,7 +22,7 @@ TSTR_FLOOR = 0.60
 
 RF_MARGIN = 0.01
 """... or its median random-forest accuracy is less than this above the dataset's majority rate (the
-issue's bar for a model that learned the label: 0.774 on Adult, whose majority rate is 0.764)."""
+bar for a model that learned the label: 0.774 on Adult, whose majority rate is 0.764)."""
 
 
 def _median(values: Iterable[float | None]) -> float | None:

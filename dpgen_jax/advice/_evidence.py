@@ -25,8 +25,7 @@ EVIDENCE_FILE = "_evidence.json"
 """The shipped evidence, a package data file next to this module."""
 # The configuration a committed grid cell ran where it differs from today's defaults, by (dataset,
 # method, target epsilon), so that its plan is made as it ran (e.g. a cell fitted before a stage
-# existed). Empty: every cell of the grid ran its method's current defaults (the last entry, GS-WGAN
-# on cardio at 10 without the one-way calibration stage, was re-run for issue 49).
+# existed). Empty: every cell of the grid ran its method's current defaults.
 GRID_OVERRIDES: dict[tuple[str, str, float], dict[str, Any]] = {}
 
 

@@ -20,13 +20,13 @@ d_model 64, 4 heads, 2 layers, K = 100 critics):
   gradient penalty by a compiled loop, the classifier's ghost norms, one joint clip, noise; and,
   as ``critic_dp_vmap``, the same step with every per-example gradient by ``vmap``) against the
   same step without clipping or noise (same sampler, the plain gradient of the summed terms); goal
-  (issue 27) a ratio <= 1.5.
+  a ratio <= 1.5.
 
 Each contender runs ``--steps`` steps inside one compiled ``lax.fori_loop`` (step t uses
 ``fold_in(key, t)``), compiled ahead of time (compile seconds reported separately), one untimed
 warm-up call, then ``--rounds`` interleaved rounds (order rotating); the median and p10/p90 of
 milliseconds per step, wall and process CPU time. Threads are pinned as
-``experiments.speed.throughput`` pins them. The goal (issue 14) is a DP / non-private ratio <= 1.2.
+``experiments.speed.throughput`` pins them. The goal is a DP / non-private ratio <= 1.2.
 
 Writes ``OUT/dpsactgan_speed.json`` and prints a table.
 """

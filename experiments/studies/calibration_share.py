@@ -1,4 +1,4 @@
-"""How much of the budget the neural generators' one-way calibration should take (issue 49).
+"""How much of the budget the neural generators' one-way calibration should take.
 
 The calibration stage (docs/calibration.md) spends ``calibration_share * epsilon`` on a one-way
 release and matches every sampled batch to it; the training phases get the rest. The share is a

@@ -19,10 +19,10 @@ method, samples a public number of rows (``--num-records N``; else Adult's docum
 training rows, or the adult-like training rows' count, fixed by ``--adult-like-rows``;
 ``report.json``'s ``synthetic_rows``) and writes the files of the experiment contract
 (``experiments/_common.py``) with, under ``missing``, the real and synthetic missing rates of each
-column, their absolute difference and the largest one (issue 48's goal: within 0.03 per column),
+column, their absolute difference and the largest one (the goal: within 0.03 per column),
 and under ``marginal_l1_3way`` the mean 3-way marginal L1 (a gap counted as one more value).
 ``--no-gaps`` (or ``--gaps 0``) runs the same table with no value removed and nothing declared
-missing: the baseline of the 3-way L1 (issue 48's goal: with gaps at most 10 % above it). UCI
+missing: the baseline of the 3-way L1 (the goal: with gaps at most 10 % above it). UCI
 Adult: Becker & Kohavi (1996), doi:10.24432/C5XW20, CC BY 4.0.
 """
 

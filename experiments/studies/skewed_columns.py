@@ -6,7 +6,7 @@ Usage::
         [--methods M ...] [--epsilons 1 3] [--seeds 0 1 2] [--scale log|linear] [--rows 800] \\
         [--cap dp-sactgan gs-wgan --max-seconds 120]
 
-Issue 48's acceptance study of ``scale="log"`` (``docs/data.md``): a generated table of the kind
+The check of ``scale="log"`` (``docs/data.md``): a generated table of the kind
 users bring (:func:`table`: ``--rows`` rows per seed of an income drawn log-normal around
 exp(10 + 0.15 x education) and clipped to its public bounds 0-500,000, an age, a sex, an
 education and a label ``high`` that rises with the income) is fitted by every method of

@@ -19,7 +19,7 @@ one Gaussian measurement of a marginal.
    noise vector is a product distribution and the model is their mixture (GEM's). With
    ``fixed_noise`` (the default) the ``batch_size`` noise vectors are drawn once and kept: the
    model is their finite mixture, every step's loss is exact and sampling draws one of them per
-   row (``fixed_noise=False``: a fresh batch every step, as before issue 50). The marginal of
+   row (``fixed_noise=False``: a fresh batch every step, as in the paper). The marginal of
    a measured clique is the batch mean of the product of its columns' probabilities, so the loss
    (L1 between these marginals, scaled to the released total, and the noisy counts, each
    measurement weighted by 1 / its noise standard deviation) is differentiable. The network

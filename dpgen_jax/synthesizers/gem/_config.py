@@ -90,7 +90,7 @@ class GEMConfig(sm.MarginalConfig):
             batch-to-batch noise in the gradient), and sampling draws one of the K vectors
             uniformly for each row, so rows come from the distribution that was fitted (the
             vectors are stored in the release; they are public randomness). False: a fresh batch
-            every step, rows from fresh noise (before issue 50). None: True (both defaults; chosen on
+            every step, rows from fresh noise (the paper's design). None: True (both defaults; chosen on
             generated tables, ``docs/gem.md``: a closer fit in a seventh of the steps).
         round_steps: Adam steps before the first round and after each round's measurements;
             ``final_steps`` (300) more at the end. None: 50 (``DEFAULTS``, with ``fixed_noise``;
