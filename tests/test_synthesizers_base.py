@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
 import pytest
 
 from dpgen_jax import privacy, synthesizers
-from dpgen_jax.synthesizers import _progress
+from dpgen_jax.synthesizers import _hooks, _progress
 from tests import _tables
 
 ZERO = dict(ae_steps=0, critic_steps=0, ae_batch_size=16, critic_batch_size=16, ae_clip_norm=0.05)
@@ -136,6 +137,39 @@ def test_plan_needs_no_data_and_refuses_bad_arguments():
         model.plan(_tables.MIXED_SCHEMA, 0, epsilon=1.0)
     with pytest.raises(TypeError, match="schema"):
         model.plan({"columns": []}, 10, epsilon=1.0)
+
+
+def test_the_plan_is_a_value_that_carries_its_paper_accounting():
+    # The method's published accounting is handed to the plan by the synthesizer that builds it
+    # (no lookup in the registry from the plan); it is not part of the plan's value.
+    model = synthesizers.create("dp-auto-gan")
+    plan = model.plan(_tables.MIXED_SCHEMA, 32561, epsilon=1.0)
+    report = {"epsilon_by_accountant": {"rdp_classic": 1.25}}
+    paper = plan.paper_accounting(list(plan.phases), report)
+    assert paper == model._paper_accounting(plan.config, list(plan.phases), plan.delta, report)
+    assert paper["epsilon"] == 1.25
+    bare = dataclasses.replace(plan, paper_accountant=None)
+    assert bare == plan and repr(bare) == repr(plan)
+    assert bare.paper_accounting(list(plan.phases), report) is None
+    nonprivate = model.plan(_tables.MIXED_SCHEMA, 100, epsilon=float("inf"))
+    assert nonprivate.paper_accounting(list(nonprivate.phases), report) is None
+
+
+def test_one_seam_runs_the_one_way_stage_and_nothing_for_other_methods():
+    vae = synthesizers.create("dp-vae")
+    plan = vae.plan(_tables.MIXED_SCHEMA, 1000, epsilon=1.0)
+    stage = vae._stage(plan.config)
+    assert stage.releases_one_way and [p.name for p in plan.phases][-1] == "one-way"
+    assert stage.preset({"steps": 3}) == {"calibration_share": 0.0, "steps": 3}
+    off = vae._stage(plan.config.replace(calibration_share=0.0))
+    assert not off.releases_one_way
+    assert off.plan(plan.model_schema, ["x"], private=True, epsilon=1.0, delta=1e-5,
+                    accountant="pld") == (["x"], ())
+    indep = synthesizers.create("independent")
+    none = indep._stage(indep.plan(_tables.MIXED_SCHEMA, 1000, epsilon=1.0).config)
+    assert type(none) is _hooks.Stage and not none.releases_one_way
+    assert none.train(None, None, "key", synthesizers.Hooks(), lambda key: key) == "key"
+    assert none.sample(None, {}, "key", lambda key: key) == "key"
 
 
 def test_config_round_trips_through_its_dict():

@@ -1,7 +1,8 @@
-"""Time budgets that hold (issue 48, item 5 and hygiene (a)).
+"""Time budgets that hold.
 
 ``fit(max_seconds=...)`` without ``checkpoint_dir`` fixes the units each phase may run before any
-private row is read (``_progress.TimeBudget``, docs/privacy.md "Time budget"). Checked here:
+private row is read (``_budget.measure`` sets a ``_progress.TimeBudget``, docs/privacy.md "Time
+budget"). Checked here:
 
 * every registered method returns under a budget of 0 s with its schedule enlarged far beyond
   one compiled chunk, warns that the schedule was cut, and its report accounts for the executed
@@ -25,7 +26,7 @@ import jax.numpy as jnp
 import pytest
 
 from dpgen_jax import data, dpsgd, privacy, synthesizers
-from dpgen_jax.synthesizers import _progress
+from dpgen_jax.synthesizers import _budget, _progress
 from tests import _tables
 
 pytestmark = pytest.mark.usefixtures("persistent_compilation_cache")  # tests/conftest.py
@@ -105,10 +106,10 @@ def test_the_executed_steps_do_not_depend_on_the_private_row_count():
     n_public = 500
     model = synthesizers.create("dp-vae", steps=100_000, batch_size=16, clip_norm=0.5)
     plan = dataclasses.replace(model.plan(SCHEMA, n_public, epsilon=EPSILON), max_seconds=1.0)
-    _progress.TimeBudget.measure(model, plan, 1.0)  # the measurement, kept for this public setting
-    measured = _progress._MEASURED[_progress._probe_key(model, plan, None)]
+    _budget.measure(model, plan, 1.0)  # the measurement, kept for this public setting
+    measured = _budget._MEASURED[_budget._probe_key(model, plan, None)]
     budget_seconds = measured.probe + measured.fixed + 0.5  # half a second of steps
-    budget, flags = _progress.TimeBudget.measure(model, plan, budget_seconds)
+    budget, flags = _budget.measure(model, plan, budget_seconds)
     (name, cap), = budget.caps.items()
     assert name == "vae" and 0 < cap < 100_000
     chunk = flags.chunk_size
@@ -125,10 +126,10 @@ def test_the_executed_steps_do_not_depend_on_the_private_row_count():
 
 
 def test_the_budget_runs_earlier_phases_first_and_shortens_chunks():
-    measured = _progress._Measurement(
-        phases=(_progress._PhaseTiming("a", first=1.0, per_unit=0.01, total=100),
-                _progress._PhaseTiming("b", first=1.0, per_unit=0.1, total=50),
-                _progress._PhaseTiming("c", first=0.5, per_unit=0.1, total=None)),
+    measured = _budget._Measurement(
+        phases=(_budget._PhaseTiming("a", first=1.0, per_unit=0.01, total=100),
+                _budget._PhaseTiming("b", first=1.0, per_unit=0.1, total=50),
+                _budget._PhaseTiming("c", first=0.5, per_unit=0.1, total=None)),
         fixed=2.0, probe=1.0)
     flags = synthesizers.Flags(chunk_size=1000)
     # 5 s: 2 s after the probe and the fixed costs; "a" takes 100 x 0.01 = 1 s, "b" 10 of its 50
@@ -219,9 +220,8 @@ def test_annealed_rounds_under_a_cap_spend_the_same_units_on_every_table(monkeyp
     public cap of 2 units the rounds must spend exactly 2 on an independent table and on a
     correlated one (where the old loop ran [1, 4] on one and [1, 1] on the other), and print the
     same epsilon, never above the target."""
-    monkeypatch.setattr(_progress.TimeBudget, "measure",
-                        classmethod(lambda cls, model, plan, max_seconds, mesh=None:
-                                    (cls({"measure": 2}), plan.flags)))
+    monkeypatch.setattr(_budget, "measure", lambda model, plan, max_seconds, mesh=None:
+                        (_progress.TimeBudget({"measure": 2}), plan.flags))
     epsilons, rounds = [], []
     for correlated in (False, True):
         frame, schema = _four_columns(correlated)

@@ -28,9 +28,9 @@ registers itself; exporting its class by name from here is optional.
 from dpgen_jax.synthesizers._checkpoint import FitPaused
 from dpgen_jax.synthesizers._degenerate import DegenerateReleaseWarning, check_release
 from dpgen_jax.synthesizers._overrides import config_overrides
+from dpgen_jax.synthesizers._hooks import Hooks
 from dpgen_jax.synthesizers._base import (
     Flags,
-    Hooks,
     Plan,
     RecordCount,
     Release,

@@ -38,56 +38,12 @@ from dpgen_jax._typing import PyTree
 from dpgen_jax import data as data_lib
 from dpgen_jax import dpsgd, privacy
 from dpgen_jax import _validate as _v
-from dpgen_jax.synthesizers import _calibration, _checkpoint, _degenerate, _release
-from dpgen_jax.synthesizers._config import Flags, GeneratorConfig, SynthesizerConfig, split_overrides
+from dpgen_jax.synthesizers import _budget, _calibration, _checkpoint, _degenerate, _release
+from dpgen_jax.synthesizers._config import Flags, SynthesizerConfig, split_overrides
+from dpgen_jax.synthesizers._hooks import Hooks, Stage
 from dpgen_jax.synthesizers._plan import Plan, RecordCount, Release
-from dpgen_jax.synthesizers._progress import Progress, ProgressFn, TimeBudget
+from dpgen_jax.synthesizers._progress import Progress
 from dpgen_jax.synthesizers._registry import available, create, get, register  # noqa: F401  (re-exported)
-
-
-
-# ----------------------------------------------------------------------------- the run's hooks
-
-
-@dataclasses.dataclass(frozen=True)
-class Hooks:
-    """How a fit is operated, apart from what it computes (``_train``'s last argument).
-
-    Attributes:
-        progress: ``progress(phase_name, unit="step")`` returns a callback ``(done, total)`` or
-            None (``unit``: what ``done`` counts, e.g. ``"round"``).
-        should_stop: the stop test of a phase that asks without a name (e.g. a method's rounds,
-            asked before each round after the first); see ``stop``.
-        checkpointer: the fit's private checkpoints (``fit(checkpoint_dir=...)``), or None.
-        flags: the speed settings (:class:`Flags`, the method's defaults resolved).
-        stop_test: ``stop_test(phase_name)`` returns the stop test of a phase (None: every phase
-            uses ``should_stop``). A stop test is called between compiled chunks; once it returns
-            True the phase must end (its executed steps are what the report accounts for). It is
-            True when the fit's time budget (``max_seconds``) ends the phase: at the units fixed
-            before training (``_progress.TimeBudget``), or, with ``checkpoint_dir``, once the
-            time is spent (the fit then pauses).
-    """
-
-    progress: Callable[..., ProgressFn | None] = lambda name, unit="step": None
-    should_stop: Callable[[], bool] = lambda: False
-    checkpointer: _checkpoint.Checkpointer | None = None
-    flags: Flags = Flags()
-    stop_test: Callable[[str], Callable[[], bool]] | None = None
-
-    def stop(self, name: str) -> Callable[[], bool]:
-        """The stop test of training phase ``name`` (the name its progress reports under)."""
-        return self.should_stop if self.stop_test is None else self.stop_test(name)
-
-    def checkpoint(self, name: str):
-        """The checkpoint hook of training phase ``name`` for ``dpsgd.run_phase(checkpoint=...)``
-        (None when the fit keeps no checkpoints). Phase names are unique within a method."""
-        return None if self.checkpointer is None else self.checkpointer.phase(name)
-
-    def phase_args(self, name: str) -> dict[str, Any]:
-        """What every training-phase function takes from the fit: the ``progress`` callback of
-        phase ``name``, ``should_stop``, its ``checkpoint`` hook and the speed ``flags``."""
-        return {"progress": self.progress(name), "should_stop": self.stop(name),
-                "checkpoint": self.checkpoint(name), "flags": self.flags}
 
 
 def load(path) -> Synthesizer:
@@ -229,8 +185,8 @@ class Synthesizer(abc.ABC):
 
     def _calibrate(self, config, schema: data_lib.Schema, phases: list, epsilon: float, delta: float,
                    fixed: Sequence[str] = ()) -> list:
-        """Calibrated phases for a target, the phases named in ``fixed`` held (the calibration
-        stage's one-way release); default: one common factor on every other noise multiplier."""
+        """Calibrated phases for a target, the phases named in ``fixed`` held (the stage's, e.g.
+        the one-way release); default: one common factor on every other noise multiplier."""
         return privacy.calibrate(phases, target_epsilon=epsilon, delta=delta, accountant=self.ACCOUNTANT,
                                  fixed=fixed)
 
@@ -238,6 +194,21 @@ class Synthesizer(abc.ABC):
         """The published accounting of the method's paper, for comparison (label and epsilon)."""
         return {"label": "RDP with the classic conversion (the papers' accounting)",
                 "epsilon": report["epsilon_by_accountant"].get("rdp_classic")}
+
+    def _paper_accountant(self, config, delta: float) -> Callable[[list, Mapping[str, Any]], dict | None]:
+        """The plan's ``paper_accountant``: :meth:`_paper_accounting` of ``config`` and ``delta``,
+        as a function of the phases as run and the report."""
+        def paper(phases: list, report: Mapping[str, Any]) -> dict | None:
+            return self._paper_accounting(config, phases, delta, report)
+
+        return paper
+
+    def _stage(self, config) -> Stage:
+        """The one seam through which the base runs a stage around the method's training, at plan
+        (``Stage.preset``, ``Stage.plan``), train (``Stage.train``) and sample time
+        (``Stage.sample``, ``Stage.releases_one_way``): the neural generators' one-way stage for
+        their configurations (``_calibration.stage``), a stage that changes nothing otherwise."""
+        return _calibration.stage(config)
 
     # -- configuration -----------------------------------------------------------------------
     def _explicit_fields(self, default: SynthesizerConfig) -> set[str]:
@@ -263,9 +234,7 @@ class Synthesizer(abc.ABC):
             if preset not in self.PRESETS:
                 raise ValueError(f"Unknown preset={preset!r} for {self.METHOD}; expected one of "
                                  f"{sorted(self.PRESETS)}.")
-            values = dict(self.PRESETS[preset])
-            if isinstance(default, GeneratorConfig):  # a paper's setting runs as published
-                values.setdefault("calibration_share", 0.0)
+            values = self._stage(default).preset(dict(self.PRESETS[preset]))
             family = values.pop("family", None)
             if family is not None and getattr(config, "family", family) != family:
                 raise ValueError(f"preset={preset!r} is for {family!r} data but the configuration is "
@@ -311,13 +280,15 @@ class Synthesizer(abc.ABC):
         self._check_schema(model_schema)
         config = self.resolve_config(model_schema, preset)
         private = not (epsilon is not None and math.isinf(epsilon))
-        phases, fixed = _calibration.add_phase(config, model_schema, self._phases(config, model_schema, records.n, private),
-                                               private=private, epsilon=epsilon, delta=delta, accountant=self.ACCOUNTANT)
+        phases, fixed = self._stage(config).plan(model_schema, self._phases(config, model_schema, records.n, private),
+                                                 private=private, epsilon=epsilon, delta=delta,
+                                                 accountant=self.ACCOUNTANT)
         if private and epsilon is not None:
             phases = self._calibrate(config, model_schema, phases, float(epsilon), delta, fixed=fixed)
         return Plan(self.METHOD, config, tuple(phases), records, float(delta),
                     None if epsilon is None else float(epsilon), preset, private, self.ACCOUNTANT,
-                    self.USES_NUM_RECORDS, schema, self.flags, **run)
+                    self.USES_NUM_RECORDS, schema, self.flags, **run,
+                    paper_accountant=self._paper_accountant(config, float(delta)))
 
     # -- training ----------------------------------------------------------------------------
     def fit(self, df: pd.DataFrame, schema: data_lib.Schema, *, epsilon: float | None = None,
@@ -412,7 +383,7 @@ class Synthesizer(abc.ABC):
         start = time.monotonic()
         # A time budget without checkpoints: units per phase fixed now, before any private row is
         # read, from public values and the method's time on a public stand-in (docs/privacy.md).
-        budget, run_flags = (TimeBudget.measure(self, plan, float(max_seconds), mesh)
+        budget, run_flags = (_budget.measure(self, plan, float(max_seconds), mesh)
                              if max_seconds is not None and checkpoint_dir is None and self.STOP_POINTS
                              else (None, self.flags))
         x = jax.numpy.asarray(self._encoder(plan.model_schema, plan.config).encode(frame))
@@ -428,13 +399,13 @@ class Synthesizer(abc.ABC):
             hooks = Hooks(progress=bar.phase, should_stop=lambda: time.monotonic() >= deadline,
                           checkpointer=ckpt, flags=self.flags)
         epsilon, key = None, dpsgd.shared_key(run_key.key)
-        try:
-            if _calibration.share(plan.config):  # the stage's release gets a key of its own
-                key, k_one = jax.random.split(key)
+
+        def train(key: jax.Array) -> Release:
             with dpsgd.data_parallel(mesh):  # multi-host: every process must use process 0's key
-                release = self._train(dataclasses.replace(plan, flags=hooks.flags), x, key, hooks)
-            if _calibration.share(plan.config):
-                release = _calibration.release(plan, frame, k_one, release, hooks.progress)
+                return self._train(dataclasses.replace(plan, flags=hooks.flags), x, key, hooks)
+
+        try:
+            release = self._stage(plan.config).train(plan, frame, key, hooks, train)
             resumed = ckpt is not None and ckpt.resumed is not None
             self._report = plan.report(release, resumed=resumed)
             epsilon = self._report.get("epsilon")
@@ -478,21 +449,18 @@ class Synthesizer(abc.ABC):
         if n >= _degenerate.MIN_ROWS and not getattr(self, "_release_checked", False):
             # once per fitted model, on the synthetic rows alone (no privacy cost)
             self._release_checked = True
-            _degenerate.check_release(rows, self.schema, method=self.METHOD,
-                                      bounds=not (self.RELEASES_ONE_WAY or _calibration.share(self.fitted_config)))
+            one_way = self.RELEASES_ONE_WAY or self._stage(self.fitted_config).releases_one_way
+            _degenerate.check_release(rows, self.schema, method=self.METHOD, bounds=not one_way)
         return rows
 
     def _rows(self, n: int, seed: int | None, mode: str | None, **options) -> pd.DataFrame:
         """``n`` rows of the user's schema drawn from the release (``options`` go to
-        :meth:`_sample_frame`), matched to the released one-way marginals when the fit had the
-        calibration stage (``synthesizers._calibration``)."""
-        key = dpsgd.make_key(seed).key
-        counts = self.fitted_release.statistics.get(_calibration.STATISTIC)
-        if counts is not None:
-            key, k_match = jax.random.split(key)
-        frame = self._sample_frame(n, key, mode or self.default_decode_mode(), **options)
-        if counts is not None:
-            frame = _calibration.apply(frame, self.fitted_config, self.model_schema, counts, k_match)
+        :meth:`_sample_frame`), post-processed by the fit's stage (:meth:`_stage`: matched to the
+        released one-way marginals when the fit had the neural generators' one-way stage)."""
+        mode = mode or self.default_decode_mode()
+        frame = self._stage(self.fitted_config).sample(
+            self.model_schema, self.fitted_release.statistics, dpsgd.make_key(seed).key,
+            lambda key: self._sample_frame(n, key, mode, **options))
         return data_lib.from_model_frame(frame, self.schema)
 
     def _check_sample_size(self, n) -> int:
@@ -544,7 +512,6 @@ class Synthesizer(abc.ABC):
         return _release.read_model(path, None if cls is Synthesizer else cls)
 
 __all__ = [
-    "Hooks",
     "Flags",
     "Plan",
     "Synthesizer",

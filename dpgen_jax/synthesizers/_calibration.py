@@ -1,7 +1,7 @@
 """Rows matched to released one-way marginals with the least change (post-processing).
 
 A generator may learn the relations between columns and still get each column's own distribution
-wrong (issue 49). Given released one-way marginals on a :class:`~dpgen_jax.data.Discretizer`'s
+wrong. Given released one-way marginals on a :class:`~dpgen_jax.data.Discretizer`'s
 codes (DP outputs, e.g. ``independent``'s noisy histograms), :func:`match_one_way` moves the
 fewest rows it must so that every column's codes have the released counts (rounded to the number
 of rows), and keeps the rest of each row:
@@ -22,19 +22,20 @@ Matching reads the generator's rows and the released marginals only: it is post-
 no privacy cost.
 
 The stage around it, shared by every neural generator (``GeneratorConfig.calibration_share``,
-docs/calibration.md): :func:`add_phase` puts the one-way release into the plan as the phase
-``"one-way"`` (the shared mechanism of ``synthesizers._one_way``, d histograms on
-``calibration_bins`` public bins, L2 sensitivity sqrt(d)) with its noise set so that alone it spends
-``calibration_share * epsilon``, held fixed while the method calibrates its training phases to the
-target; :func:`release` measures it on the private rows after training and stores the noisy
-counts in the release's statistics (saved with the model); :func:`apply` matches every batch that
-``sample`` draws to them.
+docs/calibration.md), is :class:`OneWayStage`, which the base runs through its one seam
+(``Synthesizer._stage``, a ``synthesizers._hooks.Stage``): at plan time it puts the one-way release
+into the plan as the phase ``"one-way"`` (the shared mechanism of ``synthesizers._one_way``, d
+histograms on ``calibration_bins`` public bins, L2 sensitivity sqrt(d)) with its noise set so that
+alone it spends ``calibration_share * epsilon``, held fixed while the method calibrates its training
+phases to the target; at train time it measures it on the private rows after the method's training
+and stores the noisy counts in the release's statistics (saved with the model); at sample time it
+matches every batch that ``sample`` draws to them.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -45,8 +46,10 @@ from dpgen_jax import privacy
 from dpgen_jax._random import host_rng
 from dpgen_jax.data import Discretizer, Schema, indicator_name
 from dpgen_jax.synthesizers import _one_way
+from dpgen_jax.synthesizers._config import GeneratorConfig
+from dpgen_jax.synthesizers._hooks import Hooks, Stage
 
-__all__ = ["PHASE", "add_phase", "apply", "match_one_way", "release", "rounded_counts", "share"]
+__all__ = ["PHASE", "STATISTIC", "OneWayStage", "match_one_way", "rounded_counts", "share", "stage"]
 
 PHASE = "one-way"
 STATISTIC = "one_way"  # the key of the released counts in Release.statistics
@@ -224,54 +227,89 @@ def discretizer(config: Any, schema: Schema) -> Discretizer:
     return Discretizer(schema, config.calibration_bins)
 
 
-def add_phase(config: Any, schema: Schema, phases: list, *, private: bool, epsilon: float | None,
-              delta: float, accountant: str) -> tuple[list, tuple[str, ...]]:
-    """``(phases with the one-way release, the names a calibration must hold fixed)``.
+def stage(config: Any) -> Stage:
+    """The stage the base runs around a fit with ``config``: the one-way stage of a neural
+    generator's configuration (a ``GeneratorConfig``), the empty :class:`Stage` of any other."""
+    return OneWayStage(config) if isinstance(config, GeneratorConfig) else Stage()
 
-    The release's noise multiplier is set so that it alone spends ``share(config) * epsilon``
-    under ``accountant``; the method then calibrates its own phases with it held fixed, so the
-    composition meets ``epsilon``. Unchanged phases for a configuration without the stage.
 
-    Raises:
-        ValueError: the stage is on without a target epsilon (a preset fixes every noise).
+@dataclasses.dataclass(frozen=True)
+class OneWayStage(Stage):
+    """The neural generators' one-way stage, as the base runs it (``Stage``): the release in the
+    plan (:meth:`plan`), measured after training (:meth:`train`) and matched at sampling time
+    (:meth:`sample`); ``calibration_share=0`` leaves every step unchanged.
+
+    Attributes:
+        config: the resolved configuration (a ``GeneratorConfig``).
     """
-    s = share(config)
-    if s == 0.0:
-        return phases, ()
-    if private and epsilon is None:
-        raise ValueError(f"calibration_share={s} needs a target epsilon to take its share of; a preset "
-                         "fixes every noise multiplier. Set calibration_share=0 with a preset, or fit "
-                         "to epsilon=...")
-    one = _one_way.phase(PHASE, len(discretizer(config, schema).sizes), private)
-    if private:
-        one = privacy.calibrate([one], s * float(epsilon), delta, accountant, max_noise_multiplier=1e7)[0]
-    return [*phases, one], (PHASE,)
 
+    config: Any
 
-def release(plan: Any, frame: pd.DataFrame, key: jax.Array, fitted: Any, progress: Any = None) -> Any:
-    """``fitted`` (a ``Release``) with the one-way release of ``frame`` (the private rows of the
-    plan's model schema) added: its noisy counts in the statistics, its step and a report note
-    (``progress``: the fit's ``Hooks.progress``, told of the release)."""
-    disc = discretizer(plan.config, plan.model_schema)
-    sigma = plan.phase(PHASE).noise_multiplier if plan.private else None
-    counts = _one_way.noisy_counts(disc.codes(frame), disc.sizes, sigma, key)
-    tick = progress(PHASE, "release") if progress is not None else None
-    if tick is not None:
-        tick(1, 1)
-    note = ("Calibration: every column's one-way histogram (continuous columns on public bins, "
-            f"{disc.describe()}; a gap as a code of its own) was released with Gaussian noise (phase "
-            f"{PHASE!r}), and every batch of sampled rows is post-processed to match it (each column moved "
-            "to the released marginal with the fewest changes, a continuous column by quantile "
-            "transport that keeps the rows' order; docs/calibration.md).")
-    return dataclasses.replace(
-        fitted, steps={**fitted.steps, PHASE: 1}, notes=(*fitted.notes, note),
-        statistics={**fitted.statistics, STATISTIC: [np.asarray(counts[str(j)], np.int64).tolist()
-                                                     for j in range(len(disc.sizes))]})
+    @property
+    def releases_one_way(self) -> bool:
+        return share(self.config) != 0.0
 
+    def preset(self, values: dict[str, Any]) -> dict[str, Any]:
+        """A paper's setting runs as published: without the stage unless the preset says so."""
+        return {"calibration_share": 0.0, **values}
 
-def apply(frame: pd.DataFrame, config: Any, schema: Schema, counts: Sequence[Sequence[int]],
-          key: jax.Array) -> pd.DataFrame:
-    """Sampled rows of the model ``schema`` matched to the released one-way ``counts``."""
-    disc = discretizer(config, schema)
-    probs = _one_way.probabilities({str(j): c for j, c in enumerate(counts)})
-    return match_one_way(frame, disc, probs, host_rng(key))
+    def plan(self, schema: Schema, phases: list, *, private: bool, epsilon: float | None, delta: float,
+             accountant: str) -> tuple[list, tuple[str, ...]]:
+        """``(phases with the one-way release, the names a calibration must hold fixed)``.
+
+        The release's noise multiplier is set so that it alone spends ``share(config) * epsilon``
+        under ``accountant``; the method then calibrates its own phases with it held fixed, so the
+        composition meets ``epsilon``. Unchanged phases for a configuration without the stage.
+
+        Raises:
+            ValueError: the stage is on without a target epsilon (a preset fixes every noise).
+        """
+        s = share(self.config)
+        if s == 0.0:
+            return phases, ()
+        if private and epsilon is None:
+            raise ValueError(f"calibration_share={s} needs a target epsilon to take its share of; a preset "
+                             "fixes every noise multiplier. Set calibration_share=0 with a preset, or fit "
+                             "to epsilon=...")
+        one = _one_way.phase(PHASE, len(discretizer(self.config, schema).sizes), private)
+        if private:
+            one = privacy.calibrate([one], s * float(epsilon), delta, accountant, max_noise_multiplier=1e7)[0]
+        return [*phases, one], (PHASE,)
+
+    def train(self, plan: Any, frame: pd.DataFrame, key: jax.Array, hooks: Hooks,
+              train: Callable[[jax.Array], Any]) -> Any:
+        """The method's release (``train``, on the first half of ``key``) with the one-way release
+        of ``frame`` (the private rows of the plan's model schema, the second half of ``key``)
+        added: its noisy counts in the statistics, its step and a report note; the fit's progress
+        is told of it."""
+        if not share(self.config):
+            return train(key)
+        key, k_one = jax.random.split(key)  # the stage's release gets a key of its own
+        fitted = train(key)
+        disc = discretizer(plan.config, plan.model_schema)
+        sigma = plan.phase(PHASE).noise_multiplier if plan.private else None
+        counts = _one_way.noisy_counts(disc.codes(frame), disc.sizes, sigma, k_one)
+        tick = hooks.progress(PHASE, "release")
+        if tick is not None:
+            tick(1, 1)
+        note = ("Calibration: every column's one-way histogram (continuous columns on public bins, "
+                f"{disc.describe()}; a gap as a code of its own) was released with Gaussian noise (phase "
+                f"{PHASE!r}), and every batch of sampled rows is post-processed to match it (each column "
+                "moved to the released marginal with the fewest changes, a continuous column by quantile "
+                "transport that keeps the rows' order; docs/calibration.md).")
+        return dataclasses.replace(
+            fitted, steps={**fitted.steps, PHASE: 1}, notes=(*fitted.notes, note),
+            statistics={**fitted.statistics, STATISTIC: [np.asarray(counts[str(j)], np.int64).tolist()
+                                                         for j in range(len(disc.sizes))]})
+
+    def sample(self, schema: Schema, statistics: dict[str, Any], key: jax.Array,
+               draw: Callable[[jax.Array], pd.DataFrame]) -> pd.DataFrame:
+        """Rows drawn with the first half of ``key`` and matched (the second half) to the released
+        one-way counts of ``statistics``; a release without them (the stage was off) as drawn."""
+        counts = statistics.get(STATISTIC)
+        if counts is None:
+            return draw(key)
+        key, k_match = jax.random.split(key)
+        frame = draw(key)
+        probs = _one_way.probabilities({str(j): c for j, c in enumerate(counts)})
+        return match_one_way(frame, discretizer(self.config, schema), probs, host_rng(k_match))

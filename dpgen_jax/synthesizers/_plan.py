@@ -9,6 +9,8 @@ returns a :class:`Release`: the released arrays, the released statistics (DP out
 arrays, e.g. AIM's cliques or DP-SYN's label counts), the steps executed, the clip norms resolved at
 train time and the method's sentences for the report. :meth:`Plan.report` turns the pair into the
 privacy report, the same way for a fit and for a loaded release file (both are stored in it).
+The plan is a value: what the method adds to the report (its paper's accounting) is given to it by
+the synthesizer that builds it, and nothing here looks a method up.
 """
 
 from __future__ import annotations
@@ -16,14 +18,14 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from dpgen_jax import data as data_lib
 from dpgen_jax import privacy
 from dpgen_jax._typing import PyTree
 from dpgen_jax.synthesizers._config import Flags, SynthesizerConfig
-from dpgen_jax.synthesizers._progress import STANDIN_ROWS
+from dpgen_jax.synthesizers._hooks import STANDIN_ROWS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,6 +105,11 @@ class Plan:
         flags: the speed settings of the fit (never part of the result).
         max_seconds: the fit's time budget, or None.
         seeded: the keys come from a user seed (the report then says the run is not for release).
+        paper_accountant: the method's published accounting, set by the synthesizer that builds
+            the plan (``Synthesizer._paper_accounting`` of its configuration and delta): a function
+            of the phases as run and the report (its epsilon by accountant) to a label and an
+            epsilon; None: no published accounting. Not part of the plan's value (not compared,
+            shown or saved).
     """
 
     method: str
@@ -119,6 +126,8 @@ class Plan:
     flags: Flags = Flags()
     max_seconds: float | None = None
     seeded: bool = False
+    paper_accountant: Callable[[list, Mapping[str, Any]], dict | None] | None = dataclasses.field(
+        default=None, compare=False, repr=False)
 
     @property
     def model_schema(self) -> data_lib.Schema:
@@ -153,11 +162,9 @@ class Plan:
     def paper_accounting(self, phases: list, report: Mapping[str, Any]) -> dict | None:
         """The method's published accounting of ``phases`` for comparison (label and epsilon;
         ``report`` holds the epsilon by accountant), or None for a non-private plan."""
-        if not self.private:
+        if not self.private or self.paper_accountant is None:
             return None
-        from dpgen_jax.synthesizers._registry import get  # the method's own hook
-
-        return get(self.method)(self.config)._paper_accounting(self.config, phases, self.delta, report)
+        return self.paper_accountant(phases, report)
 
     def cut_steps(self, release: Release) -> dict[str, tuple[int, int]]:
         """``{phase: (executed, planned) steps}`` for every phase a time budget cut (empty when
@@ -171,7 +178,7 @@ class Plan:
         assumptions of the schema, of the record count and of the method, epsilon by accountant,
         and the method's published accounting beside it. Warns when a time budget cut the
         schedule (a budget fixes the units each phase may run before training,
-        ``_progress.TimeBudget``; a checkpointed fit pauses instead and releases nothing cut).
+        ``_budget.measure``; a checkpointed fit pauses instead and releases nothing cut).
         """
         phases, cut = self.executed_phases(release), self.cut_steps(release)
         if cut:

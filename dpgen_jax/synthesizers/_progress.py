@@ -1,10 +1,11 @@
-"""How a fit is operated while it runs: its progress bars and its time budget.
+"""How a running fit reports and stops: its progress bars and the stop tests of a time budget.
 
 :class:`Progress`: a bar per phase with the units done and the epsilon spent so far.
-:class:`TimeBudget`: ``fit(max_seconds=...)`` without ``checkpoint_dir``, turned into a count of
-units per phase *before* any private row is read, from the time the method's own training takes
-on a stand-in table drawn from the public schema (``docs/privacy.md``, "Time budget"): the steps a
-budget cuts then depend on public facts and on the machine, never on the private rows.
+:class:`TimeBudget`: the units per phase that ``fit(max_seconds=...)`` without ``checkpoint_dir``
+may run, fixed *before* any private row is read (``synthesizers._budget.measure`` sets them from
+the time the method's own training takes on a stand-in table drawn from the public schema;
+``docs/privacy.md``, "Time budget"), and its stop tests (:class:`StopTest`): the steps a budget
+cuts then depend on public facts and on the machine, never on the private rows.
 :func:`round_budget`: the units of rounds whose size follows released values (AIM's annealing),
 read from the cap before any private row is read.
 """
@@ -15,20 +16,10 @@ import dataclasses
 import math
 import sys
 import time
-import warnings
 from collections.abc import Callable
 
 from dpgen_jax import privacy
-
-ProgressFn = Callable[[int, int], None]
-
-#: Rows of the stand-in table of a method that uses no record count and was given no public N.
-STANDIN_ROWS = 1000
-#: Steps per compiled call while the stand-in is timed (a flag: it changes no result).
-PROBE_CHUNK = 20
-#: The longest compiled call of a budgeted run, as a share of max_seconds (chunks are shortened to
-#: it, so the stop lands close to the planned moment).
-CHUNK_SHARE = 0.05
+from dpgen_jax.synthesizers._hooks import ProgressFn
 
 
 class Progress:
@@ -108,10 +99,7 @@ class TimeBudget:
     cap. A phase without a cap runs its schedule. The caps are public values, so the point where
     each phase stops is one too (each phase still runs at least one compiled chunk).
 
-    :meth:`measure` builds one from the method's training on the stand-in (a probe whose own
-    stop test ends every phase at its second question); the measurement is kept per public
-    setting of a process, so every fit with the same public facts and budget stops at the same
-    steps.
+    ``synthesizers._budget.measure`` builds one from the method's training on the stand-in.
     """
 
     def __init__(self, caps: dict | None = None, default: float = math.inf):
@@ -141,31 +129,6 @@ class TimeBudget:
         """The units phase ``name`` may run (None: its whole schedule), fixed before training."""
         cap = self.caps.get(name, self.default)
         return None if math.isinf(cap) else int(cap)
-
-    # -- the measurement on the stand-in ---------------------------------------------------------
-    @classmethod
-    def measure(cls, model, plan, max_seconds: float, mesh=None) -> tuple[TimeBudget, object]:
-        """The budget of a fit of ``plan`` by ``model`` in ``max_seconds``, and the speed flags of
-        its run (chunks shortened so that one takes at most ``CHUNK_SHARE`` of the budget).
-
-        Public values only: the plan (schema, configuration, phases, flags and N as it may be
-        shown), ``max_seconds``, the device ``mesh`` and the time the method's ``_train`` takes on
-        rows drawn uniformly from the public schema (N rows; ``STANDIN_ROWS`` for a method that
-        uses no record count and was given none). ``max_seconds=0`` needs no measurement: every
-        phase stops after its first chunk.
-        """
-        if max_seconds <= 0:
-            return cls(default=0), plan.flags
-        key = _probe_key(model, plan, mesh)
-        if key not in _MEASURED:
-            try:
-                _MEASURED[key] = _probe(model, plan, mesh)
-            except Exception as exc:  # noqa: BLE001  (public data only: the fit itself may still run)
-                warnings.warn(f"max_seconds: {plan.method}'s training could not be timed on a stand-in "
-                              f"drawn from the public schema ({type(exc).__name__}: {exc}); every "
-                              "phase stops after its first compiled chunk.", stacklevel=4)
-                return cls(default=0), plan.flags
-        return _MEASURED[key].budget(max_seconds, plan.flags)
 
 
 class StopTest:
@@ -204,111 +167,4 @@ def round_budget(total: int, stop: Callable[[], bool] | None) -> int:
     return int(total) if cap is None else max(1, min(int(total), int(cap)))
 
 
-@dataclasses.dataclass(frozen=True)
-class _PhaseTiming:
-    name: object
-    first: float          # seconds from the previous phase's last question to this one's first
-                          # (compilation, public work, the first chunk)
-    per_unit: float       # seconds per unit after the first chunk
-    total: int | None     # units of the phase's schedule (None: not reported)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Measurement:
-    phases: tuple          # _PhaseTiming in the order the phases ran
-    fixed: float           # seconds of the probe that no cap can shorten (first chunks, tail)
-    probe: float           # wall seconds of the whole probe
-
-    def budget(self, max_seconds: float, flags) -> tuple[TimeBudget, object]:
-        spare = max_seconds - self.probe - self.fixed
-        caps, slowest = {}, 0.0
-        for t in self.phases:
-            per = max(t.per_unit, 1e-9)
-            slowest = max(slowest, per)
-            want = math.inf if t.total is None else t.total
-            n = min(want, math.floor(max(spare, 0.0) / per))
-            if n < want:
-                caps[t.name] = int(n)
-            spare -= n * per
-        changes = {}
-        if slowest > 0:
-            longest = max(1, math.floor(CHUNK_SHARE * max_seconds / slowest))
-            for field in ("chunk_size", "pretrain_chunk"):
-                value = getattr(flags, field)
-                if value is not None and value > longest:
-                    changes[field] = longest
-        return TimeBudget(caps), flags.replace(**changes) if changes else flags
-
-
-_MEASURED: dict = {}
-
-
-def _probe_key(model, plan, mesh) -> tuple:
-    public = plan.records.shown(plan.uses_records)
-    return (plan.method, repr(plan.config), repr(plan.schema), repr(plan.phases), repr(plan.flags),
-            public, plan.private, None if mesh is None else repr(mesh))
-
-
-def _probe(model, plan, mesh) -> _Measurement:
-    """Runs ``model._train`` on the stand-in with short chunks, every phase stopped at its second
-    question, and times it (nothing of it is kept but the times)."""
-    import jax
-
-    from dpgen_jax import data as data_lib
-    from dpgen_jax import dpsgd
-    from dpgen_jax.synthesizers._plan import RecordCount
-
-    n = plan.records.shown(plan.uses_records) or STANDIN_ROWS
-    changes = {f: min(getattr(plan.flags, f), PROBE_CHUNK) for f in ("chunk_size", "pretrain_chunk")
-               if getattr(plan.flags, f) is not None}
-    probe_plan = dataclasses.replace(plan, records=RecordCount(n, plan.records.public),
-                                     flags=plan.flags.replace(**changes), max_seconds=None)
-    k_rows, k_train = jax.random.split(dpsgd.make_key(None).key)
-    model_schema = probe_plan.model_schema
-    frame = data_lib.TableEncoder(model_schema).decode(data_lib.uniform_rows(model_schema, n, k_rows))
-    x = jax.numpy.asarray(model._encoder(model_schema, plan.config).encode(frame))
-    events: list = []   # (time, phase, units)
-    totals: dict = {}
-    budget = TimeBudget()
-
-    def progress(name, unit="step"):
-        record = budget.progress(name, None)
-
-        def update(done, total):
-            totals[name] = int(total)
-            record(done, total)
-
-        return update
-
-    def stop(name=None):
-        test = budget.stop(name)
-
-        def asked() -> bool:
-            test()
-            key = budget.current if name is None else name
-            events.append((time.monotonic(), key, budget.units(key)))
-            return budget.asked[key] >= 2
-
-        return asked
-
-    from dpgen_jax.synthesizers._base import Hooks
-
-    hooks = Hooks(progress=progress, should_stop=stop(), stop_test=stop, flags=probe_plan.flags)
-    start = time.monotonic()
-    with warnings.catch_warnings(), dpsgd.data_parallel(mesh):
-        warnings.simplefilter("ignore")
-        model._train(probe_plan, x, k_train, hooks)
-    end = time.monotonic()
-    phases, previous, fixed = [], start, 0.0
-    for name in dict.fromkeys(e[1] for e in events):
-        mine = [e for e in events if e[1] == name]
-        first = mine[0][0] - previous
-        if len(mine) > 1 and mine[1][2] > mine[0][2]:
-            per = (mine[1][0] - mine[0][0]) / (mine[1][2] - mine[0][2])
-        else:
-            per = first / max(1, mine[0][2])
-        phases.append(_PhaseTiming(name, first, per, totals.get(name)))
-        fixed += first
-        previous = mine[-1][0]
-    fixed += end - previous
-    return _Measurement(tuple(phases), fixed, end - start)
+__all__ = ["Progress", "StopTest", "TimeBudget", "round_budget"]

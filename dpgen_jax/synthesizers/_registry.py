@@ -1,19 +1,22 @@
-"""The registry of methods: ``@register`` on a class, ``synthesizers.create(name)``."""
+"""The registry of methods: ``@register`` on a class, ``synthesizers.create(name)``.
+
+It imports nothing of the skeleton but the configuration types: a registered class is any
+``Synthesizer`` subclass (with its ``METHOD`` and ``DESCRIPTION``), so the base, the release file
+and the ``--set`` parser can all look methods up here.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
-if TYPE_CHECKING:
-    from dpgen_jax.synthesizers._base import Synthesizer, SynthesizerConfig
-    from dpgen_jax.synthesizers._config import Flags
+from dpgen_jax.synthesizers._config import Flags, SynthesizerConfig
 
-
-_REGISTRY: dict[str, type[Synthesizer]] = {}
+_REGISTRY: dict[str, type] = {}
 
 
-def register(cls: type[Synthesizer]) -> type[Synthesizer]:
-    """Class decorator: makes ``cls`` available as ``synthesizers.create(cls.METHOD)``."""
+def register(cls: type) -> type:
+    """Class decorator: makes ``cls`` (a ``Synthesizer`` subclass) available as
+    ``synthesizers.create(cls.METHOD)``."""
     name = cls.METHOD
     if name in _REGISTRY and _REGISTRY[name] is not cls:
         raise ValueError(f"a synthesizer named {name!r} is already registered ({_REGISTRY[name]}).")
@@ -26,7 +29,7 @@ def available() -> dict[str, str]:
     return {name: cls.DESCRIPTION for name, cls in sorted(_REGISTRY.items())}
 
 
-def get(name: str) -> type[Synthesizer]:
+def get(name: str) -> type:
     """The synthesizer class registered under ``name``."""
     try:
         return _REGISTRY[name]
@@ -35,7 +38,7 @@ def get(name: str) -> type[Synthesizer]:
 
 
 def create(name: str, config: SynthesizerConfig | None = None, *, flags: Flags | None = None,
-           **overrides) -> Synthesizer:
+           **overrides) -> Any:
     """A new, unfitted synthesizer of method ``name`` (see :func:`available`).
 
     Args:
@@ -46,5 +49,8 @@ def create(name: str, config: SynthesizerConfig | None = None, *, flags: Flags |
             method's defaults.
         **overrides: configuration fields to set on top of the default (or of ``config``), and
             flags (``chunk_size=...``): each keyword is sorted by its name.
+
+    Returns:
+        The method's ``Synthesizer``.
     """
     return get(name)(config, flags=flags, **overrides)

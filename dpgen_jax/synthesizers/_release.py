@@ -154,6 +154,7 @@ def read_model(path, cls=None):
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{str(path)!r} has an invalid {target.METHOD} record: {exc}") from exc
     model = target(config)
+    plan = dataclasses.replace(plan, paper_accountant=model._paper_accountant(config, plan.delta))
     release = Release.from_record({}, record)
     check_report(path, plan, release, report)
     expected = model._release_shapes(config, data_lib.model_schema(schema), release.statistics)
