@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from dpgen_jax.advice._evidence import _groups, load_evidence
+from dpgen_jax.advice._evidence import load_evidence
+from dpgen_jax.advice._grid import groups as _groups
+from dpgen_jax.advice._grid import median as _median
 from dpgen_jax.advice._plans import _STATISTIC_WORDS, FAMILIES, _g
 
 TSTR_FLOOR = 0.60
@@ -23,11 +24,6 @@ TSTR_FLOOR = 0.60
 RF_MARGIN = 0.01
 """... or its median random-forest accuracy is less than this above the dataset's majority rate (the
 bar for a model that learned the label: 0.774 on Adult, whose majority rate is 0.764)."""
-
-
-def _median(values: Iterable[float | None]) -> float | None:
-    xs = [float(x) for x in values if x is not None]
-    return statistics.median(xs) if xs else None
 
 
 def _collapsed(cells: Sequence[Mapping[str, Any]], majority_rate: float) -> bool | None:

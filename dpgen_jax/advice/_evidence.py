@@ -13,12 +13,13 @@ import functools
 import importlib.resources
 import json
 import pathlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from dpgen_jax import data as data_lib
 from dpgen_jax.advice._datasets import BENCHMARK_DATASETS, BenchmarkDataset
 from dpgen_jax.advice._feasibility import cost_features
+from dpgen_jax.advice._grid import groups as _groups
 from dpgen_jax.advice._plans import DEFAULT_DELTA, FAMILIES, plan_summary
 
 EVIDENCE_FILE = "_evidence.json"
@@ -87,13 +88,6 @@ def build_evidence(board: Mapping[str, Any], *, datasets: Mapping[str, Benchmark
     }
     if plans:
         out["plans"] = _grid_plans(cells, facts, delta)
-    return out
-
-
-def _groups(cells: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str, float], list[Mapping[str, Any]]]:
-    out: dict[tuple[str, str, float], list] = {}
-    for c in cells:
-        out.setdefault((c["dataset"], c["method"], c["epsilon"]), []).append(c)
     return out
 
 

@@ -31,6 +31,8 @@ from typing import Any
 import numpy as np
 
 from dpgen_jax import data as data_lib
+from dpgen_jax.advice._grid import groups as _groups
+from dpgen_jax.advice._grid import median as _median
 from dpgen_jax.advice._plans import FAMILIES, PlanSummary, _g
 from dpgen_jax.synthesizers.dp_sactgan import physical_memory
 
@@ -179,9 +181,6 @@ def fit_time_models(rows: Sequence[tuple[str, tuple[str, float], Mapping[str, fl
 
 def time_models(evidence: Mapping[str, Any], excluded: frozenset[str] = frozenset()) -> dict[str, TimeModel]:
     """Every method's time model from the evidence's uncapped groups (datasets in ``excluded`` left out)."""
-    from dpgen_jax.advice._collapse import _median
-    from dpgen_jax.advice._evidence import _groups
-
     groups = _groups(c for c in evidence["cells"] if c["dataset"] not in excluded)
     by_family: dict[str, list] = {}
     for row in evidence.get("plans", []):

@@ -23,8 +23,10 @@ from typing import Any
 
 from dpgen_jax import _validate as _v
 from dpgen_jax import data as data_lib
-from dpgen_jax.advice._collapse import CollapseRule, _check_excluded, _median, collapse_rules
-from dpgen_jax.advice._evidence import _groups, _kinds, load_evidence
+from dpgen_jax.advice._collapse import CollapseRule, _check_excluded, collapse_rules
+from dpgen_jax.advice._evidence import _kinds, load_evidence
+from dpgen_jax.advice._grid import groups as _groups
+from dpgen_jax.advice._grid import median as _median
 from dpgen_jax.advice._feasibility import (DEFAULT_MAX_MINUTES, Feasibility, _minutes, correction, feasibility,
                                           time_models)
 from dpgen_jax.advice._plans import (_STATISTIC_WORDS, DEFAULT_DELTA, FAMILIES, PlanSummary, _g,

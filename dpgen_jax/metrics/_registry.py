@@ -19,14 +19,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dpgen_jax.data import Schema
 from dpgen_jax.metrics._inputs import LabelRows, Table
-
-if TYPE_CHECKING:
-    from dpgen_jax.metrics._downstream import LabelAccuracyProtocol
-    from dpgen_jax.metrics._fidelity import Spacing
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,7 +31,9 @@ class MetricInputs:
     schema, the label and ``evaluate``'s options; ``prior`` is a reused result (its real-data
     scores are not refitted). ``marginal_pairs`` / ``marginal_triples``: given marginals of the
     2-way / 3-way L1 (tuples of column names; None: the default choice). ``label_rows``: the rows
-    the label metrics read when the label is declared ``missing=True`` (:meth:`labelled`)."""
+    the label metrics read when the label is declared ``missing=True`` (:meth:`labelled`).
+    ``label_protocol`` (a ``LabelAccuracyProtocol``) and ``marginal_spacing`` (a ``Spacing``) are
+    typed by the metric modules that read them, which import this one (so it names neither)."""
 
     train: Table
     test: Table
@@ -48,9 +46,9 @@ class MetricInputs:
     n_triples: int
     histogram_bins: int
     tune_tstr: bool
-    label_protocol: LabelAccuracyProtocol
+    label_protocol: Any
     marginal_bins: int
-    marginal_spacing: Spacing
+    marginal_spacing: Any
     max_3way_triples: int
     prior: dict[str, Any] | None
     max_2way_pairs: int
