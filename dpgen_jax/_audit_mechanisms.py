@@ -499,7 +499,7 @@ def _dp_em_observer(a2: float) -> tuple[float, float, np.ndarray, float]:
 
 def audit_dp_em(key: jax.Array, *, target_epsilon: float, delta: float = 1e-5,
                 runs: int = 1_000_000, base_rows: int = 1000, iterations: int = 1,
-                chunk: int = 16384, significance: float = 0.05,
+                chunk: int = 262144, significance: float = 0.05,
                 broken: str | None = None) -> ManyRunResult:
     """Audits DP-EM by sufficient-statistics perturbation (``dpgen_jax.synthesizers._dp_em.dp_em_ssp``).
 
@@ -511,12 +511,21 @@ def audit_dp_em(key: jax.Array, *, target_epsilon: float, delta: float = 1e-5,
     sensitivity of each); the out-runs drop it with the function's ``mask`` (padding changes no
     sensitivity).
 
+    The runs are the mixtures of one batched ``dp_em_ssp`` call (in-runs first). With one
+    component every responsibility is 1 (``R = 2^b``), so the exact fixed-point statistics do
+    not depend on the mixture: they are computed once per table (``_dp_em.sufficient_statistics``)
+    and every run's release is ``_dp_em.release_statistics`` at the counters ``dp_em_ssp`` gives
+    that run (the snapped release, vectorised over ``chunk`` runs per call). Only the last
+    iteration's release reaches the fitted mixture, so it is the one drawn; the M-step is
+    ``_dp_em.m_step``.
+
     Score. The released mixture normalises its weight, so the three noisy statistics (count n',
     first moment S1, second moment S2) are seen only as ``mu = S1 / n'`` and ``m2 = cov + mu^2 =
     S2 / n'``. To first order in 1/n, ``n (mu - b)`` and ``n (m2 - Q)`` (Q = b^2 + a^2) are
     ``e1 - b e0`` and ``e2 - Q e0``, where e0, e1, e2 are the canary's contribution plus noise of
     the three releases; the score is their best linear combination (weights from the claimed
-    covariance), scaled so that the canary adds 1. With b = -(1 - a), the base rows' mean
+    covariance), scaled so that the canary adds 1 (b and Q are the base rows' exact mean and
+    second moment on the fixed point). With b = -(1 - a), the base rows' mean
     opposite the canary, the count enters through the denominator with the same sign as the first
     moment: the score's noise is about sigma / 1.62, against sigma / sqrt(3) for all three
     statistics seen directly (sigma / sqrt(2) with the rows at 0). The spread a keeps the released
@@ -529,8 +538,9 @@ def audit_dp_em(key: jax.Array, *, target_epsilon: float, delta: float = 1e-5,
         raise ValueError(f"Expected base_rows={base_rows!r} to be even "
                          "(half at b + a, half at b - a).")
     j = count(iterations, "iterations", 1)
-    phase, claimed = _calibrated(privacy.GaussianPhase("dp-em", 1.0, steps=3 * j, sensitivity=1.0),
-                                 target_epsilon, delta)
+    chunk = count(chunk, "chunk", 1)
+    phase, claimed = _calibrated(privacy.GaussianPhase("dp-em", 1.0, steps=3 * j, sensitivity=1.0,
+                                                       output="snapped"), target_epsilon, delta)
     sigma = phase.noise_multiplier
     step_sigma = _broken_noise(sigma, broken)
     a2 = min(0.25, 8.0 * sigma / n)
@@ -538,22 +548,31 @@ def audit_dp_em(key: jax.Array, *, target_epsilon: float, delta: float = 1e-5,
     from dpgen_jax.synthesizers import _dp_em
 
     t0 = time.perf_counter()
-    k_init, k_runs = jax.random.split(key)
-    init = _dp_em.init_mixture(k_init, 1, 1)
     a = math.sqrt(a2)
-    x = jnp.concatenate([jnp.full((n // 2, 1), b + a), jnp.full((n // 2, 1), b - a),
-                         jnp.ones((1, 1))]).astype(jnp.float32)
+    x = np.concatenate([np.full((n // 2, 1), b + a), np.full((n // 2, 1), b - a), np.ones((1, 1))])
+    big = _dp_em.fixed_point_rows(x.astype(np.float32))
+    base = big[:n, 0] * 2.0**-_dp_em.FRAC_BITS
+    b_fp, q_fp = float(np.mean(base)), float(np.mean(base * base))    # exact in float64
+    one = _dp_em.Mixture(np.ones(1), np.zeros((1, 1)), np.eye(1)[None])
+    stats = {present: _dp_em.sufficient_statistics(big, _dp_em.fixed_point_responsibilities(
+        big, one, mask=np.arange(n + 1) < n + present)) for present in (0, 1)}   # (1, 3) each
+    total = r_in + r_out
+    cells = stats[0].size
+    k_runs = jax.random.split(key)[1]
     w1, w2 = float(w[0]), float(w[1])
-
-    def one(kk, present):
-        mask = jnp.concatenate([jnp.ones(n), present.astype(jnp.float32)[None]])
-        mix = _dp_em.dp_em_ssp(x, kk, init, iterations=j, noise_multiplier=step_sigma, mask=mask)
-        mu = mix.means[0, 0]
-        m2 = mix.covariances[0, 0, 0] + mu * mu
-        return n * (w1 * (mu - b) + w2 * (m2 - q))
-
-    in_s, out_s = _in_out(one, k_runs, r_in, r_out, chunk)
-    return _finish("dp-em", claimed, delta, in_s, out_s, sigma, sigma * unit_noise, broken,
+    scores = []
+    for start in range(0, total, chunk):
+        size = min(chunk, total - start)
+        present = (np.arange(start, start + size) < r_in)[:, None, None]
+        nums = np.where(present, stats[1], stats[0])                       # (size, 1, 3)
+        released = _dp_em.release_statistics(nums, k_runs, step_sigma,
+                                             offset=((j - 1) * total + start) * cells)
+        mix = _dp_em.m_step(*_dp_em.unpack_statistics(released, 1))
+        mu = mix.means[:, 0, 0]
+        m2 = mix.covariances[:, 0, 0, 0] + mu * mu
+        scores.append(n * (w1 * (mu - b_fp) + w2 * (m2 - q_fp)))
+    s = np.concatenate(scores)
+    return _finish("dp-em", claimed, delta, s[:r_in], s[r_in:], sigma, sigma * unit_noise, broken,
                    significance, t0, {"base_rows": n, "base_centre": b, "base_spread": a,
                                       "iterations": j, "components": 1, "dim": 1,
                                       "releases": 3 * j})

@@ -390,8 +390,8 @@ def test_public_modes_come_from_the_schema_alone():
 
 
 def test_dp_em_modes_are_the_accounted_mechanism():
-    """fit_modes is dp_em_ssp per column with the configured noise (3 releases per iteration,
-    as the 'dp-em' phase counts), not a silent fit."""
+    """fit_modes is dp_em_ssp over the stacked columns with the configured noise (3 releases per
+    iteration, as the 'dp-em' phase counts), not a silent fit."""
     r = np.random.default_rng(0)
     u = jnp.asarray(np.stack([np.concatenate([r.normal(-0.5, 0.05, 500), r.normal(0.5, 0.05, 500)]),
                               r.uniform(-1, 1, 1000)], 1), jnp.float32)
@@ -399,10 +399,12 @@ def test_dp_em_modes_are_the_accounted_mechanism():
     key = jax.random.key(4)
     got = ds.fit_modes(u, key, cfg, cfg.em_noise_multiplier)
     k_init, k_fit = jax.random.split(key)
-    init = _dp_em.init_mixture(jax.random.split(k_init, 2)[0], 2, 1)
-    want = _dp_em.dp_em_ssp(u[:, :1], jax.random.split(k_fit, 2)[0], init, iterations=5, noise_multiplier=3.0)
-    np.testing.assert_allclose(np.asarray(got.means[0]), np.asarray(want.means[:, 0]), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(np.asarray(got.weights[0]), np.asarray(want.weights), rtol=1e-5, atol=1e-6)
+    inits = [_dp_em.init_mixture(kk, 2, 1) for kk in jax.random.split(k_init, 2)]
+    stacked = _dp_em.Mixture(*(jnp.stack(f) for f in zip(*inits)))
+    want = _dp_em.dp_em_ssp(np.asarray(u).T[:, :, None], k_fit, stacked, iterations=5, noise_multiplier=3.0)
+    np.testing.assert_array_equal(np.asarray(got.means), np.asarray(want.means[..., 0]))
+    np.testing.assert_array_equal(np.asarray(got.weights), np.asarray(want.weights))
+    np.testing.assert_array_equal(np.asarray(got.stds), np.sqrt(np.asarray(want.covariances[..., 0, 0])))
     other = ds.fit_modes(u, jax.random.key(5), cfg, cfg.em_noise_multiplier)
     assert not np.allclose(np.asarray(other.means), np.asarray(got.means))  # noise is there
     plain = ds.fit_modes(u, key, cfg, 0.0)  # plain EM finds the two clusters

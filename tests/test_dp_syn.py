@@ -80,7 +80,6 @@ def uncalibrated_fit():
 
 def test_groups_compose_in_parallel_and_each_meets_the_target(parallel_fit):
     rep = parallel_fit.privacy_report()
-    cfg = parallel_fit.fitted_config
     assert [p["name"] for p in rep["phases"]] == ["counts", "groups", "one-way"]
     groups = rep["phases"][1]["groups"]
     assert [g["group"] for g in groups] == ["p", "q"]
@@ -224,3 +223,33 @@ def test_continuous_columns_scaled_by_their_bounds():
     width = data.TableEncoder(ds.feature_schema(LABELLED)).width
     assert {leaf.shape[-1] for leaf in jax.tree_util.tree_leaves(model.released["decoder"])} == {width}
     data.TableEncoder(LABELLED).encode(model.sample(100, seed=1))
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 63 item 6d: _progress.Progress credits a bar's units only to the planned phase of the "
+    "bar's own name, and DP-SYN's bar 'autoencoders' runs the phases 'autoencoder/<group>' (the "
+    "name its time-budget and checkpoint entries also use), so the bar shows eps 0.000; the fix "
+    "belongs in _progress.py (a bar naming the phases it runs)"))
+def test_the_autoencoders_progress_bar_shows_their_spent_epsilon(monkeypatch):
+    import tqdm.auto
+
+    shown = []
+
+    class Bar:  # records what the fit's bars display
+        def __init__(self, total=None, desc=None, unit=None):
+            self.desc, self.total, self.n = desc, total, 0
+
+        def set_postfix_str(self, text, refresh=True):
+            shown.append((self.desc, text))
+
+        def refresh(self):
+            pass
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", Bar)
+    synthesizers.create("dp-syn", **TINY, bins=8, calibration_share=0.0).fit(
+        _frame(), LABELLED, epsilon=2.0, seed=0, progress=True)
+    during = [float(t.split("=")[1]) for d, t in shown if d == "autoencoders" and not t.endswith("spent")]
+    assert during and during[-1] > 0.0

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 
 import jax
@@ -139,6 +140,106 @@ def noisy_counts(tables: Mapping[str, np.ndarray], std: float | None, key: jax.A
     return out
 
 
+def _integer_numerators(numerators) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(n64, exact)``: the numerators as int64 where they lie in (-2^62, 2^62) (0 elsewhere), and
+    an object array of Python ints when some do not (None otherwise)."""
+    a = np.asarray(numerators)
+    if a.dtype.kind == "b":
+        a = a.astype(np.int64)
+    if a.dtype.kind == "i":
+        return a.astype(np.int64), None
+    if a.dtype.kind == "u" and not np.any(a >= np.uint64(2**62)):
+        return a.astype(np.int64), None
+    if a.dtype.kind == "f":
+        if not np.all(np.isfinite(a)) or not np.all(a == np.floor(a)):
+            raise TypeError("expected numerators to be integers (the statistic times 2^frac_bits), "
+                            "got non-integral or non-finite floats.")
+    elif a.dtype.kind not in "uO":
+        raise TypeError(f"expected numerators to be integers, got dtype {a.dtype}.")
+    flat = a.reshape(-1).tolist()
+    for v in flat:
+        if isinstance(v, bool) or not (isinstance(v, numbers.Integral) or
+                                       (isinstance(v, float) and v.is_integer())):
+            raise TypeError(f"expected numerators to be integers (Python or numpy ints), got {v!r}.")
+    exact = np.empty(len(flat), dtype=object)
+    exact[:] = [int(v) for v in flat]
+    small = np.fromiter(((-(2**62) < v < 2**62) for v in exact), bool, len(flat))
+    n64 = np.fromiter((v if ok else 0 for v, ok in zip(exact, small)), np.int64, len(flat))
+    return n64.reshape(a.shape), exact.reshape(a.shape)
+
+
+def _snap_one(n: int, f: int, g: int, w: float) -> float:
+    """The exact scalar path: ``round((n 2^-f + w) / 2^g) 2^g`` (ties up) in Python integers."""
+    a, b = float(w).as_integer_ratio()               # W = a / b, b a power of two
+    num = int(n) * b + a * (1 << f)                  # (v + W) * 2^f * b
+    den = (1 << f) * b
+    if g >= 0:
+        den <<= g
+    else:
+        num <<= -g
+    q = (2 * num + den) // (2 * den)                 # round half up of (v + W) / 2^g
+    if abs(q) >= 2**53:
+        raise ValueError(f"A snapped value needs more than 53 bits on the grid 2^{g}; "
+                         "expected a coarser grid_exp.")
+    return math.ldexp(float(q), g)
+
+
+def _snap(numerators, f: int, g: int, w: np.ndarray) -> np.ndarray:
+    """``round((v + w) / 2^g) 2^g`` elementwise, ``v = numerators 2^-f``, ties up, exactly.
+
+    Vectorised with error-free float64 steps: ``v / 2^g = a + F`` with ``a = n >> (f + g)`` and
+    ``F`` the remainder times ``2^-(f+g)`` (exact while ``f + g <= 53``); ``w / 2^g = t`` (a power
+    of two: exact unless it under- or overflows) ``= floor(t) + t_f``; then ``F + t_f`` in [0, 2)
+    by TwoSum (``s + err`` exactly) and ``floor(F + t_f + 1/2)`` decided by comparing ``s`` with
+    1/2 and 3/2 (``s`` is the rounded exact sum, so ``s > c`` or ``s == c and err >= 0`` is
+    ``F + t_f >= c`` exactly). Elements outside these ranges (huge numerators, ``f + g > 53``,
+    ``t`` subnormal or beyond 2^61) take :func:`_snap_one`.
+    """
+    n64, exact = _integer_numerators(numerators)
+    w = np.asarray(w, np.float64)
+    if w.shape != n64.shape:
+        raise ValueError(f"expected noise of shape {n64.shape}, got {w.shape}.")
+    n64, wf = n64.reshape(-1), w.reshape(-1)
+    fast = np.ones(n64.size, bool)
+    if exact is not None:
+        fast &= np.fromiter(((-(2**62) < v < 2**62) for v in exact.reshape(-1)), bool, n64.size)
+    e = f + g
+    if e <= 0:
+        lim = 2 ** max(0, 61 + e)                   # n << -e stays below 2^61
+        fast &= (n64 > -lim) & (n64 < lim) if -e <= 61 else n64 == 0
+        a = np.where(fast, n64, 0) << np.int64(min(-e, 62))
+        frac = np.zeros(n64.size)
+    elif e <= 53:
+        a = n64 >> np.int64(e)                       # floor, also for negative n
+        frac = np.ldexp((n64 & np.int64((1 << e) - 1)).astype(np.float64), -e)
+    else:
+        fast[:] = False
+        a, frac = np.zeros(n64.size, np.int64), np.zeros(n64.size)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        t = np.ldexp(wf, -g)
+        fast &= np.isfinite(t) & (np.ldexp(t, g) == wf) & (np.abs(t) < 2.0**61)
+        t = np.where(fast, t, 0.0)
+    ti = np.floor(t)
+    tf = t - ti                                      # exact: both are multiples of ulp(t) <= 1
+    s = frac + tf
+    bb = s - frac
+    err = (frac - (s - bb)) + (tf - bb)              # TwoSum: frac + tf == s + err exactly
+    up = ((s > 0.5) | ((s == 0.5) & (err >= 0))).astype(np.int64) + \
+        ((s > 1.5) | ((s == 1.5) & (err >= 0))).astype(np.int64)
+    fast &= (a > -(2**61)) & (a < 2**61)
+    q = np.where(fast, a, 0) + ti.astype(np.int64) + up
+    if np.any(fast & (np.abs(q) >= 2**53)):
+        raise ValueError(f"A snapped value needs more than 53 bits on the grid 2^{g}; "
+                         "expected a coarser grid_exp.")
+    out = np.ldexp(q.astype(np.float64), g)
+    slow = np.flatnonzero(~fast)
+    if slow.size:
+        src = exact.reshape(-1) if exact is not None else n64
+        for i in slow.tolist():
+            out[i] = _snap_one(int(src[i]), f, g, float(wf[i]))
+    return out.reshape(w.shape)
+
+
 def snapped_gaussian(numerators, frac_bits: int, std: float, grid_exp: int, key: jax.Array, *,
                      offset: int = 0) -> np.ndarray:
     """A real-valued statistic released on a public grid: ``round((v + W) / 2^grid_exp) 2^grid_exp``.
@@ -153,29 +254,19 @@ def snapped_gaussian(numerators, frac_bits: int, std: float, grid_exp: int, key:
 
     Returns:
         float64 array of multiples of ``2^grid_exp``, the same shape as ``numerators``. Ties round
-        up. Computed in exact integer arithmetic: ``W = float64(std * Z)`` is a binary rational,
-        so ``v + W`` and its rounding are exact; nothing the statistic touches is rounded in
-        floating point.
+        up. Exact: ``W = float64(std * Z)`` is a binary rational, so ``v + W`` and its rounding are
+        decided exactly (error-free float64 steps, vectorised, with Python-integer arithmetic for
+        the elements outside their range; :func:`_snap`); nothing the statistic touches is rounded
+        in floating point.
+
+    Raises:
+        TypeError: non-integer numerators. ValueError: a snapped value beyond 2^53 grid units.
     """
-    nums = np.asarray(numerators, dtype=object)
     f = _v.whole(frac_bits=frac_bits)
     g = _v.integer(grid_exp, "grid_exp")
-    w = _std(std) * host_normal(key, nums.shape, offset=offset)
-    out = np.empty(nums.size, np.float64)
-    for i, (n, wi) in enumerate(zip(nums.reshape(-1).tolist(), w.reshape(-1).tolist())):
-        a, b = float(wi).as_integer_ratio()              # W = a / b, b a power of two
-        num = int(n) * b + a * (1 << f)                  # (v + W) * 2^f * b
-        den = (1 << f) * b
-        if g >= 0:
-            den <<= g
-        else:
-            num <<= -g
-        q = (2 * num + den) // (2 * den)                 # round half up of (v + W) / 2^g
-        if abs(q) >= 2**53:
-            raise ValueError(f"A snapped value needs more than 53 bits on the grid 2^{g}; "
-                             "expected a coarser grid_exp.")
-        out[i] = math.ldexp(float(q), g)
-    return out.reshape(nums.shape)
+    shape = np.shape(numerators)
+    w = _std(std) * host_normal(key, shape, offset=offset)
+    return _snap(numerators, f, g, w)
 
 
 __all__ = ["MAX_ABS_VALUE", "MAX_STD", "host_normal", "integer_gaussian", "noisy_counts", "snapped_gaussian"]

@@ -15,7 +15,7 @@ The private rows are partitioned by the schema's label. Then:
    train at once: their parameters are stacked and one compiled step is ``vmap``-ed over the
    groups (``dpsgd.GroupRates``).
 3. **DP-EM.** Per group, a Gaussian mixture on the latent codes (mapped into the unit ball by a
-   fixed map) by sufficient-statistics perturbation (``_dp_em.dp_em_ssp``), also ``vmap``-ed.
+   fixed map) by sufficient-statistics perturbation (``_dp_em.dp_em_ssp``, snapped exact sums).
 4. **Sampling.** Latent codes from each group's mixture, decoded (each categorical value drawn
    from the decoder's softmax by default, ``sample(mode="argmax")`` for the most likely one),
    labelled; rows split by the noisy proportions.
@@ -246,7 +246,8 @@ def privacy_phases(config: DPSYNConfig, num_records: int, *, steps: Mapping[str,
             inner = (privacy.DPSGDPhase(ae, rates[j], sigmas[j], steps.get(ae, planned[j]),
                                         clip_norm=config.clip_norm, batch_size=config.batch_size),
                      privacy.GaussianPhase(em, config.em_noise_multiplier,
-                                           steps.get(em, 3 * config.em_iterations), sensitivity=1.0))
+                                           steps.get(em, 3 * config.em_iterations), sensitivity=1.0,
+                                           output="snapped"))
         groups.append((g, inner))
     phases = []
     if config.group_counts is None:
@@ -422,18 +423,17 @@ def train_autoencoders(config: DPSYNConfig, blocks: tuple, codes, feats, init_ke
 
 def fit_mixtures(config: DPSYNConfig, blocks: tuple, codes, feats, params, key,
                  noise_multiplier: float) -> _dp_em.Mixture:
-    """Phase 3: each group's latent codes (in the unit ball) fitted by DP-EM, groups vmapped, with
-    the noise multiplier of the accounted ``dp-em/<group>`` phases (0: plain EM, non-private)."""
+    """Phase 3: each group's latent codes (in the unit ball) fitted by DP-EM, the groups stacked in
+    one ``_dp_em.dp_em_ssp`` call, with the ``dp-em/<group>`` phases' noise (0: plain EM)."""
     k = jax.tree_util.tree_leaves(params)[0].shape[0]
     data, sizes = stack_groups(codes, feats, k)
     ae = networks(config, feats.shape[1])
     latent = jax.vmap(lambda p, d: ae.apply({"params": p}, d, method=ae.encode))(params, jnp.asarray(data))
-    mask = jnp.asarray(np.arange(data.shape[1])[None, :] < sizes[:, None], jnp.float32)
+    mask = np.arange(data.shape[1])[None, :] < sizes[:, None]
     inits = jax.vmap(lambda kk: _dp_em.init_mixture(kk, config.em_components, config.latent_dim))(
         jax.random.split(jax.random.fold_in(key, 0), k))
-    return jax.vmap(lambda u, kk, mi, mk: _dp_em.dp_em_ssp(
-        u, kk, mi, iterations=config.em_iterations, noise_multiplier=noise_multiplier, mask=mk))(
-        to_ball(latent), jax.random.split(jax.random.fold_in(key, 1), k), inits, mask)
+    return _dp_em.dp_em_ssp(to_ball(latent), jax.random.fold_in(key, 1), inits,
+                            iterations=config.em_iterations, noise_multiplier=noise_multiplier, mask=mask)
 
 
 @register

@@ -158,8 +158,9 @@ def public_modes(schema: data_lib.Schema, config: DPSACTGANConfig) -> Modes:
 def fit_modes(values: jax.Array, key: jax.Array, config: DPSACTGANConfig, noise_multiplier: float) -> Modes:
     """Modes by one-dimensional DP-EM per column (``_dp_em.dp_em_ssp``, ``noise_multiplier`` on
     every statistic: the accounted phase ``"dp-em"``'s, ``3 * em_iterations`` Gaussian releases
-    per column). ``values``: ``(n, n_continuous)`` in [-1, 1]; the starts are public
-    (``_dp_em.init_mixture``). ``noise_multiplier=0`` runs plain EM (non-private)."""
+    per column; the columns stacked in one call, each column's statistics exact fixed-point sums
+    released on the public grid). ``values``: ``(n, n_continuous)`` in [-1, 1]; the starts are
+    public (``_dp_em.init_mixture``). ``noise_multiplier=0`` runs plain EM (non-private)."""
     n_cont = values.shape[1]
     m = config.n_modes
     if n_cont == 0:
@@ -167,9 +168,8 @@ def fit_modes(values: jax.Array, key: jax.Array, config: DPSACTGANConfig, noise_
         return Modes(z, z, z)
     k_init, k_fit = jax.random.split(key)
     inits = jax.vmap(lambda kk: _dp_em.init_mixture(kk, m, 1))(jax.random.split(k_init, n_cont))
-    mix = jax.vmap(lambda u, kk, init: _dp_em.dp_em_ssp(u[:, None], kk, init, iterations=config.em_iterations,
-                                                       noise_multiplier=noise_multiplier))(
-        values.T, jax.random.split(k_fit, n_cont), inits)
+    mix = _dp_em.dp_em_ssp(jnp.asarray(values).T[:, :, None], k_fit, inits,  # columns stacked
+                           iterations=config.em_iterations, noise_multiplier=noise_multiplier)
     return Modes(mix.means[..., 0], jnp.sqrt(mix.covariances[..., 0, 0]), mix.weights)
 
 
