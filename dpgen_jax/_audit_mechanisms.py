@@ -11,7 +11,8 @@ thresholds fixed before any run (:func:`epsilon_lower_bound_many_runs`).
 Runs are independent draws: each has its own key (``jax.random.split``), the in-runs all release
 the mechanism on the data with the canary and the out-runs on the data without it (for the DP-SGD
 step: with the canary's loss set to 0, which has the same distribution), and a chunk of runs is
-one ``jax.vmap`` of the mechanism over keys. Every score is normalised so that the
+one ``jax.vmap`` of the mechanism over keys (the host releases, histograms and DP-EM, are batched
+calls of their release functions instead). Every score is normalised so that the
 canary's own contribution is 1 and the claimed noise has standard deviation ``score_noise`` (the
 mechanism's effective Gaussian noise multiplier); the thresholds are ``1/2 + k * score_noise``.
 
