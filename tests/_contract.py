@@ -137,6 +137,24 @@ class SynthesizerContract:
             bound = entry.get("clip_norm", entry.get("sensitivity"))
             assert bound is not None, f"{phase.name}: clip norm (or sensitivity) not reported"
 
+    def test_report_says_how_every_noisy_phase_is_realised(self, fitted, table):
+        """Integer counts, snapped sums (DP-EM), exact selections, or the floating-point sentence
+        of DP-SGD: each noisy phase of the plan is named in its realisation's sentence."""
+        from dpgen_jax.privacy._report import FLOATING_POINT
+
+        rep = fitted.privacy_report()
+        phases = privacy.with_steps(synthesizers.create(self.METHOD, **self.OVERRIDES).plan(
+            table[1], len(table[0]), epsilon=self.EPSILON, delta=DELTA).phases,
+            {p["name"]: p["steps"] for p in rep["phases"]})
+        for leaf in (q for p in phases for q in p.leaves()):
+            if leaf.mechanism in ("non_private", "parallel_composition"):
+                continue
+            kind = {"gaussian": "snapped" if leaf.name.split("/")[0] in ("dp-em", "em") else "integers",
+                    "exponential_mechanism": "exponential_mechanism"}.get(leaf.mechanism, "dpsgd")
+            head = FLOATING_POINT[kind].split("{names}")[1][:40]
+            said = [a for a in rep["assumptions"] if head in a]
+            assert len(said) == 1 and repr(leaf.name) in said[0], (leaf.name, kind)
+
     def test_calibrated_samples_have_the_released_one_way_marginals(self, fitted, table):
         """A neural method with the calibration stage on (docs/calibration.md): its one-way release
         alone spends ``calibration_share * EPSILON``, and every sampled batch has, per column, the
