@@ -225,11 +225,6 @@ def test_continuous_columns_scaled_by_their_bounds():
     data.TableEncoder(LABELLED).encode(model.sample(100, seed=1))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 63 item 6d: _progress.Progress credits a bar's units only to the planned phase of the "
-    "bar's own name, and DP-SYN's bar 'autoencoders' runs the phases 'autoencoder/<group>' (the "
-    "name its time-budget and checkpoint entries also use), so the bar shows eps 0.000; the fix "
-    "belongs in _progress.py (a bar naming the phases it runs)"))
 def test_the_autoencoders_progress_bar_shows_their_spent_epsilon(monkeypatch):
     import tqdm.auto
 

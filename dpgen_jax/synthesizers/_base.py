@@ -392,7 +392,8 @@ class Synthesizer(abc.ABC):
         plan = dataclasses.replace(plan, seeded=run_key.seeded)
         bar = Progress(progress, plan)
         if budget is not None:
-            hooks = Hooks(progress=lambda name, unit="step": budget.progress(name, bar.phase(name, unit)),
+            hooks = Hooks(progress=lambda name, unit="step", phases=(): budget.progress(
+                name, bar.phase(name, unit, phases)),
                           should_stop=budget.stop(), stop_test=budget.stop, flags=run_flags)
         else:  # no budget, or a checkpointed fit that pauses once the time is spent
             deadline = math.inf if max_seconds is None else start + float(max_seconds)

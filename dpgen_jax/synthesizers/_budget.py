@@ -117,7 +117,7 @@ def _probe(model, plan, mesh) -> _Measurement:
     totals: dict = {}
     budget = TimeBudget()
 
-    def progress(name, unit="step"):
+    def progress(name, unit="step", phases=()):
         record = budget.progress(name, None)
 
         def update(done, total):

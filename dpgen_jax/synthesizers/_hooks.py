@@ -31,8 +31,10 @@ class Hooks:
     """How a fit is operated, apart from what it computes (``_train``'s last argument).
 
     Attributes:
-        progress: ``progress(phase_name, unit="step")`` returns a callback ``(done, total)`` or
-            None (``unit``: what ``done`` counts, e.g. ``"round"``).
+        progress: ``progress(phase_name, unit="step", phases=())`` returns a callback
+            ``(done, total)`` or None (``unit``: what ``done`` counts, e.g. ``"round"``;
+            ``phases``: the planned phases a bar of another name runs, e.g. DP-SYN's bar
+            ``autoencoders`` runs ``autoencoder/<group>``, so its epsilon counts them).
         should_stop: the stop test of a phase that asks without a name (e.g. a method's rounds,
             asked before each round after the first); see ``stop``.
         checkpointer: the fit's private checkpoints (``fit(checkpoint_dir=...)``), or None.
@@ -45,7 +47,7 @@ class Hooks:
             ``checkpoint_dir``, once the time is spent (the fit then pauses).
     """
 
-    progress: Callable[..., ProgressFn | None] = lambda name, unit="step": None
+    progress: Callable[..., ProgressFn | None] = lambda name, unit="step", phases=(): None
     should_stop: Callable[[], bool] = lambda: False
     checkpointer: Checkpointer | None = None
     flags: Flags = Flags()
@@ -60,10 +62,11 @@ class Hooks:
         (None when the fit keeps no checkpoints). Phase names are unique within a method."""
         return None if self.checkpointer is None else self.checkpointer.phase(name)
 
-    def phase_args(self, name: str) -> dict[str, Any]:
+    def phase_args(self, name: str, phases: tuple[str, ...] = ()) -> dict[str, Any]:
         """What every training-phase function takes from the fit: the ``progress`` callback of
-        phase ``name``, ``should_stop``, its ``checkpoint`` hook and the speed ``flags``."""
-        return {"progress": self.progress(name), "should_stop": self.stop(name),
+        phase ``name`` (running the planned ``phases`` when it reports under another name),
+        ``should_stop``, its ``checkpoint`` hook and the speed ``flags``."""
+        return {"progress": self.progress(name, phases=tuple(phases)), "should_stop": self.stop(name),
                 "checkpoint": self.checkpoint(name), "flags": self.flags}
 
 

@@ -27,8 +27,8 @@ class Progress:
     headline accountant.
 
     During a phase, the epsilon is that of every planned phase composed with the units reported so
-    far under its name (a phase that reports under another name, e.g. a method's rounds, counts
-    as not started); it is recomputed at most every ``min_interval`` seconds (and at the end of
+    far under its name, or under the bar that names it among the phases it runs (a phase that
+    reports under another name without saying so, e.g. a method's rounds, counts as not started); it is recomputed at most every ``min_interval`` seconds (and at the end of
     each phase), between compiled chunks. :meth:`close` with the report's epsilon ends the last
     bar at the epsilon of what was executed (a schedule cut by a time budget included).
     It is left out when the plan's N may not be shown (``RecordCount.shown``): a plan made with
@@ -40,23 +40,31 @@ class Progress:
         self.enabled, self.plan, self.min_interval = enabled, plan, min_interval
         self.show_epsilon = plan.records.shown(plan.uses_records) is not None
         self.executed: dict[str, int] = {}
+        self.runs: dict[str, tuple[str, ...]] = {}  # bar name -> the planned phases it runs
         self.bar = None
         self.name: str | None = None
         self._last = -math.inf
 
     def epsilon_spent(self) -> float:
-        phases = privacy.map_phases(list(self.plan.phases),
-                                    lambda p: dataclasses.replace(p, steps=self.executed.get(p.name, 0)))
+        done = dict(self.executed)
+        for bar, names in self.runs.items():  # a bar running phases of other names
+            for n in names:
+                done[n] = max(done.get(n, 0), self.executed.get(bar, 0))
+        phases = privacy.map_phases(list(self.plan.phases), lambda p: dataclasses.replace(
+            p, steps=min(done.get(p.name, 0), p.steps)))
         return privacy.epsilon(phases, self.plan.delta, accountant=self.plan.accountant)
 
     def _label(self, epsilon: float) -> str:
         return f"eps({self.plan.accountant})={epsilon:.3f}"
 
-    def phase(self, name: str, unit: str = "step") -> ProgressFn | None:
+    def phase(self, name: str, unit: str = "step", phases: tuple[str, ...] = ()) -> ProgressFn | None:
         """The callback ``(done, total)`` of phase ``name`` (``unit``: what it counts, e.g.
-        ``"round"``), or None when bars are off."""
+        ``"round"``), or None when bars are off. ``phases``: the planned phases the bar runs when
+        their names are not its own (each counted at min(done, its planned steps))."""
         if not self.enabled:
             return None
+        if phases:
+            self.runs[name] = tuple(phases)
         from tqdm.auto import tqdm
 
         def update(done: int, total: int) -> None:

@@ -493,9 +493,9 @@ class DPSYN(Synthesizer):
                 np.bincount(codes, minlength=k), k_cnt,
                 plan.phase("counts").noise_std if plan.private else 0.0))
         blocks = tuple(encoder_for(config, feature_schema(plan.model_schema)).blocks)
-        states = train_autoencoders(config, blocks, codes, feats, k_init, k_ae,
-                                    autoencoder_phases(plan.phases),
-                                    **hooks.phase_args("autoencoders"))
+        ae_phases = autoencoder_phases(plan.phases)
+        states = train_autoencoders(config, blocks, codes, feats, k_init, k_ae, ae_phases,
+                                    **hooks.phase_args("autoencoders", [p.name for p in ae_phases]))
         t1 = time.perf_counter()
         mixtures = fit_mixtures(config, blocks, codes, feats, states.params, k_em,
                                 plan.phase(f"dp-em/{names[0]}").noise_multiplier if plan.private else 0.0)
