@@ -90,4 +90,5 @@ __all__ = [
     "recommend",
     "summarize_plan",
     "warn_if_flagged",
+    "write_evidence",
 ]
