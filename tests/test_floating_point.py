@@ -28,7 +28,6 @@ here, and :func:`test_the_path_checks_catch_the_float32_pattern` puts that patte
 from __future__ import annotations
 
 import functools
-import math
 
 import jax
 import numpy as np
@@ -109,12 +108,10 @@ def clipped_gaussian_pvalue(t, std: float) -> float:
 
 def one_way(c: int, std: float, key, cells: int = CELLS):
     """``_one_way.noisy_counts`` (the calibration stage of every neural generator; ``independent``'s
-    release is the same function): d = 4 histograms of cells / 4 codes, noise std
-    ``noise_multiplier * sqrt(4)``, so noise multiplier std / 2 gives the std exactly."""
+    release is the same function): d = 4 histograms of cells / 4 codes at noise std ``std``."""
     k = cells // 4
     codes = np.tile(np.arange(k, dtype=np.int64)[:, None], (c, 4))   # c rows in every cell
-    assert math.sqrt(4) * (std / 2) == std
-    out = _one_way.noisy_counts(codes, (k,) * 4, std / 2, key)
+    out = _one_way.noisy_counts(codes, (k,) * 4, std, key)
     assert sorted(out) == ["0", "1", "2", "3"]
     return np.concatenate([out[str(j)] for j in range(4)])
 

@@ -38,7 +38,7 @@ class TestIndependentContract(SynthesizerContract):
     def functional_released(self, model, frame, schema, phases):
         cfg = model.fitted_config
         disc = ind.discretizer(cfg, schema)
-        counts = ind.noisy_counts(disc.codes(frame), disc.sizes, phases[0].noise_multiplier,
+        counts = ind.noisy_counts(disc.codes(frame), disc.sizes, phases[0].noise_std,
                                   jax.random.key(self.SEED))
         return {"counts": counts}
 

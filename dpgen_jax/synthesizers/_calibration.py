@@ -287,8 +287,8 @@ class OneWayStage(Stage):
         key, k_one = jax.random.split(key)  # the stage's release gets a key of its own
         fitted = train(key)
         disc = discretizer(plan.config, plan.model_schema)
-        sigma = plan.phase(PHASE).noise_multiplier if plan.private else None
-        counts = _one_way.noisy_counts(disc.codes(frame), disc.sizes, sigma, k_one)
+        std = plan.phase(PHASE).noise_std if plan.private else None
+        counts = _one_way.noisy_counts(disc.codes(frame), disc.sizes, std, k_one)
         tick = hooks.progress(PHASE, "release")
         if tick is not None:
             tick(1, 1)

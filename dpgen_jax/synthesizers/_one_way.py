@@ -40,15 +40,15 @@ def phase(name: str, num_columns: int, private: bool = True, noise_multiplier: f
     return privacy.GaussianPhase(name, noise_multiplier, 1, sensitivity=math.sqrt(num_columns))
 
 
-def noisy_counts(codes: np.ndarray, sizes: Sequence[int], noise_multiplier: float | None,
+def noisy_counts(codes: np.ndarray, sizes: Sequence[int], noise_std: float | None,
                  key: jax.Array) -> dict[str, np.ndarray]:
     """The d histograms of ``codes`` with the integer Gaussian noise of ``dpsgd.noisy_counts``.
 
     Args:
         codes: ``(m, d)`` integer codes (``Discretizer.codes``) of the private rows.
         sizes: codes per column.
-        noise_multiplier: sigma relative to the sensitivity sqrt(d) (noise std
-            ``noise_multiplier * sqrt(d)``); None: exact counts (non-private).
+        noise_std: the noise standard deviation per cell, the phase's ``noise_std`` (sigma
+            times the sensitivity sqrt(d), :func:`phase`); None: exact counts (non-private).
         key: the noise key.
 
     Returns:
@@ -60,8 +60,7 @@ def noisy_counts(codes: np.ndarray, sizes: Sequence[int], noise_multiplier: floa
     """
     c = np.asarray(codes)
     counts = {str(j): np.bincount(c[:, j], minlength=k) for j, k in enumerate(sizes)}
-    std = None if noise_multiplier is None else float(noise_multiplier) * math.sqrt(len(sizes))
-    return dpsgd.noisy_counts(counts, std, key)
+    return dpsgd.noisy_counts(counts, noise_std, key)
 
 
 def project_counts(v: Any) -> np.ndarray:

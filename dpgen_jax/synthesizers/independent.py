@@ -124,7 +124,7 @@ class Independent(Synthesizer):
         t0 = time.perf_counter()
         disc = discretizer(config, plan.model_schema)
         codes = disc.codes_from_encoded(x)
-        counts = noisy_counts(codes, disc.sizes, plan.phase(PHASE).noise_multiplier if plan.private else None, key)
+        counts = noisy_counts(codes, disc.sizes, plan.phase(PHASE).noise_std if plan.private else None, key)
         jax.block_until_ready(counts)
         notes = [
             f"Continuous columns are counted on public bins from the schema bounds ({disc.describe()}); "
