@@ -57,10 +57,10 @@ def _synthesizer(method: str, overrides: Sequence[str], *, to_fit: bool = False)
     read: an unknown method, a method that cannot fit here (``to_fit``: a missing optional
     package, :meth:`Synthesizer.unavailable_reason`) and a ``--set`` value of the wrong type or
     range are user errors naming the flag."""
-    if method not in METHODS:  # the registry's own message, before the methods load (seconds)
-        raise UsageError(f"Unknown method {method!r}; expected one of {sorted(METHODS)}.")
     from dpgen_jax import synthesizers
 
+    if method not in synthesizers.available():  # the registry's own list and message
+        raise UsageError(f"Unknown method {method!r}; expected one of {sorted(synthesizers.available())}.")
     cls = synthesizers.get(method)
     if to_fit:
         reason = cls.unavailable_reason()
@@ -304,39 +304,10 @@ def cmd_recommend(args) -> int:
     return 0
 
 
-# The registry's methods as `dpgen-jax methods` lists them, without importing a method (which
-# loads JAX, Flax and dp_accounting: about 3 s before the first line). A test checks that this
-# table equals :func:`registered_methods` (the registry itself); update both together.
-METHODS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "aim": ("Adaptive rounds: the worst-approximated workload marginal chosen by the exponential "
-            "mechanism, measured with Gaussian noise, a graphical model re-estimated (McKenna et al. "
-            "2022; needs mbi)", ()),
-    "dp-auto-gan": ("DP autoencoder, then a WGAN in its latent space with a DP-SGD critic (Tantipongpipat "
-                    "et al. 2021)", ("paper-0.36", "paper-0.51", "paper-0.81", "paper-1.01",
-                                     "paper-1.33", "paper-2.70")),
-    "dp-sactgan": ("conditional column-token transformer GAN, generator trained through one sanitised "
-                   "output gradient per step, K sharded critics (Li and Wang 2023, corrected)", ("paper",)),
-    "dp-syn": ("per-label DP autoencoders and DP-EM mixtures in their latent spaces, composed in parallel "
-               "across labels (Abay et al. 2018)", ()),
-    "dp-vae": ("variational autoencoder trained with DP-SGD on the ELBO, sampled from the prior (SAP's "
-               "DP-VAE tutorial), the baseline of Tantipongpipat et al. 2021",
-               ("paper-0.36", "paper-0.51", "paper-1.01")),
-    "dp-wgan": ("WGAN in data space with a DP-SGD critic (Frigerio et al. 2019), the baseline of "
-                "Tantipongpipat et al. 2021", ("paper-0.36", "paper-0.51", "paper-1.01")),
-    "gem": ("AIM's rounds (a marginal chosen by the exponential mechanism, measured with Gaussian noise) "
-            "fitting a generator network instead of a graphical model (Liu, Vietri and Wu 2021)", ()),
-    "gs-wgan": ("K discriminators on secret shards, a generator trained through sanitised row gradients "
-                "(Chen et al. 2020, for tables)", ("thesis-M1000", "thesis-M1500", "thesis-M250",
-                                                   "thesis-M500", "thesis-M750")),
-    "independent": ("Every column's histogram with Gaussian noise (continuous columns on public bins), "
-                    "columns sampled independently: the reference floor", ()),
-    "mst": ("Noisy 1-way marginals, a maximum spanning tree of 2-way marginals chosen with the "
-            "exponential mechanism, a graphical model (McKenna et al. 2021; needs mbi)", ()),
-}
-
-
 def registered_methods() -> dict[str, tuple[str, tuple[str, ...]]]:
-    """The registry's methods: name -> (description, sorted preset names); imports every method."""
+    """The registry's methods: name -> (description, sorted preset names). It imports every
+    method (JAX, Flax, dp_accounting: a few seconds), so that a method is described in its own
+    module only."""
     from dpgen_jax import synthesizers
 
     return {name: (description, tuple(sorted(synthesizers.get(name).PRESETS)))
@@ -344,8 +315,9 @@ def registered_methods() -> dict[str, tuple[str, tuple[str, ...]]]:
 
 
 def cmd_methods(args) -> int:
-    width = max(map(len, METHODS))
-    for name, (description, presets) in METHODS.items():
+    methods = registered_methods()
+    width = max(map(len, methods))
+    for name, (description, presets) in methods.items():
         extra = f" [presets: {', '.join(presets)}]" if presets else ""
         print(f"{name.ljust(width)}  {description}{extra}")
     return 0
