@@ -212,6 +212,13 @@ def test_report_seeded_sentence_and_small_delta_warning():
         rep = privacy.report(phases, 1e-3, dataset_size=1000, assumptions=["mine"])
     assert any("dataset_size n=1000" in s for s in rep["assumptions"])
     assert rep["assumptions"][-1] == "mine"
+    # without a public record count, delta above 1e-3 warns (1/n cannot be checked without n)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        privacy.report(phases, 1e-3, seeded=True)  # at the bound: no warning
+    with pytest.warns(UserWarning, match="no public record count"):
+        rep = privacy.report(phases, 0.5)
+    assert any("fewer than 1/delta = 2 rows" in s for s in rep["assumptions"])
 
 
 def test_report_paper_mode_has_no_pld_and_flags_the_bound():

@@ -102,6 +102,9 @@ def _realisation(phase: Phase) -> str | None:
     return "dpsgd"  # DP-SGD and the sharded sanitiser: noise on gradients
 
 
+#: Above this delta, without a public record count, the report warns (delta >= 1/N cannot be
+#: checked without N, and a delta this large is meaningless on any table under 1/delta rows).
+LOOSE_DELTA = 1e-3
 _ACCOUNTANT_RANK = 90  # after every phase kind's sentence (:meth:`Phase.assumption`), before 100
 
 
@@ -149,7 +152,8 @@ def report(
         accountant: Headline accountant, ``"pld"`` (default) or ``"rdp"``.
         conversion: For ``"rdp"``: ``"improved"`` or ``"classic"``.
         dataset_size: Number n of private records, if known; ``delta >= 1/n`` then warns
-            (``UserWarning``) and adds an assumption sentence.
+            (``UserWarning``) and adds an assumption sentence; without it, so does
+            ``delta > LOOSE_DELTA``.
         assumptions: The caller's own sentences (schema, preprocessing, ...), appended after the
             module's.
         seeded: Whether the run's noise was seeded; appends :func:`seeded_assumption`.
@@ -236,6 +240,15 @@ def report(
             f"delta={d:g} is not smaller than 1/n = {1.0 / n:.3g} for dataset_size n={n}: a "
             "mechanism that publishes one random record outright meets such a delta, so the "
             "guarantee is meaningless; use delta well below 1/n."
+        )
+        warnings.warn(msg, UserWarning, stacklevel=2)
+        sentences.append(msg)
+    elif dataset_size is None and d > LOOSE_DELTA:
+        msg = (
+            f"delta={d:g} is above {LOOSE_DELTA:g} and no public record count was given: on any "
+            f"table of fewer than 1/delta = {1.0 / d:,.0f} rows, a mechanism that publishes one "
+            "random record outright meets such a delta, so the guarantee may be meaningless; give "
+            "the public number of records (num_records, --num-records) or use delta well below 1/N."
         )
         warnings.warn(msg, UserWarning, stacklevel=2)
         sentences.append(msg)
