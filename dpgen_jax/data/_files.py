@@ -339,6 +339,24 @@ def _read_raw(path: pathlib.Path, label: str, verbose: bool) -> pd.DataFrame:
         raise UsageError(f"{label}: not a readable CSV file ({detail}).{hint}".replace("\n", " ")) from None
 
 
+def _check_header(names: Sequence[str], label: str) -> None:
+    """Refuses a header row that looks like data: every name a number, or names repeated (pandas
+    renames a repeated ``x`` to ``x.1``). A file without a header row would otherwise have its
+    first private row turned into column names, and that row dropped. The names are not quoted
+    (they may be a private row)."""
+    names = [str(n) for n in names]
+    numeric = all(not _not_number(n) for n in names)
+    present = set(names)
+    repeated = sum(1 for n in names if "." in n and n.rsplit(".", 1)[1].isdigit()
+                   and n.rsplit(".", 1)[0] in present)
+    if numeric or repeated:
+        why = (f"every one of its {len(names)} column names is a number" if numeric else
+               f"{repeated} of its {len(names)} column names repeat another's")
+        raise UsageError(f"{label}: the first row does not look like a header row ({why}); the first "
+                         "row of the CSV must hold the column names. Add a header row (a file without "
+                         "one would have its first record read as names and dropped).")
+
+
 _CANONICAL_INT = r"-?(0|[1-9][0-9]*)"
 _LEADING_ZERO = r"-?0[0-9]+"  # a code such as a ZIP code, not a number
 
@@ -349,6 +367,7 @@ def _read_draft_frame(path: pathlib.Path, string_columns: Sequence[str], verbose
     (``"01"`` is a code), else str (always str for ``string_columns``). Empty cells are gaps (and
     make a bool column ``boolean``, an int column ``Int64``, with ``pd.NA``)."""
     raw = _read_raw(path, str(path), verbose)
+    _check_header(raw.columns, str(path))
     out = {}
     for name in raw.columns:
         s = raw[name].astype(object)
