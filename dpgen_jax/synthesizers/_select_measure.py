@@ -178,8 +178,10 @@ def workload(sizes: Sequence[int], degree: int, max_cells: int, *, size: int | N
         pick = np.random.default_rng(seed).choice(len(every), size=size, replace=False)
         return [every[i] for i in sorted(pick)]
     if size is None:
-        raise ValueError(f"{d} columns have {math.comb(d, degree):,} {degree}-way marginals; give a "
-                         f"workload size (at most {ENUMERATE_LIMIT:,} are listed).")
+        raise ValueError(f"{d} columns have {math.comb(d, degree):,} {degree}-way marginals, more than "
+                         f"the {ENUMERATE_LIMIT:,} that are listed; give the configuration's "
+                         "workload_size (a public random subset of that many, drawn from "
+                         "workload_seed; dpgen-jax: --set workload_size=N).")
     rng = np.random.default_rng(seed)
     chosen: set[Clique] = set()
     for _ in range(100):

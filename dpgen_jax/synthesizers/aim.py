@@ -98,6 +98,9 @@ class AIMConfig(sm.MarginalConfig):
             table has at most ``max_cells`` cells; candidates are its downward closure. Default 3,
             the paper's "all 3-way marginals" workload.
         max_cells: see above (the authors' code: 10,000).
+        workload_size, workload_seed: with more eligible marginals than ``workload_size``, a
+            public random subset of that many, drawn from ``workload_seed`` (None: all of them,
+            the paper's workload; a wide table, with more subsets than are listed, needs a size).
         max_rounds: R, the budget units of the rounds: the number of rounds when none is annealed,
             and the most there can be (an annealed round spends 4, 16, ... units). None: the
             paper's T = 16 d (R = round(16 d - alpha d), :meth:`rounds`, derived from the schema
@@ -121,6 +124,8 @@ class AIMConfig(sm.MarginalConfig):
     bin_spacing: str = "auto"
     workload_degree: int = 3
     max_cells: int = 10_000
+    workload_size: int | None = None
+    workload_seed: int = 0
     max_rounds: int | None = DEFAULT_MAX_ROUNDS
     measure_share: float = 0.9
     max_model_size: float = 80.0
@@ -135,6 +140,9 @@ class AIMConfig(sm.MarginalConfig):
         _v.choice(self.bin_spacing, "bin_spacing", SPACINGS)
         _v.count(self.workload_degree, "workload_degree", 1)
         _v.count(self.max_cells, "max_cells", 1)
+        if self.workload_size is not None:
+            _v.count(self.workload_size, "workload_size", 1)
+        _v.count(self.workload_seed, "workload_seed", 0)
         if self.max_rounds is not None:
             _v.count(self.max_rounds, "max_rounds", 1)
         _v.fraction(measure_share=self.measure_share)  # of each unit spent on the measurement (paper: 0.9)
@@ -317,7 +325,8 @@ def fit_released(config: AIMConfig, codes: np.ndarray, sizes: Sequence[int], key
     the same count (:func:`~dpgen_jax.synthesizers._select_measure.tick`)."""
     d = len(sizes)
     sm.check_degree(config.workload_degree, d)
-    work = workload(sizes, config.workload_degree, config.max_cells)
+    work = workload(sizes, config.workload_degree, config.max_cells, size=config.workload_size,
+                    seed=config.workload_seed)
     if not work:
         raise ValueError(f"max_cells={config.max_cells} leaves no {config.workload_degree}-way "
                          "marginal in the workload.")
@@ -436,7 +445,8 @@ class AIM(sm.MarginalSynthesizer):
         config = super().resolve_config(schema, preset)
         sizes = discretizer(config, schema).sizes  # a column declared missing is one coded column
         sm.check_degree(config.workload_degree, len(sizes))
-        if not workload(sizes, config.workload_degree, config.max_cells):
+        if not workload(sizes, config.workload_degree, config.max_cells, size=config.workload_size,
+                        seed=config.workload_seed):
             smallest = min(math.prod(c) for c in itertools.combinations(sizes, config.workload_degree))
             raise ValueError(f"max_cells={config.max_cells} leaves no {config.workload_degree}-way "
                              f"marginal of the schema in the workload (smallest: {smallest} cells).")
@@ -466,6 +476,11 @@ class AIM(sm.MarginalSynthesizer):
             "selection and measure phases count units: a round at m units is accounted as m unit "
             "selections and m unit measurements, its noise standard deviation sigma_u / sqrt(m) "
             "and its epsilon epsilon_u sqrt(m)). Selected marginals (units): " + listing + ".",
+            (f"The workload (public): every {config.workload_degree}-way marginal of at most "
+             f"{config.max_cells} cells" if config.workload_size is None else
+             f"The workload (public): at most {config.workload_size} eligible "
+             f"{config.workload_degree}-way marginals drawn from the public seed {config.workload_seed}")
+            + "; the candidates are its downward closure.",
             *([] if units == planned else [
                 f"The time budget capped the rounds at {units} of the {planned} planned units, a "
                 "cap fixed before any private row was read; no round overshoots it (a round's "
