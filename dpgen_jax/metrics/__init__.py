@@ -4,7 +4,8 @@ Every metric is a function over pandas frames plus the public :class:`~dpgen_jax
 frames are validated (``dpgen_jax.data.check_frame``) and encoded by the data layer's
 ``TableEncoder``. ``docs/metrics.md`` defines each metric and names its source paper.
 
-- :func:`evaluate`: all of them at once (the registry :data:`METRICS`; :func:`register_metric` adds one), as a JSON-serialisable dict; :func:`write_report`
+- :func:`evaluate`: all of them at once (the registry :data:`METRICS`; :func:`register_metric` adds one; each metric's
+  :class:`Option` is a keyword of ``evaluate``), as a JSON-serialisable dict; :func:`write_report`
   writes it with plots and a markdown summary, beside published numbers when given
   (``write_report(..., published=metrics.published.DP_AUTO_GAN_ADULT)``).
 - Predictive: :func:`dimension_wise_probability`, :func:`dimension_wise_prediction`,
@@ -60,7 +61,8 @@ from dpgen_jax.metrics._marginals import (
 )
 from dpgen_jax.metrics._published import PublishedResults
 from dpgen_jax.metrics._report import summary_markdown, write_report
-from dpgen_jax.metrics._registry import METRICS, BoardColumn, Headline, Metric, MetricInputs, register_metric
+from dpgen_jax.metrics._registry import (METRICS, BoardColumn, Headline, Metric, MetricInputs, Option,
+                                         register_metric)
 
 __all__ = [
     "METRICS",
@@ -68,6 +70,7 @@ __all__ = [
     "Headline",
     "Metric",
     "MetricInputs",
+    "Option",
     "register_metric",
     "MARGINAL_BINS",
     "LabelAccuracyProtocol",

@@ -19,7 +19,7 @@ from threadpoolctl import threadpool_limits
 from dpgen_jax.data import Schema, TableEncoder
 from dpgen_jax.metrics._forest import fit_recording_convergence, forest_predict, note_from_flag, source_flag
 from dpgen_jax.metrics._inputs import Table, check_features, check_schema, prepare, missing_as_value
-from dpgen_jax.metrics._registry import BoardColumn, MetricInputs, register_metric
+from dpgen_jax.metrics._registry import BoardColumn, MetricInputs, Option, register_metric
 from dpgen_jax.metrics._registry import Metric as RegisteredMetric
 
 Metric = Literal["auroc", "f1_binary", "f1_micro", "r2"]
@@ -319,7 +319,8 @@ def _dimension_wise(inputs: MetricInputs, nulls: dict[str, str]) -> dict[str, An
         known = {f: (s["real"], note_from_flag(s["flag"], "real"))
                  for f, s in inputs.prior["dimension_wise_prediction"].items()}
     dwp = dimension_wise_prediction_from_tables(inputs.train, inputs.test, inputs.synthetic, inputs.schema,
-                                                seed=inputs.seed, n_jobs=inputs.n_jobs, known_real=known)
+                                                seed=inputs.seed, n_jobs=inputs.options["dimension_wise_prediction"]["n_jobs"],
+                                                known_real=known)
     out = {"dimension_wise_prediction": dwp["scores"], "excluded": dwp["excluded"],
            "dimension_wise_summary": _dimension_wise_summary(dwp, len(inputs.schema))}
     if is_all_binary(inputs.schema):
@@ -348,4 +349,4 @@ register_metric(RegisteredMetric(
     board=(BoardColumn("dimwise_f1", "dimension_wise_summary.mean_distance_from_diagonal.f1_micro",
                        "dim-wise F1 dist.", False),
            BoardColumn("dimwise_auroc", "dimension_wise_summary.mean_distance_from_diagonal.auroc",
-                       "dim-wise AUROC dist.", False)), rank=10))
+                       "dim-wise AUROC dist.", False)), rank=10, options=(Option("n_jobs", -1),)))

@@ -17,8 +17,9 @@ from dpgen_jax import _validate as _v
 from dpgen_jax.data import Schema
 from dpgen_jax.data._check import show_values
 from dpgen_jax.metrics._inputs import Table, check_features, check_schema, prepare, missing_as_value
-from dpgen_jax.metrics._marginals import one_way_marginals_from_tables
-from dpgen_jax.metrics._registry import BoardColumn, Headline, Metric, MetricInputs, register_metric
+from dpgen_jax.metrics._marginals import DEFAULT_HISTOGRAM_BINS, one_way_marginals_from_tables
+from dpgen_jax.metrics._registry import (BoardColumn, Headline, Metric, MetricInputs, Option, positive_count,
+                                         register_metric)
 
 #: The eight features summed into the "All" rows of the DP-auto-GAN paper's Tables 2 and 5-7.
 PAPER_DIVERSITY_FEATURES: tuple[str, ...] = (
@@ -302,7 +303,7 @@ def _diversity_marginals(inputs: MetricInputs, nulls: dict[str, str]) -> dict[st
             out[key] = None
             nulls[key] = "the schema has no binary or categorical column"
     out["marginals"] = one_way_marginals_from_tables(inputs.reference, inputs.synthetic, inputs.schema,
-                                                     inputs.histogram_bins)
+                                                     inputs.options["diversity_marginals"]["histogram_bins"])
     return out
 
 
@@ -312,4 +313,6 @@ register_metric(Metric(
     headlines=(Headline("JSD total ({n} features, nats)", "jsd.total"),
                Headline("D_KL^μ total ({n} features, nats)", "kl_mu.total")),
     board=(BoardColumn("jsd_total", "jsd.total", "JSD total", False),
-           BoardColumn("kl_mu_total", "kl_mu.total", "D_KL^mu total", False)), rank=30))
+           BoardColumn("kl_mu_total", "kl_mu.total", "D_KL^mu total", False)), rank=30,
+    options=(Option("histogram_bins", DEFAULT_HISTOGRAM_BINS, positive_count),),
+    title_fields=(("n", lambda result: len(result.get("diversity_total_features") or [])),)))

@@ -26,7 +26,7 @@ from dpgen_jax.metrics._inputs import (
     prepare_frames,
     missing_as_value,
 )
-from dpgen_jax.metrics._registry import (BoardColumn, Headline, Metric, MetricInputs, needs_binary_label,
+from dpgen_jax.metrics._registry import (BoardColumn, Headline, Metric, MetricInputs, Option, needs_binary_label,
                                          needs_label, register_metric)
 
 #: Trees of the DP-auto-GAN paper's Table 3 random forest.
@@ -396,23 +396,24 @@ def lr_utility(
 
 def _label_accuracy(inputs: MetricInputs, nulls: dict[str, str]) -> dict[str, Any]:
     train, test, synthetic, schema = inputs.labelled()
-    args = (test, schema, inputs.label, inputs.label_protocol, inputs.n_jobs)
+    options = inputs.options["label_accuracy"]
+    args = (test, schema, inputs.label, options["label_protocol"], options["n_jobs"])
     real = (inputs.prior["label_accuracy"]["real"] if inputs.prior is not None
             else label_accuracy_from_tables(train, *args))
     return {"label_accuracy": {"label": inputs.label, "real": real,
                                "synthetic": label_accuracy_from_tables(synthetic, *args),
-                               "protocol": inputs.label_protocol.describe()}}
+                               "protocol": options["label_protocol"].describe()}}
 
 
 def _tstr(inputs: MetricInputs, nulls: dict[str, str]) -> dict[str, Any]:
     train, test, synthetic, schema = inputs.labelled()
-    label, prior = inputs.label, inputs.prior
+    label, prior, tune = inputs.label, inputs.prior, inputs.options["tstr_auroc"]["tune_tstr"]
     entry: dict[str, Any] = {
         "label": label,
         "protocol": {
             "model": "LogisticRegression(solver='liblinear')",
             "selection": ("C over logspace(-4, 0, 20) x {l1, l2} on a 1/9 validation split"
-                          if inputs.tune_tstr else "C = 1, l2"),
+                          if tune else "C = 1, l2"),
             "positive": schema[label].categories[1],
         },
     }
@@ -423,7 +424,7 @@ def _tstr(inputs: MetricInputs, nulls: dict[str, str]) -> dict[str, Any]:
             note = note_from_flag(old.get("flag"), "real")
             score = Score(old["real"], flag=note, reason=prior["nulls"].get("tstr_auroc.real"))
         else:
-            score = tstr_auroc_from_tables(table, test, schema, label, tune=inputs.tune_tstr,
+            score = tstr_auroc_from_tables(table, test, schema, label, tune=tune,
                                            seed=inputs.seed)
         entry[key] = score.value
         if score.value is None:
@@ -446,14 +447,26 @@ def _lr_utility(inputs: MetricInputs, nulls: dict[str, str]) -> dict[str, Any]:
     return {"lr_utility": entry}
 
 
-register_metric(Metric("label_accuracy", ("label_accuracy",), _label_accuracy, applies=needs_label, rank=20))
+def _check_protocol(name: str, value: Any, schema: Schema) -> LabelAccuracyProtocol:
+    if value is None:
+        return LabelAccuracyProtocol()
+    if not isinstance(value, LabelAccuracyProtocol):
+        raise TypeError(f"{name} must be a LabelAccuracyProtocol, got {type(value).__name__}.")
+    return value
+
+
+register_metric(Metric(
+    "label_accuracy", ("label_accuracy",), _label_accuracy, applies=needs_label, rank=20,
+    options=(Option("n_jobs", -1),
+             Option("label_protocol", None, _check_protocol, fingerprint=lambda p: ("protocol", p.describe())))))
 
 
 register_metric(Metric(
     "tstr_auroc", ("tstr_auroc",), _tstr,
     applies=lambda i: needs_binary_label(i, "AUROC"),
     headlines=(Headline("LR AUROC on {label} (TSTR, liblinear)", "tstr_auroc.synthetic", "tstr_auroc.real"),),
-    board=(BoardColumn("tstr_auroc", "tstr_auroc.synthetic", "TSTR AUROC", True),), rank=90))
+    board=(BoardColumn("tstr_auroc", "tstr_auroc.synthetic", "TSTR AUROC", True),), rank=90,
+    options=(Option("tune_tstr", False, fingerprint=lambda tune: ("tune_tstr", tune)),)))
 
 
 register_metric(Metric(

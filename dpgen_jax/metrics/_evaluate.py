@@ -8,7 +8,6 @@ import json
 import math
 import time
 import warnings
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -16,21 +15,11 @@ import pandas as pd
 
 from dpgen_jax import _validate as _v
 from dpgen_jax.data import Schema, TableEncoder
-# The metric modules register their metrics when imported (metrics/_registry.py); each one
-# evaluate runs is imported here, whatever imported the package first.
-from dpgen_jax.metrics import _divergence  # noqa: F401  (registers diversity_marginals)
-from dpgen_jax.metrics._downstream import LabelAccuracyProtocol
-from dpgen_jax.metrics._fidelity import (
-    MARGINAL_BINS,
-    MAX_2WAY_PAIRS,
-    MAX_3WAY_TRIPLES,
-    Spacing,
-    resolve_marginals,
-    resolve_spacing,
-)
-from dpgen_jax.metrics._marginals import DEFAULT_HISTOGRAM_BINS, DEFAULT_TRIPLES
+# The metric modules register their metrics, with their options, when imported
+# (metrics/_registry.py): one line per module, so the table is complete whatever imported first.
+from dpgen_jax.metrics import _dimension_wise, _divergence, _downstream, _fidelity, _marginals  # noqa: F401
 from dpgen_jax.metrics._forest import warnings_once
-from dpgen_jax.metrics._registry import METRICS, MetricInputs, lookup
+from dpgen_jax.metrics._registry import METRICS, MetricInputs, fingerprint_options, lookup, real_settings, route_options
 from dpgen_jax.metrics._dimension_wise import DIMENSION_WISE_TREES, is_all_binary
 from dpgen_jax.data import has_missing
 from dpgen_jax.metrics._downstream import majority_rate
@@ -78,18 +67,8 @@ def evaluate(
     *,
     label: str | None = None,
     seed: int = 0,
-    n_jobs: int | None = -1,
-    n_triples: int = DEFAULT_TRIPLES,
-    histogram_bins: int = DEFAULT_HISTOGRAM_BINS,
-    tune_tstr: bool = False,
-    label_protocol: LabelAccuracyProtocol | None = None,
     reuse_real: dict[str, Any] | None = None,
-    marginal_bins: int = MARGINAL_BINS,
-    marginal_spacing: Spacing = "equal",
-    max_3way_triples: int = MAX_3WAY_TRIPLES,
-    max_2way_pairs: int = MAX_2WAY_PAIRS,
-    marginal_pairs: Sequence[Sequence[str]] | None = None,
-    marginal_triples: Sequence[Sequence[str]] | None = None,
+    **options: Any,
 ) -> dict[str, Any]:
     """Every metric of ``docs/metrics.md`` for one synthetic table.
 
@@ -123,32 +102,20 @@ def evaluate(
             are null and ``nulls`` says why. A label declared ``missing=True`` is scored on the
             rows where it is present, as its own kind (``meta.label_rows``; ``docs/metrics.md``,
             "Labels with gaps").
-        seed: Seed of the dimension-wise forests and of the 3-way marginal's triples.
-        n_jobs: Parallel jobs for the forests (-1 = all cores).
-        n_triples: Random feature triples of the 3-way marginal.
-        histogram_bins: Bins of continuous 1-way marginals (see ``histogram_edges``).
-        tune_tstr: Use the GS-WGAN thesis's C/penalty selection for the TSTR AUROC (40 extra fits
-            per source).
-        marginal_bins: Public bins per continuous column of ``tv_1way``, ``marginal_l1_2way`` and
-            ``marginal_l1_3way``.
-        marginal_spacing: ``"equal"`` (default), ``"log"`` or ``{continuous column: spacing}``
-            for those bins (``data.bin_edges``).
-        max_3way_triples: ``marginal_l1_3way`` uses every column triple up to this many, else
-            this many distinct triples drawn with ``seed``.
-        max_2way_pairs: The same cap for the pairs of ``marginal_l1_2way``.
-        marginal_pairs: Pairs of column names that ``marginal_l1_2way`` scores instead of its
-            default choice, e.g. a table's known dependent pairs (None: the default).
-        marginal_triples: Triples of column names that ``marginal_l1_3way`` scores instead of its
-            default choice (None: the default).
-        label_protocol: Options of the Table 3 forest (default: the full split, 800 trees,
-            ``random_state=0``); e.g. ``LabelAccuracyProtocol(size=4000, shuffle_seed=0)`` for the
-            notebook's real-data protocol.
+        seed: Seed of the dimension-wise forests, of the 3-way marginals' triples and of the 2-way
+            L1's pairs.
         reuse_real: A previous result of ``evaluate`` on the same real rows with the same
-            settings (schema, label, seed, label protocol, ``tune_tstr``). Its real-data scores
+            settings (schema, label, seed and the options the real-data scores depend on:
+            :func:`~dpgen_jax.metrics._registry.fingerprint_options`). Its real-data scores
             (models trained on ``real_train``: dimension-wise, label accuracy, TSTR
             and LR utility) are reused instead of refitted, which roughly halves the cost of
             evaluating several synthetic tables. Checked by ``meta.real_fingerprint``; a
             mismatch raises ValueError.
+        **options: Each metric's options (``Metric.options`` of :data:`METRICS`), by name: each is
+            routed to every metric that declares it; the others keep their defaults.
+            ``docs/metrics.md`` ("Options of evaluate") lists each with its metric and default,
+            e.g. ``n_jobs=1``, ``n_triples=50`` or
+            ``label_protocol=LabelAccuracyProtocol(size=4000, shuffle_seed=0)``.
 
     Returns:
         A JSON-serialisable dict (no NaN or infinities; an undefined number is ``None`` and
@@ -181,7 +148,8 @@ def evaluate(
         Each distinct warning of the model fits (scikit-learn's) is shown once per call.
 
     Raises:
-        TypeError: if a frame is not a DataFrame or ``schema`` not a Schema.
+        TypeError: if a frame is not a DataFrame or ``schema`` not a Schema, or on an option no
+            metric declares (the message lists every option with its metrics).
         ValueError: naming the frame and column, on mismatched or undeclared columns, an empty
             frame, values outside the schema (unknown category, missing value, out of bounds), an
             unknown or continuous label, or invalid options.
@@ -197,23 +165,7 @@ def evaluate(
     t0 = time.perf_counter()
     check_schema(schema)
     seed = _v.whole(seed=seed)
-    n_triples = _v.whole(minimum=1, n_triples=n_triples)
-    histogram_bins = _v.whole(minimum=1, histogram_bins=histogram_bins)
-    marginal_bins = _v.whole(minimum=1, marginal_bins=marginal_bins)
-    max_3way_triples = _v.whole(minimum=1, max_3way_triples=max_3way_triples)
-    max_2way_pairs = _v.whole(minimum=1, max_2way_pairs=max_2way_pairs)
-    resolve_spacing(schema, marginal_spacing)  # fail before any work on a bad spacing
-    given: dict[str, tuple[tuple[str, ...], ...]] = {}
-    for k, name, value in ((2, "marginal_pairs", marginal_pairs), (3, "marginal_triples", marginal_triples)):
-        if value is not None:
-            resolve_marginals(schema, value, k, name)  # fail before any work on a bad name
-            given[name] = tuple(tuple(t) for t in value)
-    if label_protocol is None:
-        label_protocol = LabelAccuracyProtocol()
-    elif not isinstance(label_protocol, LabelAccuracyProtocol):
-        raise TypeError(
-            f"label_protocol must be a LabelAccuracyProtocol, got {type(label_protocol).__name__}."
-        )
+    routed = route_options(options, schema)  # every option checked before any work
     frames = {"real_train": real_train, "real_test": real_test, "synthetic": synthetic}
     check_same_columns(frames)
     label_name = check_label(schema, label, required=False)
@@ -226,7 +178,7 @@ def evaluate(
     test = prepare(real_test, schema, "real_test", enc)
     syn = prepare(synthetic, schema, "synthetic", enc)
     reference = concat_tables(train, test, "reference")
-    fingerprint = _real_fingerprint(train, test, schema, label_name, seed, label_protocol, tune_tstr)
+    fingerprint = _real_fingerprint(train, test, schema, label_name, seed, real_settings(routed))
     prior = _check_reuse(reuse_real, fingerprint)
     timings["validate_encode"] = time.perf_counter() - t0
 
@@ -255,11 +207,7 @@ def evaluate(
     }
 
     inputs = MetricInputs(train=train, test=test, synthetic=syn, reference=reference, schema=schema,
-                          label=label_name, seed=seed, n_jobs=n_jobs, n_triples=n_triples,
-                          histogram_bins=histogram_bins, tune_tstr=tune_tstr,
-                          label_protocol=label_protocol, marginal_bins=marginal_bins,
-                          marginal_spacing=marginal_spacing, max_3way_triples=max_3way_triples,
-                          prior=prior, max_2way_pairs=max_2way_pairs, label_rows=labelled, **given)
+                          label=label_name, seed=seed, prior=prior, options=routed, label_rows=labelled)
     if label_name is not None and (labelled is None or labelled.reason is None):
         out["meta"]["label_majority_rate"] = majority_rate(*inputs.labelled()[1::2], label_name)
         if labelled is not None:
@@ -323,12 +271,12 @@ def _real_fingerprint(
     schema: Schema,
     label: str | None,
     seed: int,
-    protocol: LabelAccuracyProtocol,
-    tune_tstr: bool,
+    options: dict[str, Any],
 ) -> str:
-    """sha256 of everything the real-data scores depend on (rows, schema, settings)."""
+    """sha256 of everything the real-data scores depend on (rows, schema, label, seed and the
+    options of :func:`~dpgen_jax.metrics._registry.real_settings`)."""
     h = hashlib.sha256()
-    settings = {"label": label, "seed": seed, "protocol": protocol.describe(), "tune_tstr": tune_tstr}
+    settings = {"label": label, "seed": seed, **options}
     h.update(json.dumps(settings, sort_keys=True).encode())
     h.update(schema.to_json().encode())
     for table in (train, test):
@@ -351,6 +299,6 @@ def _check_reuse(reuse_real: Any, fingerprint: str) -> dict[str, Any] | None:
         raise RealScoresMismatch(
             "reuse_real was computed on different real rows or settings (meta.real_fingerprint "
             f"{str(theirs)[:12]}... != {fingerprint[:12]}...); the real-data rows, schema, label, seed, "
-            "label_protocol and tune_tstr must all be the same."
+            f"and the options {', '.join(fingerprint_options())} must all be the same."
         )
     return reuse_real

@@ -24,8 +24,8 @@ from dpgen_jax.data._check import show_values
 from dpgen_jax.metrics._divergence import distribution_from_codes, jensen_shannon
 from dpgen_jax.metrics._inputs import Table, prepare_frames, missing_as_value
 from dpgen_jax.metrics._association import DIFF_COR_MAX_COLUMNS, diff_cor_from_tables
-from dpgen_jax.metrics._registry import (BoardColumn, Headline, Metric, MetricInputs, needs_three_columns,
-                                         register_metric)
+from dpgen_jax.metrics._registry import (BoardColumn, Headline, Metric, MetricInputs, Option, needs_three_columns,
+                                         positive_count, register_metric)
 
 #: Default number of public bins of a continuous column in the marginal distances.
 MARGINAL_BINS = 20
@@ -182,11 +182,6 @@ def choose_subsets(d: int, k: int, max_subsets: int, seed: int) -> tuple[list[tu
     while len(chosen) < max_subsets:
         chosen.add(tuple(int(i) for i in np.sort(rng.choice(d, size=k, replace=False))))
     return sorted(chosen), False
-
-
-def choose_triples(d: int, max_triples: int, seed: int) -> tuple[list[tuple[int, ...]], bool]:
-    """:func:`choose_subsets` of 3 columns (the triples of :func:`marginal_l1_3way`)."""
-    return choose_subsets(d, 3, max_triples, seed)
 
 
 def resolve_marginals(schema: Schema, given: Any, k: int, arg: str | None = None) -> list[tuple[int, ...]]:
@@ -525,9 +520,16 @@ def js_distance_mean(real: pd.DataFrame, synthetic: pd.DataFrame, schema: Schema
 # ----------------------------------------------------------------------------- registered in evaluate
 
 
+_BINS = (Option("marginal_bins", MARGINAL_BINS, positive_count),  # the options of both marginal L1 metrics
+         Option("marginal_spacing", "equal", lambda name, v, schema: (resolve_spacing(schema, v), v)[1]))
+_SUBSETS_GIVEN = {k: Option(f"marginal_{_SUBSETS[k]}", None, lambda name, v, schema, k=k: None if v is None else
+                            (resolve_marginals(schema, v, k, name), tuple(map(tuple, v)))[1]) for k in (2, 3)}
+
+
 def _tv_and_l1_3way(inputs: MetricInputs, nulls: dict[str, str]) -> dict[str, Any]:
+    o = inputs.options["tv_1way_marginal_l1_3way"]
     tv = total_variation_1way_from_tables(inputs.reference, inputs.synthetic, inputs.schema,
-                                          inputs.marginal_bins, inputs.marginal_spacing)
+                                          o["marginal_bins"], o["marginal_spacing"])
     for key in ("mean_continuous", "mean_discrete"):
         if tv[key] is None:
             nulls[f"tv_1way.{key}"] = f"the schema has no {key.split('_')[1]} column"
@@ -535,9 +537,8 @@ def _tv_and_l1_3way(inputs: MetricInputs, nulls: dict[str, str]) -> dict[str, An
     reason = needs_three_columns(inputs)
     if reason is None:
         out["marginal_l1_3way"] = marginal_l1_3way_from_tables(
-            inputs.reference, inputs.synthetic, inputs.schema, bins=inputs.marginal_bins,
-            spacing=inputs.marginal_spacing, max_triples=inputs.max_3way_triples, seed=inputs.seed,
-            triples=inputs.marginal_triples)
+            inputs.reference, inputs.synthetic, inputs.schema, bins=o["marginal_bins"], spacing=o["marginal_spacing"],
+            max_triples=o["max_3way_triples"], seed=inputs.seed, triples=o["marginal_triples"])
     else:
         out["marginal_l1_3way"] = None
         nulls["marginal_l1_3way"] = reason
@@ -545,10 +546,10 @@ def _tv_and_l1_3way(inputs: MetricInputs, nulls: dict[str, str]) -> dict[str, An
 
 
 def _l1_2way(inputs: MetricInputs, nulls: dict[str, str]) -> dict[str, Any]:
+    o = inputs.options["marginal_l1_2way"]
     return {"marginal_l1_2way": marginal_l1_2way_from_tables(
-        inputs.reference, inputs.synthetic, inputs.schema, bins=inputs.marginal_bins,
-        spacing=inputs.marginal_spacing, max_pairs=inputs.max_2way_pairs, seed=inputs.seed,
-        pairs=inputs.marginal_pairs)}
+        inputs.reference, inputs.synthetic, inputs.schema, bins=o["marginal_bins"], spacing=o["marginal_spacing"],
+        max_pairs=o["max_2way_pairs"], seed=inputs.seed, pairs=o["marginal_pairs"])}
 
 
 def _similarity(inputs: MetricInputs, nulls: dict[str, str]) -> dict[str, Any]:
@@ -577,14 +578,18 @@ register_metric(Metric(
                         "marginal_l1_3way.mean")),
     board=(BoardColumn("tv_mean", "tv_1way.mean", "TV mean", False),
            BoardColumn("tv_continuous", "tv_1way.mean_continuous", "TV cont.", False),
-           BoardColumn("l1_3way", "marginal_l1_3way.mean", "3-way L1", False)), rank=50))
+           BoardColumn("l1_3way", "marginal_l1_3way.mean", "3-way L1", False)), rank=50,
+    options=(*_BINS, Option("max_3way_triples", MAX_3WAY_TRIPLES, positive_count), _SUBSETS_GIVEN[3]),
+    title_fields=(("t", lambda result: (result.get("marginal_l1_3way") or {}).get("n_triples")),)))
 
 
 register_metric(Metric(
     "marginal_l1_2way", ("marginal_l1_2way",), _l1_2way,
     applies=lambda i: None if len(i.schema) >= 2 else "the schema has 1 column; a 2-way marginal needs 2",
     headlines=(Headline("2-way marginal L1 on public bins, mean of {p} pairs (0 best, 2 worst)",
-                        "marginal_l1_2way.mean"),), rank=60))
+                        "marginal_l1_2way.mean"),), rank=60,
+    options=(*_BINS, Option("max_2way_pairs", MAX_2WAY_PAIRS, positive_count), _SUBSETS_GIVEN[2]),
+    title_fields=(("p", lambda result: (result.get("marginal_l1_2way") or {}).get("n_pairs")),)))
 
 
 register_metric(Metric(

@@ -17,7 +17,8 @@ from threadpoolctl import threadpool_limits
 from dpgen_jax import _validate as _v
 from dpgen_jax.data import Column, Schema, TableEncoder
 from dpgen_jax.metrics._inputs import Table, check_schema, prepare, missing_as_value
-from dpgen_jax.metrics._registry import Headline, Metric, MetricInputs, needs_three_columns, register_metric
+from dpgen_jax.metrics._registry import (Headline, Metric, MetricInputs, Option, needs_three_columns, positive_count,
+                                         register_metric)
 
 #: Default number of equal-width histogram bins of a continuous column in the marginal plots (the
 #: paper does not fix it).
@@ -287,7 +288,8 @@ def _pca(inputs: MetricInputs, nulls: dict[str, str]) -> dict[str, Any]:
 
 def _three_way_marginal(inputs: MetricInputs, nulls: dict[str, str]) -> dict[str, Any]:
     return {"three_way_marginal": three_way_marginal_from_tables(
-        inputs.reference, inputs.synthetic, inputs.schema, n_triples=inputs.n_triples, seed=inputs.seed)}
+        inputs.reference, inputs.synthetic, inputs.schema, n_triples=inputs.options["three_way_marginal"]["n_triples"],
+        seed=inputs.seed)}
 
 
 register_metric(Metric(
@@ -297,4 +299,6 @@ register_metric(Metric(
 
 register_metric(Metric(
     "three_way_marginal", ("three_way_marginal",), _three_way_marginal, applies=needs_three_columns,
-    headlines=(Headline("NIST 3-way marginal L1, mean of {nist} random triples", "three_way_marginal.mean"),), rank=70))
+    headlines=(Headline("NIST 3-way marginal L1, mean of {nist} random triples", "three_way_marginal.mean"),), rank=70,
+    options=(Option("n_triples", DEFAULT_TRIPLES, positive_count),),
+    title_fields=(("nist", lambda result: (result.get("three_way_marginal") or {}).get("n_triples")),)))

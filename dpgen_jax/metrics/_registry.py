@@ -1,14 +1,17 @@
 """The metric registry: every metric :func:`~dpgen_jax.metrics.evaluate` computes, registered once.
 
-A :class:`Metric` names the result keys it writes, says whether it applies to a schema and its
+A :class:`Metric` names the result keys it writes, declares its options (:class:`Option`: the
+``evaluate`` keywords it reads, their defaults and checks; ``evaluate`` routes each keyword to the
+metrics that declare it, :func:`route_options`), says whether it applies to a schema and its
 inputs (or why not: each of its keys is then null with that reason), computes its values, and
 lists the rows it contributes to the report's headline (:class:`Headline`) and to the
 benchmark's leaderboard (:class:`BoardColumn`). ``evaluate``, ``write_report``'s summary, the
 leaderboard and ``docs/metrics.md`` (a test checks that it has a section for every key) all read
 :data:`METRICS`. A metric registers itself in the module of its function (the adapter from
-:class:`MetricInputs` and one :func:`register_metric` call at the end of that module); adding a
-metric touches that module, its test and its docs section. ``dpgen_jax.metrics`` imports every
-metric module, and ``evaluate`` imports those it runs, so the table is complete wherever it is read.
+:class:`MetricInputs` and one :func:`register_metric` call at the end of that module). ``evaluate``
+imports every metric module on one line, so the table is complete wherever it is read: adding a
+metric touches its module, that line, its test and its docs section; this module names no metric
+and no option.
 
 The order of :data:`METRICS` (by ``Metric.rank``, whatever the order in which the modules are
 imported) is the order of evaluation, of ``timings_s`` and of the headline rows. Every metric draws
@@ -18,22 +21,42 @@ its randomness from ``inputs.seed`` alone, so the order changes no value.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from dpgen_jax import _validate as _v
 from dpgen_jax.data import Schema
 from dpgen_jax.metrics._inputs import LabelRows, Table
 
 
 @dataclasses.dataclass(frozen=True)
+class Option:
+    """An option of a metric, passed to :func:`~dpgen_jax.metrics.evaluate` as a keyword of its name.
+
+    Attributes:
+        name: the keyword (several metrics may declare one name: the keyword then sets each).
+        default: its value when not given.
+        check: ``(name, value, schema) -> value``: the checked (and normalised) value; it raises
+            naming ``name`` on a bad one. None: taken as given.
+        fingerprint: ``value -> (key, JSON value)`` for an option the real-data scores depend on:
+            it enters ``meta.real_fingerprint`` under ``key`` (so ``reuse_real`` holds only for the
+            same value). None: the real-data scores do not depend on it.
+    """
+
+    name: str
+    default: Any
+    check: Callable[[str, Any, Schema], Any] | None = None
+    fingerprint: Callable[[Any], tuple[str, Any]] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
 class MetricInputs:
     """What every metric may read: the three prepared tables (R, T, S), the reference R + T, the
-    schema, the label and ``evaluate``'s options; ``prior`` is a reused result (its real-data
-    scores are not refitted). ``marginal_pairs`` / ``marginal_triples``: given marginals of the
-    2-way / 3-way L1 (tuples of column names; None: the default choice). ``label_rows``: the rows
-    the label metrics read when the label is declared ``missing=True`` (:meth:`labelled`).
-    ``label_protocol`` (a ``LabelAccuracyProtocol``) and ``marginal_spacing`` (a ``Spacing``) are
-    typed by the metric modules that read them, which import this one (so it names neither)."""
+    schema, the label, the seed and the checked options of every metric (``options[metric
+    name][option name]``, each metric's :attr:`Metric.options` with ``evaluate``'s keywords
+    routed in: :func:`route_options`); ``prior`` is a reused result (its real-data scores are
+    not refitted). ``label_rows``: the rows the label metrics read when the label is declared
+    ``missing=True`` (:meth:`labelled`)."""
 
     train: Table
     test: Table
@@ -42,18 +65,8 @@ class MetricInputs:
     schema: Schema
     label: str | None
     seed: int
-    n_jobs: int | None
-    n_triples: int
-    histogram_bins: int
-    tune_tstr: bool
-    label_protocol: Any
-    marginal_bins: int
-    marginal_spacing: Any
-    max_3way_triples: int
     prior: dict[str, Any] | None
-    max_2way_pairs: int
-    marginal_pairs: tuple[tuple[str, ...], ...] | None = None
-    marginal_triples: tuple[tuple[str, ...], ...] | None = None
+    options: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
     label_rows: LabelRows | None = None
 
     def labelled(self) -> tuple[Table, Table, Table, Schema]:
@@ -67,8 +80,8 @@ class MetricInputs:
 
 @dataclasses.dataclass(frozen=True)
 class Headline:
-    """A row of the report's headline: ``title`` (``str.format`` fields ``n``, ``p``, ``t``,
-    ``nist``, ``label``), the result path of the synthetic number, of the real-data number (or
+    """A row of the report's headline: ``title`` (``str.format`` fields: ``label`` and those the
+    metrics declare in :attr:`Metric.title_fields`), the result path of the synthetic number, of the real-data number (or
     None); the row is left out when the metric's key is null, or when ``path`` is null and
     ``optional``."""
 
@@ -102,6 +115,9 @@ class Metric:
         headlines: its rows of the report's headline.
         board: its columns of the leaderboard.
         rank: its place in :data:`METRICS` (ascending; ties keep the order of registration).
+        options: the options it reads (``inputs.options[name]``), each an ``evaluate`` keyword.
+        title_fields: ``(field, result -> value)``: the ``str.format`` fields it gives the titles of
+            the report's headline (e.g. how many pairs a mean is over).
     """
 
     name: str
@@ -111,6 +127,8 @@ class Metric:
     headlines: tuple[Headline, ...] = ()
     board: tuple[BoardColumn, ...] = ()
     rank: float = 0.0
+    options: tuple[Option, ...] = ()
+    title_fields: tuple[tuple[str, Callable[[dict[str, Any]], Any]], ...] = ()
 
 
 METRICS: list[Metric] = []
@@ -119,13 +137,25 @@ METRICS: list[Metric] = []
 
 def register_metric(metric: Metric) -> Metric:
     """Adds ``metric`` to :data:`METRICS` at its rank (a name or a result key already taken is an
-    error)."""
+    error, and so is an option another metric declares with another default: one keyword sets
+    both)."""
     taken = {k for m in METRICS for k in m.keys}
     if any(m.name == metric.name for m in METRICS) or taken & set(metric.keys):
         raise ValueError(f"metric {metric.name!r} (keys {metric.keys}) clashes with a registered one.")
+    defaults = {o.name: (m.name, o.default) for m in METRICS for o in m.options}
+    for option in metric.options:
+        other, default = defaults.get(option.name, (None, option.default))
+        if default is not option.default and default != option.default:
+            raise ValueError(f"metric {metric.name!r} declares the option {option.name!r} with the default "
+                             f"{option.default!r}; metric {other!r} declares it with {default!r}.")
     METRICS.append(metric)
     METRICS.sort(key=lambda m: m.rank)  # stable: ties keep the order of registration
     return metric
+
+
+def positive_count(name: str, value: Any, schema: Schema) -> int:
+    """:attr:`Option.check` of a count: a whole number of at least 1."""
+    return _v.whole(minimum=1, **{name: value})
 
 
 def lookup(result: dict[str, Any], path: str) -> Any:
@@ -136,6 +166,52 @@ def lookup(result: dict[str, Any], path: str) -> Any:
             return None
         node = node[part]
     return node
+
+
+def route_options(given: Mapping[str, Any], schema: Schema) -> dict[str, dict[str, Any]]:
+    """``{metric name: {option: checked value}}``: each keyword of ``given`` routed to every metric
+    that declares it (:attr:`Metric.options`), the others at their defaults.
+
+    Raises:
+        TypeError: on a keyword no metric declares, naming it and every option with its metrics.
+        TypeError, ValueError: as an option's check, naming the option.
+    """
+    owners: dict[str, list[str]] = {}
+    for metric in METRICS:
+        for option in metric.options:
+            owners.setdefault(option.name, []).append(metric.name)
+    unknown = [name for name in given if name not in owners]
+    if unknown:
+        known = "; ".join(f"{name} ({', '.join(ms)})" for name, ms in sorted(owners.items()))
+        raise TypeError(f"evaluate got the unknown option{'s' if len(unknown) > 1 else ''} "
+                        f"{', '.join(map(repr, unknown))}; the options (and the metrics that read them) "
+                        f"are: {known}.")
+    checked: dict[str, Any] = {}  # an option shared by several metrics is checked once
+    out: dict[str, dict[str, Any]] = {}
+    for metric in METRICS:
+        for option in metric.options:
+            if option.name not in checked:
+                value = given.get(option.name, option.default)
+                checked[option.name] = value if option.check is None else option.check(option.name, value, schema)
+        out[metric.name] = {option.name: checked[option.name] for option in metric.options}
+    return out
+
+
+def real_settings(options: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The routed options the real-data scores depend on (:attr:`Option.fingerprint`), by their
+    fingerprint key."""
+    out: dict[str, Any] = {}
+    for metric in METRICS:
+        for option in metric.options:
+            if option.fingerprint is not None:
+                key, value = option.fingerprint(options[metric.name][option.name])
+                out[key] = value
+    return out
+
+
+def fingerprint_options() -> list[str]:
+    """The names of the options that enter ``meta.real_fingerprint``."""
+    return list(dict.fromkeys(o.name for m in METRICS for o in m.options if o.fingerprint is not None))
 
 
 def result_keys() -> list[str]:
@@ -168,5 +244,6 @@ def needs_three_columns(inputs: MetricInputs) -> str | None:
     return None if n >= 3 else f"the schema has {n} columns; a 3-way marginal needs 3"
 
 
-__all__ = ["METRICS", "BoardColumn", "Headline", "Metric", "MetricInputs", "lookup", "needs_binary_label",
-           "needs_label", "needs_three_columns", "register_metric", "result_keys"]
+__all__ = ["METRICS", "BoardColumn", "Headline", "Metric", "MetricInputs", "Option", "fingerprint_options",
+           "lookup", "needs_binary_label", "needs_label", "needs_three_columns", "positive_count", "real_settings",
+           "register_metric", "result_keys", "route_options"]

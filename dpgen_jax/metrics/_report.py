@@ -143,13 +143,8 @@ def _headline(result: dict[str, Any], records: tuple[PublishedResults, ...]) -> 
         lines.append(_row(title, _num(la["real"]), _num(la["synthetic"]), published))
     elif (result.get("meta") or {}).get("label") is not None:
         lines.append(_row("RF accuracy on the label", "—", _cell(result, "label_accuracy"), ""))
-    fill = {
-        "n": len(result.get("diversity_total_features") or []),
-        "p": (result.get("marginal_l1_2way") or {}).get("n_pairs"),
-        "t": (result.get("marginal_l1_3way") or {}).get("n_triples"),
-        "nist": (result.get("three_way_marginal") or {}).get("n_triples"),
-        "label": (result.get("meta") or {}).get("label"),
-    }
+    fill = {field: value(result) for metric in METRICS for field, value in metric.title_fields}
+    fill["label"] = (result.get("meta") or {}).get("label")
     for metric in METRICS:
         for i, row in enumerate(metric.headlines):
             value = lookup(result, row.path)
