@@ -8,19 +8,17 @@ import pytest
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("MPLBACKEND", "Agg")
 # Test-only compile options for every program the tests compile, also in the subprocesses they
-# start (which inherit the environment): XLA's CPU back end without its LLVM optimisations, as
-# FAST_COMPILE in tests/test_dpsgd_step.py. Compilation is most of the suite's time and takes about
-# a third less; the programs compute the same values (the pinned outputs and release files still
-# match to their tolerances), a few run slower (test_dpsgd_noise's 2^29 draws compile with full
+# start (which inherit the environment): FAST_COMPILE of tests/_compile.py, XLA's CPU back end
+# without its LLVM optimisations. Compilation is most of the suite's time and takes about a third
+# less; the programs compute the same values (the pinned outputs and release files still match to
+# their tolerances), a few run slower (test_dpsgd_noise's 2^29 draws compile with full
 # optimisation). Either flag already in XLA_FLAGS is left as it is (XLA_FLAGS="--xla_backend_
 # optimization_level=3 --xla_llvm_disable_expensive_passes=false" runs the suite with XLA's defaults).
-FAST_COMPILE_FLAGS = {"--xla_backend_optimization_level": "0", "--xla_llvm_disable_expensive_passes": "true"}
-os.environ["XLA_FLAGS"] = " ".join([os.environ.get("XLA_FLAGS", "")] + [
-    f"{flag}={value}" for flag, value in FAST_COMPILE_FLAGS.items()
-    if flag not in os.environ.get("XLA_FLAGS", "")]).strip()
+from tests._compile import compilation_cache, with_fast_compile  # noqa: E402  (imports no JAX)
+
+os.environ["XLA_FLAGS"] = with_fast_compile(os.environ.get("XLA_FLAGS", ""))
 
 from dpgen_jax import data  # noqa: E402  (after the environment above)
-from tests._compile import compilation_cache  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHARED_ADULT = ROOT.parent / "shared" / "data" / "adult"

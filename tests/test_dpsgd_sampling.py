@@ -23,14 +23,11 @@ import pytest
 from scipy import stats
 
 from dpgen_jax import dpsgd
+from tests._compile import FAST_COMPILE
 
 P_ACCEPT = 1e-4
 P_REJECT = 1e-6
 N_DRAWS = 20_000
-
-# Test-only compile options: these small programs compile 2-3x faster with XLA's CPU backend
-# optimisations off, and the numerics checked here do not depend on them.
-FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
 
 
 def _keys(seed: int) -> jax.Array:

@@ -5,7 +5,8 @@ with ``XLA_FLAGS=--xla_force_host_platform_device_count=4`` (four host devices).
 (``python -m tests.test_dpsgd_sharding``) computes every quantity with and without a mesh and
 prints them as JSON; the assertions are made here, against the single-device engine and against
 independent references (the Poisson sampler run on its own, the noise generator on its own,
-``dp_accounting`` through ``privacy``).
+``dp_accounting`` through ``privacy``). Meshes in this process, several processes and the
+multi-device benchmark are tested in test_dpsgd_mesh.py.
 
 The central model is the *record-revealing* one of ``tests/test_dpsgd_step.py``: record j is the
 row s_j e_j of a diagonal matrix and the loss is a bias-free Dense(1), so after one SGD step with
@@ -16,15 +17,14 @@ j was sampled and 0 otherwise, plus the noise: a step shows its own sample, clip
 from __future__ import annotations
 
 import json
-import os
-import pathlib
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+from tests._compile import ROOT, host_devices_env
+
 DEVICES = 4
 SAMPLE_KEYS = (6, 8, 10)
 M, Q, C, SIGMA = 96, 0.125, 1.5, 1.3  # expected batch q m = 12
@@ -241,11 +241,10 @@ def _fit_worker(out: dict) -> dict:
 
     # A whole fit: DP-auto-GAN (autoencoder phase, then the critic phase with its batch_fn)
     # with fit(mesh=), against the sample pinned for fit() with the same seed and schedule
-    # (tests/test_dp_auto_gan.py::test_pinned_encoded_sample, the paper's encoding: width 6);
-    # and its accounting.
-    tiny = dict(ae_steps=12, critic_steps=10, critic_steps_per_generator_step=5, chunk_size=4,
-                ae_batch_size=16, critic_batch_size=16, generator_batch_size=16, ae_clip_norm=0.05)
-    model = synthesizers.create("dp-auto-gan", **tiny, continuous_encoding="paper").fit(
+    # (tests/test_dp_auto_gan.py::test_pinned_encoded_sample, the paper's encoding: width 6, no
+    # one-way calibration stage); and its accounting.
+    smoke = synthesizers.get("dp-auto-gan").SMOKE  # the pinned fit's schedule and settings
+    model = synthesizers.create("dp-auto-gan", **smoke, continuous_encoding="paper", calibration_share=0.0).fit(
         _tables.mixed_frame(300, 0), _tables.MIXED_SCHEMA, epsilon=4.0, seed=0,
         mesh=dpsgd.data_mesh(4))
     cfg, rel = model.fitted_config, model.released
@@ -254,7 +253,7 @@ def _fit_worker(out: dict) -> dict:
     out["fit"] = {
         "sample": np.asarray(dag.sample_encoded(cfg, 6, rel["generator"], rel["decoder"], 8,
                                                 jax.random.key(1)), np.float64).tolist(),
-        "noise": [cfg.ae_noise_multiplier, cfg.critic_noise_multiplier],
+        "noise": [p.noise_multiplier for p in model.fitted_phases()],  # calibrated (the plan's)
         "epsilon": rep["epsilon"], "phases": phases_run,
         "accountant": privacy.epsilon([privacy.DPSGDPhase.from_batch_size(n, 16, 300, nm, st)
                                        for n, st, nm in phases_run], 1e-5),
@@ -266,18 +265,13 @@ def _fit_worker(out: dict) -> dict:
 
     labelled = data.Schema(tuple(dataclasses.replace(c, label=(c.name == "b"))
                                  for c in _tables.MIXED_SCHEMA.columns))
+    # Each method's smoke schedule (SMOKE), with what this comparison needs on top.
     methods = {
-        "dp-vae": (dict(steps=12, batch_size=16, chunk_size=4, clip_norm=0.5), _tables.MIXED_SCHEMA),
-        "dp-wgan": (dict(critic_steps=10, critic_steps_per_generator_step=5, chunk_size=4,
-                         batch_size=16, hidden=(16, 16), clip_norm=0.01), _tables.MIXED_SCHEMA),
-        "dp-syn": (dict(latent_dim=3, batch_size=16, epochs=2.0, chunk_size=5, em_components=2,
-                        em_iterations=3), labelled),
-        "gs-wgan": (dict(records_per_shard=50.0, batch_size=8, noise_dim=4, generator_hidden=(16, 16),
-                         critic_hidden=(8,), pretrain_iterations=6, generator_steps=12,
-                         pretrain_chunk=3, chunk_size=4), _tables.MIXED_SCHEMA),
-        "dp-sactgan": (dict(mechanism="hook", batch_size=8, generator_steps=6, noise_dim=8, d_model=8,
-                            num_heads=2, num_layers=1, n_modes=3, em_iterations=2, chunk_size=3, aux_hidden=(8,),
-                            num_discriminators=3, pretrain_iterations=4), labelled),
+        "dp-vae": ({}, _tables.MIXED_SCHEMA),
+        "dp-wgan": ({}, _tables.MIXED_SCHEMA),
+        "dp-syn": ({"epochs": 2.0}, labelled),  # several chunks
+        "gs-wgan": ({"records_per_shard": 50.0}, _tables.MIXED_SCHEMA),  # K = 6 shards over 4 devices
+        "dp-sactgan": ({"mechanism": "hook", "num_discriminators": 3, "pretrain_iterations": 4}, labelled),
     }
     frame = _tables.mixed_frame(300, 0)
     out["methods"] = {}
@@ -285,53 +279,12 @@ def _fit_worker(out: dict) -> dict:
         got = {}
         for devices in (None, 4):
             mesh = None if devices is None else dpsgd.data_mesh(devices)
-            model = synthesizers.create(name, **over).fit(frame, schema, epsilon=4.0, seed=0,
-                                                          mesh=mesh)
+            model = synthesizers.create(name, **{**synthesizers.get(name).SMOKE, **over}).fit(
+                frame, schema, epsilon=4.0, seed=0, mesh=mesh)
             got[str(devices)] = {"released": _flat(model.released),
                                  "epsilon": model.privacy_report()["epsilon"]}
         out["methods"][name] = got
     return out
-
-
-def _multihost_worker(process_id: int, num_processes: int, port: int) -> dict:
-    """One process of a multi-process run (``jax.distributed``): a 7-step phase on a mesh over
-    the devices of every process, with a key that differs per process until ``shared_key``."""
-    import jax
-
-    jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    if num_processes > 1:
-        jax.distributed.initialize(coordinator_address=f"127.0.0.1:{port}",
-                                   num_processes=num_processes, process_id=process_id)
-    import flax.linen as nn
-    import jax.numpy as jnp
-    import optax
-
-    from dpgen_jax import dpsgd, privacy
-
-    class Net(nn.Module):
-        @nn.compact
-        def __call__(self, x):
-            return nn.Dense(6)(nn.relu(nn.LayerNorm()(nn.Dense(16)(x))))
-
-    net = Net()
-    x = jax.random.normal(jax.random.key(0), (200, 6))  # the same data on every process
-
-    def mse(params, batch):
-        return jnp.sum((net.apply(params, batch) - batch) ** 2, axis=-1)
-
-    opt = optax.adam(1e-2)
-    mesh = dpsgd.data_mesh() if num_processes > 1 else None
-    step = dpsgd.make_dp_step(mse, opt, privacy.DPSGDPhase("p", 0.2, 0.8, 7, clip_norm=0.5), scan_rows=200,
-                              mesh=mesh)
-    key = dpsgd.shared_key(jax.random.key(2 + 10 * process_id))  # process 0's key everywhere
-    state, data = dpsgd.init_state(net.init(jax.random.key(1), x[:1]), opt), x
-    if mesh is not None:
-        state, data = dpsgd.replicate((state, data), mesh)
-    got = dpsgd.run_phase(step, state, data, key, 7, chunk_size=3)
-    leaves = [np.asarray(a.addressable_data(0), np.float64).ravel()
-              for a in jax.tree_util.tree_leaves(got.params)]
-    return {"devices": len(jax.devices()), "local_devices": len(jax.local_devices()),
-            "steps": int(got.steps), "params": np.concatenate(leaves).tolist()}
 
 
 def _flat(tree) -> list[float]:
@@ -344,21 +297,9 @@ def _flat(tree) -> list[float]:
 # ----------------------------------------------------------------------------- the checks
 
 
-# Test-only: these small programs compile 2-3x faster with XLA's CPU backend optimisations off
-# (as in tests/test_dpsgd_step.py), and both sides of every comparison are compiled alike.
-WORKER_XLA_FLAGS = (f"--xla_force_host_platform_device_count={DEVICES} "
-                    "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true")
-
-
-def _env(devices: int) -> dict:
-    return {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT),
-            "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} {WORKER_XLA_FLAGS}".replace(
-                f"device_count={DEVICES}", f"device_count={devices}").strip()}
-
-
 def _run_worker(part: str) -> dict:
     proc = subprocess.run([sys.executable, "-m", "tests.test_dpsgd_sharding", part], cwd=ROOT,
-                          env=_env(DEVICES),
+                          env=host_devices_env(DEVICES),
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -495,114 +436,4 @@ def test_dpsactgan_pretraining_sharded_along_k_equals_unsharded(ensemble_results
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "multihost":
-        print(json.dumps(_multihost_worker(*map(int, sys.argv[2:5]))))
-    else:
-        print(json.dumps(_worker(sys.argv[1] if len(sys.argv) > 1 else "steps")))
-
-
-@pytest.mark.slow
-def test_two_processes_with_jax_distributed_equal_one_process():
-    """Multi-host as on several machines, here two processes of 2 host devices each on this one
-    (one 4-device mesh, CPU collectives over gloo): both processes end with the single-process
-    result, although each starts from its own key (``shared_key`` makes them one)."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    cmd = [sys.executable, "-m", "tests.test_dpsgd_sharding", "multihost"]
-    procs = [subprocess.Popen(cmd + [str(i), "2", str(port)], cwd=ROOT, env=_env(2),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for i in range(2)]
-    outs = []
-    for p in procs:
-        stdout, stderr = p.communicate(timeout=600)
-        assert p.returncode == 0, stderr[-4000:]
-        outs.append(json.loads(stdout.strip().splitlines()[-1]))
-    single = subprocess.run(cmd + ["0", "1", "0"], cwd=ROOT, env=_env(1), capture_output=True,
-                            text=True, timeout=600)
-    assert single.returncode == 0, single.stderr[-4000:]
-    ref = json.loads(single.stdout.strip().splitlines()[-1])
-    assert ref["devices"] == 1 and ref["steps"] == 7
-    for out in outs:
-        assert (out["devices"], out["local_devices"], out["steps"]) == (4, 2, 7)
-        np.testing.assert_allclose(out["params"], ref["params"], rtol=1e-4, atol=1e-5)
-    np.testing.assert_array_equal(outs[0]["params"], outs[1]["params"])
-
-
-# ----------------------------------------------------------------------------- in this process
-
-
-def test_bad_meshes_are_refused_with_the_argument_named():
-    import jax
-    from jax.sharding import Mesh
-
-    from dpgen_jax import dpsgd
-
-    n = len(jax.devices())
-    with pytest.raises(ValueError, match="devices=.*available devices"):
-        dpsgd.data_mesh(n + 1)
-    with pytest.raises(ValueError, match="devices"):
-        dpsgd.data_mesh([])
-    two_axes = Mesh(np.asarray(jax.devices()[:1], dtype=object).reshape(1, 1), ("a", "b"))
-    with pytest.raises(ValueError, match="exactly one"):
-        dpsgd.pad_to_devices(10, two_axes)
-    with pytest.raises(ValueError, match="exactly one"):
-        with dpsgd.data_parallel(two_axes):
-            pass
-    with pytest.raises(TypeError, match="mesh"):
-        dpsgd.replicate({}, "data")
-
-
-def test_ambient_mesh_is_scoped_and_one_device_is_no_mesh():
-    import jax
-
-    from dpgen_jax import dpsgd
-
-    mesh = dpsgd.data_mesh(1)
-    assert dpsgd.current_mesh() is None
-    with dpsgd.data_parallel(mesh):
-        assert dpsgd.current_mesh() is mesh
-        with dpsgd.data_parallel(None):
-            assert dpsgd.current_mesh() is None
-        assert dpsgd.resolve_mesh(None) is None  # one device: the ordinary step
-    assert dpsgd.current_mesh() is None
-    assert dpsgd.pad_to_devices(10, mesh) == 10
-    key = jax.random.key(3)
-    assert dpsgd.shared_key(key) is key  # one process: the key itself
-
-
-@pytest.mark.slow
-def test_multidevice_benchmark_writes_its_rows(tmp_path):
-    out = tmp_path / "md"
-    subprocess.run([sys.executable, "-m", "experiments.speed.multidevice", "--out", str(out), "--quick",
-                    "--devices", "1,2", "--batches", "64", "--rounds", "3", "--target-seconds", "0.02"],
-                   cwd=ROOT, check=True, capture_output=True, text=True, timeout=900,
-                   env={**os.environ, "PYTHONPATH": str(ROOT)})
-    result = json.loads((out / "multidevice.json").read_text())
-    rows = {(r["devices"], r["batch_size"], r["method"]): r for r in result["rows"]}
-    assert set(rows) == {(1, 64, "ghost"), (2, 64, "ghost")}
-    assert rows[(1, 64, "ghost")]["ratio_vs_1_device"] == 1.0
-    assert len(result["devices"]["2"]) == 2
-    for r in rows.values():
-        assert 0 < r["ms_per_step_p10"] <= r["ms_per_step_median"] <= r["ms_per_step_p90"]
-        assert r["steps_per_second"] == pytest.approx(1e3 / r["ms_per_step_median"], rel=1e-2)
-        assert r["compile_seconds"] > 0
-    assert "| 2 | 64 | ghost |" in (out / "multidevice.md").read_text()
-
-
-def test_pad_stacked_copies_entry_zero_and_refuses_shrinking():
-    """The K-stack padding both sharded pretrainings use: entries K.. are copies of entry 0, the
-    first K untouched, every leaf padded alike."""
-    import jax.numpy as jnp
-
-    from dpgen_jax import dpsgd
-
-    tree = {"w": jnp.arange(6.0).reshape(3, 2), "b": jnp.array([7, 8, 9])}
-    out = dpsgd.pad_stacked(tree, 5)
-    np.testing.assert_array_equal(out["w"], [[0, 1], [2, 3], [4, 5], [0, 1], [0, 1]])
-    np.testing.assert_array_equal(out["b"], [7, 8, 9, 7, 7])
-    assert dpsgd.pad_stacked(tree, 3)["b"].shape == (3,)
-    with pytest.raises(ValueError, match="size=2"):
-        dpsgd.pad_stacked(tree, 2)
+    print(json.dumps(_worker(sys.argv[1] if len(sys.argv) > 1 else "steps")))

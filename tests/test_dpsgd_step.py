@@ -22,6 +22,7 @@ import pytest
 from scipy import stats
 
 from dpgen_jax import dpsgd, privacy
+from tests._compile import FAST_COMPILE
 
 P_ACCEPT = 1e-4
 P_REJECT = 1e-6
@@ -29,9 +30,6 @@ P_REJECT = 1e-6
 M, Q, C, SIGMA = 96, 0.125, 1.5, 1.3  # expected batch q m = 12
 N_KEYS = 3000
 
-# Test-only compile options: these small programs compile 2-3x faster with XLA's CPU backend
-# optimisations off, and the numerics checked here do not depend on them.
-FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
 S = np.random.default_rng(0).permutation(np.linspace(0.3, 3.0, M)).astype(np.float32)
 DATA = np.diag(S)
 CLIPPED = np.minimum(S, C).astype(np.float64)

@@ -17,8 +17,7 @@ import pytest
 from scipy import stats
 
 from dpgen_jax import models
-
-FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+from tests._compile import FAST_COMPILE
 
 
 def _count(net, width: int) -> int:
