@@ -307,3 +307,17 @@ def test_private_fit_reports_rdp_and_the_units_of_every_round():
     sizes = aim.discretizer(model.fitted_config, SCHEMA).sizes
     assert all(model.released["model"][f"c{i:03d}"].shape == tuple(sizes[a] for a in c)
                for i, c in enumerate(cliques))
+
+
+def test_a_wide_table_has_a_workload_route():
+    """More column subsets than are listed: the error names the option that exists
+    (``workload_size``), which the configuration and ``--set`` accept; with it the workload is a
+    public random subset of that size, the same for the same seed."""
+    schema = data.binary_schema(150)  # C(150, 3) = 551,300 subsets, above the listing limit
+    with pytest.raises(ValueError, match="workload_size"):
+        synthesizers.create("aim").resolve_config(schema)
+    values = synthesizers.config_overrides("aim", ["workload_size=40", "workload_seed=3"])
+    config = synthesizers.create("aim", **values).resolve_config(schema)
+    sizes = aim.discretizer(config, schema).sizes
+    work = sm.workload(sizes, 3, config.max_cells, size=config.workload_size, seed=config.workload_seed)
+    assert len(work) == 40 and work == sm.workload(sizes, 3, config.max_cells, size=40, seed=3)

@@ -21,8 +21,8 @@ from tests._contract import DELTA, SynthesizerContract
 
 LABELLED = data.Schema(tuple(dataclasses.replace(c, label=(c.name == "b"))
                              for c in _tables.MIXED_SCHEMA.columns))
-TINY_CONFIG = dict(latent_dim=3, batch_size=16, epochs=2.0, em_components=2, em_iterations=3)
-TINY = dict(TINY_CONFIG, chunk_size=5)  # and a speed setting (synthesizers.Flags): several chunks
+TINY = {**ds.DPSYN.SMOKE, "epochs": 2.0}  # the smoke schedule, with several chunks per group
+TINY_CONFIG = {k: v for k, v in TINY.items() if k != "chunk_size"}  # chunk_size: a speed setting
 
 
 def _frame():
