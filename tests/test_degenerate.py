@@ -136,3 +136,16 @@ def test_sample_warns_once_per_fitted_model_and_trusts_a_released_one_way_pile()
         model.sample(400, seed=2)  # checked already
     found = [str(w.message) for w in caught if issubclass(w.category, _degenerate.DegenerateReleaseWarning)]
     assert len(found) == 1 and "'flag' is constant" in found[0], found
+
+
+def test_many_constant_columns_are_one_warning_line():
+    """A wide binary release with 40 constant columns: one warning with the count and the first
+    names, not 40 lines; the returned list still holds every finding."""
+    schema = binary_schema(60)
+    r = np.random.default_rng(0)
+    x = r.integers(0, 2, (200, 60))
+    x[:, :40] = 0
+    frame = pd.DataFrame(x, columns=schema.names)
+    found, shown = run(frame, schema)
+    assert len(found) == 40 and len(shown) == 1
+    assert shown[0].startswith("40 columns are constant in the synthetic rows (the first: 'x0', 'x1', 'x2'")

@@ -47,6 +47,10 @@ def _cause(method: str | None) -> str:
             "with `dpgen-jax recommend` (advice.recommend) or use a larger epsilon")
 
 
+#: More constant columns than this are warned about in one line with their count.
+GROUP_AT = 3
+
+
 def check_release(frame: pd.DataFrame, schema: Schema, *, one_way: Mapping[str, float] | None = None,
                   method: str | None = None, bounds: bool = True) -> list[str]:
     """Warns about a release that looks degenerate, from its synthetic rows alone (no privacy cost).
@@ -64,7 +68,8 @@ def check_release(frame: pd.DataFrame, schema: Schema, *, one_way: Mapping[str, 
 
     Returns:
         The messages, one per finding, in schema order; each was also issued as a
-        :class:`DegenerateReleaseWarning`.
+        :class:`DegenerateReleaseWarning`, except that more than :data:`GROUP_AT` constant
+        columns are issued as one warning with their count and the first names.
 
     Raises:
         TypeError: if ``frame`` is not a DataFrame or ``schema`` not a Schema.
@@ -95,7 +100,14 @@ def check_release(frame: pd.DataFrame, schema: Schema, *, one_way: Mapping[str, 
             found += _piled(col, s, cause)
     if shares is not None:
         found += _row_sums(frame, schema, shares, cause)
-    for text in found:
+    constant = [t for t in found if " is constant in the synthetic rows" in t]
+    shown = found
+    if len(constant) > GROUP_AT:  # one line for many constant columns (a wide table), not one each
+        names = [t.split("'")[1] for t in constant]
+        shown = [t for t in found if t not in constant] + [
+            f"{len(constant)} columns are constant in the synthetic rows (the first: "
+            f"{', '.join(repr(n) for n in names[:GROUP_AT])}, ...; check_release returns them all); {cause}."]
+    for text in shown:
         warnings.warn(text, DegenerateReleaseWarning, stacklevel=2)
     return found
 
