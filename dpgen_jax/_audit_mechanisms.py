@@ -38,7 +38,6 @@ import optax
 
 from dpgen_jax import _validate as _v
 from dpgen_jax import dpsgd, privacy
-from dpgen_jax._validate import count, positive_finite
 
 MANY_RUN_BROKEN = {
     "dpsgd-step": ("noise_off", "half_noise", "no_clip"),
@@ -89,7 +88,7 @@ class ManyRunBound(NamedTuple):
 
 def many_run_thresholds(score_noise: float) -> tuple[float, ...]:
     """``1/2 + k * score_noise`` for k in :data:`THRESHOLD_STEPS` (a function of the claim only)."""
-    s = positive_finite(score_noise, "score_noise")
+    s = _v.positive(score_noise=score_noise)
     return tuple(0.5 + k * s for k in THRESHOLD_STEPS)
 
 
@@ -142,10 +141,10 @@ def max_certifiable_epsilon_many_runs(runs_in: int, runs_out: int, delta: float,
     """The largest bound :func:`epsilon_lower_bound_many_runs` can give: perfectly separated
     scores (every in-run above the threshold, no out-run), about ln(runs_out / ln(2 rules /
     significance))."""
-    n_in, n_out = count(runs_in, "runs_in", 1), count(runs_out, "runs_out", 1)
+    n_in, n_out = _v.whole(minimum=1, runs_in=runs_in), _v.whole(minimum=1, runs_out=runs_out)
     auditing = _auditing()
     auditor = auditing.CanaryScoreAuditor(np.ones(n_in), np.zeros(n_out))
-    return float(auditor.epsilon_clopper_pearson(significance / count(rules, "rules", 1), delta,
+    return float(auditor.epsilon_clopper_pearson(significance / _v.whole(minimum=1, rules=rules), delta,
                                                  threshold_strategy=auditing.Explicit(0.5)))
 
 
@@ -215,7 +214,7 @@ def _scores(score_fn: Callable[[jax.Array, jax.Array], jax.Array], key: jax.Arra
     """``score_fn(key, present)`` (a scalar score) on one independent key per run, ``chunk`` runs
     per compiled call; ``present`` (runs,) says whether each run holds the canary."""
     runs = int(present.size)
-    chunk = count(chunk, "chunk", 1)
+    chunk = _v.whole(minimum=1, chunk=chunk)
     keys = jax.random.split(key, runs)
     flags = jnp.asarray(present)
     size = min(chunk, runs)
@@ -238,9 +237,9 @@ def _in_out(score_fn, key, r_in, r_out, chunk):
 
 
 def _check_common(runs, broken, mechanism, significance):
-    n = count(runs, "runs", 2)
+    n = _v.whole(minimum=2, runs=runs)
     if broken is not None:
-        _v.choice(broken, "broken", MANY_RUN_BROKEN[mechanism])
+        _v.one_of(MANY_RUN_BROKEN[mechanism], broken=broken)
     if not 0 < significance < 0.5:
         raise ValueError(f"Expected significance={significance!r} in (0, 0.5).")
     return n // 2, n - n // 2
@@ -250,7 +249,7 @@ def _check_common(runs, broken, mechanism, significance):
 def _calibrated(phase: privacy.Phase, target_epsilon: float, delta: float):
     """The phase with its noise calibrated to the target (PLD) and its epsilon (cached: phases
     are frozen dataclasses, and the sound and broken audits of one claim share it)."""
-    cal = privacy.calibrate([phase], positive_finite(target_epsilon, "target_epsilon"), delta)[0]
+    cal = privacy.calibrate([phase], _v.positive(target_epsilon=target_epsilon), delta)[0]
     return cal, float(privacy.epsilon([cal], delta))
 
 
@@ -301,8 +300,8 @@ def audit_dpsgd_step(key: jax.Array, *, target_epsilon: float, delta: float = 1e
     standard deviation sigma; for one step it orders the runs as the likelihood ratio does.
     """
     r_in, r_out = _check_common(runs, broken, "dpsgd-step", significance)
-    b, n_rec = count(batch_size, "batch_size", 1), count(num_records, "num_records", 2)
-    c, s = positive_finite(clip_norm, "clip_norm"), positive_finite(canary_scale, "canary_scale")
+    b, n_rec = _v.whole(minimum=1, batch_size=batch_size), _v.whole(minimum=2, num_records=num_records)
+    c, s = _v.positive(clip_norm=clip_norm), _v.positive(canary_scale=canary_scale)
     phase, claimed = _calibrated(
         privacy.DPSGDPhase.from_batch_size("audited", b, n_rec, 1.0, 1, clip_norm=c),
         target_epsilon, delta)
@@ -359,8 +358,8 @@ def audit_sanitizer(key: jax.Array, *, target_epsilon: float, delta: float = 1e-
     the canary, 1 with it; noise standard deviation sigma / sqrt(B)).
     """
     r_in, r_out = _check_common(runs, broken, "sanitizer", significance)
-    b, d = count(rows, "rows", 1), count(dim, "dim", 1)
-    c, s = positive_finite(clip_norm, "clip_norm"), positive_finite(canary_scale, "canary_scale")
+    b, d = _v.whole(minimum=1, rows=rows), _v.whole(minimum=1, dim=dim)
+    c, s = _v.positive(clip_norm=clip_norm), _v.positive(canary_scale=canary_scale)
     phase, claimed = _calibrated(
         privacy.ShardedSanitizerPhase("generator", num_shards=1, steps=1, rows_per_step=b,
                                       noise_multiplier=1.0, dataset_size=1, accounting="strict",
@@ -435,10 +434,10 @@ def audit_histograms(key: jax.Array, *, target_epsilon: float, delta: float = 1e
     """
     from dpgen_jax.synthesizers import dp_sactgan, independent
 
-    _v.choice(mechanism, "mechanism", HISTOGRAM_MECHANISMS)
+    _v.one_of(HISTOGRAM_MECHANISMS, mechanism=mechanism)
     r_in, r_out = _check_common(runs, broken, "histograms", significance)
-    d, k = count(columns, "columns", 1), count(categories, "categories", 1)
-    base = count(base_count, "base_count", 0)
+    d, k = _v.whole(minimum=1, columns=columns), _v.whole(minimum=1, categories=categories)
+    base = _v.whole(minimum=0, base_count=base_count)
     base_codes = np.repeat(np.arange(k), base)[:, None] * np.ones((1, d), np.int64)
     codes = {"out": base_codes, "in": np.concatenate([base_codes, np.zeros((1, d), np.int64)])}
     if mechanism == "independent":
@@ -534,12 +533,12 @@ def audit_dp_em(key: jax.Array, *, target_epsilon: float, delta: float = 1e-5,
     eight claimed noise standard deviations), a function of the claim only.
     """
     r_in, r_out = _check_common(runs, broken, "dp-em", significance)
-    n = count(base_rows, "base_rows", 2)
+    n = _v.whole(minimum=2, base_rows=base_rows)
     if n % 2:
         raise ValueError(f"Expected base_rows={base_rows!r} to be even "
                          "(half at b + a, half at b - a).")
-    j = count(iterations, "iterations", 1)
-    chunk = count(chunk, "chunk", 1)
+    j = _v.whole(minimum=1, iterations=iterations)
+    chunk = _v.whole(minimum=1, chunk=chunk)
     phase, claimed = _calibrated(privacy.GaussianPhase("dp-em", 1.0, steps=3 * j, sensitivity=1.0,
                                                        output="snapped"), target_epsilon, delta)
     sigma = phase.noise_multiplier

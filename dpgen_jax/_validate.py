@@ -18,9 +18,10 @@ is expected (TypeError, as any non-number); NaN fails every range; ``inf`` fails
 ``positive(allow_inf=True, ...)`` (an epsilon target, where inf is a non-private run).
 :func:`flag` runs a check on a command-line flag as argparse parses it (the CLI, the experiments).
 
-The positional forms (``count(value, name, minimum)``, ``positive_finite``, ``delta`` ...) serve
-a name computed at run time and older callers; each is one of the keyword-named checks under
-another spelling, not a second implementation.
+A name computed at run time is passed as ``**{name: value}`` (``whole(minimum=1, **{name: v})``).
+The positional forms (``count(value, name, minimum)``, ``positive_finite``, ...) remain only for
+the few callers not converted yet (``tests/test_validate.py`` lists them and refuses new ones);
+each is one of the keyword-named checks under another spelling, not a second implementation.
 """
 
 from __future__ import annotations
@@ -122,6 +123,26 @@ def whole(context: str = "", /, *, minimum: int = 0, **kw: Any) -> int:
     return n
 
 
+def number(context: str = "", /, **kw: Any) -> float:
+    """Any real number (NaN and inf included: a range check is the caller's)."""
+    name, value = _argument("number", kw)
+    return real(value, name, context)
+
+
+def integral(context: str = "", /, **kw: Any) -> int:
+    """Any integer, negative ones included (an exponent, a signed offset)."""
+    name, value = _argument("integral", kw)
+    return integer(value, name, context)
+
+
+def non_empty(context: str = "", /, **kw: Any) -> str:
+    """A non-empty string (a phase's name, a group's name)."""
+    name, value = _argument("non_empty", kw)
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{_where(context)}expected {name} to be a non-empty string, got {name}={value!r}.")
+    return value
+
+
 def one_of(options: Sequence[str], /, **kw: Any) -> str:
     """One of a closed set of strings."""
     name, value = _argument("one_of", kw)
@@ -177,24 +198,12 @@ def count(value: Any, name: str, minimum: int, context: str = "") -> int:
     return whole(context, minimum=minimum, **{name: value})
 
 
-def delta(value: Any, name: str = "delta") -> float:
-    """:func:`fraction`: a target delta in (0, 1)."""
-    return fraction(**{name: value})
-
-
 def choice(value: Any, name: str, options: tuple[str, ...]) -> str:
     """:func:`one_of` with the argument's name as a string."""
     return one_of(options, **{name: value})
 
 
-# ----------------------------------------------------------------------------- names and files
-
-
-def name(value: Any, context: str) -> str:
-    """A phase name: a non-empty string."""
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"{_where(context)}expected name to be a non-empty string, got {value!r}.")
-    return value
+# ----------------------------------------------------------------------------- files
 
 
 def existing_file(path: os.PathLike | str, what: str) -> pathlib.Path:

@@ -69,7 +69,6 @@ from dpgen_jax._audit_mechanisms import (
     many_run_thresholds,
     max_certifiable_epsilon_many_runs,
 )
-from dpgen_jax._validate import count, positive_finite
 
 
 BROKEN_VARIANTS = ("noise_off", "no_clip")
@@ -89,13 +88,13 @@ def include_canaries(key: jax.Array, num_canaries: int) -> np.ndarray:
     Returns:
         A (m,) bool array, True for an included ("in") canary.
     """
-    m = count(num_canaries, "num_canaries", 1)
+    m = _v.whole(minimum=1, num_canaries=num_canaries)
     return np.asarray(jax.random.bernoulli(key, 0.5, (m,)))
 
 
 def canary_directions(key: jax.Array, num_canaries: int, dim: int) -> jax.Array:
     """m random unit vectors in R^dim (Gaussian, normalised), float32 of shape (m, dim)."""
-    m, d = count(num_canaries, "num_canaries", 1), count(dim, "dim", 1)
+    m, d = _v.whole(minimum=1, num_canaries=num_canaries), _v.whole(minimum=1, dim=dim)
     u = jax.random.normal(key, (m, d), jnp.float32)
     return u / jnp.linalg.norm(u, axis=1, keepdims=True)
 
@@ -113,7 +112,7 @@ def guess_grid(num_canaries: int, min_guesses: int = 10) -> tuple[int, ...]:
     because each costs significance (and one-run auditing's delta term, 2 m delta, already
     takes its share).
     """
-    m = count(num_canaries, "num_canaries", 1)
+    m = _v.whole(minimum=1, num_canaries=num_canaries)
     grid = []
     for f in GUESS_FRACTIONS:
         k = max(1, round(f * m))
@@ -201,7 +200,7 @@ def max_certifiable_epsilon(guesses: int, num_canaries: int, delta: float, *,
     one-run bound at level ``significance / rules``); close to ln(guesses / ln(rules /
     significance)), i.e. about ln(r / 3) for one rule at 5%.
     """
-    r, m = count(guesses, "guesses", 1), count(num_canaries, "num_canaries", 1)
+    r, m = _v.whole(minimum=1, guesses=guesses), _v.whole(minimum=1, num_canaries=num_canaries)
     if r > m:
         raise ValueError(f"Expected guesses={guesses} <= num_canaries={num_canaries}.")
     auditing = _auditing()
@@ -255,12 +254,12 @@ def observer(directions: jax.Array, *, scale: float, sample_rate: float,
             that is projected away.
     """
     q = float(sample_rate)
-    inv_var = 1.0 / positive_finite(noise_multiplier, "noise_multiplier") ** 2
+    inv_var = 1.0 / _v.positive(noise_multiplier=noise_multiplier) ** 2
     beta = float(baseline_decay)
     if not 0.0 <= beta < 1.0:
         raise ValueError(f"Expected baseline_decay={baseline_decay!r} in [0, 1).")
     m, d = directions.shape
-    k_hist = count(history, "history", 0)
+    k_hist = _v.whole(minimum=0, history=history)
 
     def init(params):
         del params
@@ -413,14 +412,14 @@ def audit_dpsgd(
     if not names:
         raise ValueError("Expected score to name at least one of " + ", ".join(SCORES) + ".")
     for name in names:
-        _v.choice(name, "score", SCORES)
+        _v.one_of(SCORES, score=name)
     if broken is not None:
-        _v.choice(broken, "broken", BROKEN_VARIANTS)
-    n_steps = _v.count(steps, "steps", 0)
-    m = count(canaries, "canaries", 2)
-    c = positive_finite(clip_norm, "clip_norm")
-    sigma = positive_finite(noise_multiplier, "noise_multiplier")
-    scale = positive_finite(canary_scale, "canary_scale")
+        _v.one_of(BROKEN_VARIANTS, broken=broken)
+    n_steps = _v.whole(minimum=0, steps=steps)
+    m = _v.whole(minimum=2, canaries=canaries)
+    c = _v.positive(clip_norm=clip_norm)
+    sigma = _v.positive(noise_multiplier=noise_multiplier)
+    scale = _v.positive(canary_scale=canary_scale)
     phase = privacy.DPSGDPhase.from_batch_size("audited", batch_size, num_records, sigma, n_steps,
                                                clip_norm=c)
     claimed = privacy.epsilon([phase], delta)
@@ -475,7 +474,7 @@ def calibrated_noise(batch_size: int, num_records: int, steps: int, target_epsil
                      delta: float) -> float:
     """The noise multiplier of one DP-SGD phase calibrated to ``target_epsilon`` (PLD)."""
     phase = privacy.DPSGDPhase.from_batch_size("audited", batch_size, num_records, 1.0,
-                                               _v.count(steps, "steps", 0))
+                                               _v.whole(minimum=0, steps=steps))
     return float(privacy.calibrate([phase], target_epsilon, delta)[0].noise_multiplier)
 
 

@@ -84,7 +84,6 @@ def test_positional_forms_are_the_same_checks():
         (lambda x: v.positive_finite(x, "sigma", "ctx"), lambda x: v.positive("ctx", sigma=x)),
         (lambda x: v.non_negative_finite(x, "sigma"), lambda x: v.non_negative(sigma=x)),
         (lambda x: v.sample_rate(x, "sigma"), lambda x: v.probability(sigma=x)),
-        (lambda x: v.delta(x, "sigma"), lambda x: v.fraction(sigma=x)),
         (lambda x: v.count(x, "sigma", 1, "ctx"), lambda x: v.whole("ctx", minimum=1, sigma=x)),
         (lambda x: v.choice(x, "sigma", ("a", "b")), lambda x: v.one_of(("a", "b"), sigma=x)),
     ]
@@ -98,9 +97,7 @@ def test_positional_forms_are_the_same_checks():
                 assert str(info.value) == str(exc)
             else:
                 assert positional(value) == expected
-    assert v.delta(0.5) == 0.5 and v.sample_rate(1) == 1.0
-    with pytest.raises(ValueError, match=r"^expected delta in \(0, 1\), got delta=1\.$"):
-        v.delta(1)
+    assert v.sample_rate(1) == 1.0
 
 
 def _parser():

@@ -106,7 +106,7 @@ class PlanSummary:
 
     def statistic(self, family: str) -> float | None:
         """The plan's statistic of ``family`` (:data:`FAMILIES`), None when it has no such phase."""
-        _v.choice(family, "family", FAMILIES)
+        _v.one_of(FAMILIES, family=family)
         if family == DPSGD:
             values = [p.phase_noise_to_signal for p in self.phases if p.mechanism == DPSGD]
         else:
@@ -175,7 +175,7 @@ def plan_summary(method: str, schema: data_lib.Schema, num_records: int, epsilon
         ValueError: an unknown method, a bad override, a schema the method cannot model, or an
             unreachable target (the method's own message).
     """
-    delta = DEFAULT_DELTA if delta is None else _v.delta(delta)
+    delta = DEFAULT_DELTA if delta is None else _v.fraction(delta=delta)
     key = json.dumps(dict(overrides or {}), sort_keys=True)
     try:
         return _cached_plan(method, schema, int(num_records), float(epsilon), float(delta), key)

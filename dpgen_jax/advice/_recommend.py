@@ -205,9 +205,9 @@ def _method_evidence(method: str, query: tuple[float, ...], groups: Mapping, dat
 
 def _check_query(schema, num_records, epsilon, delta) -> tuple[data_lib.Schema, int, float, float]:
     schema = _check_schema(schema)
-    n = _v.count(num_records, "num_records", 1)
-    eps = _v.positive_finite(epsilon, "epsilon")
-    return schema, n, eps, DEFAULT_DELTA if delta is None else _v.delta(delta)
+    n = _v.whole(minimum=1, num_records=num_records)
+    eps = _v.positive(epsilon=epsilon)
+    return schema, n, eps, DEFAULT_DELTA if delta is None else _v.fraction(delta=delta)
 
 
 def recommend(schema: data_lib.Schema, num_records: int, epsilon: float, *, delta: float | None = None,
@@ -250,7 +250,7 @@ def recommend(schema: data_lib.Schema, num_records: int, epsilon: float, *, delt
             ``delta`` outside (0, 1), an ``exclude_datasets`` name the evidence does not hold.
     """
     schema, n, eps, delta = _check_query(schema, num_records, epsilon, delta)
-    limit = math.inf if max_minutes is None else _v.positive_finite(max_minutes, "max_minutes")
+    limit = math.inf if max_minutes is None else _v.positive(max_minutes=max_minutes)
     ev = load_evidence()
     excluded = _check_excluded(exclude_datasets, ev)
     rules = collapse_rules(excluded, evidence=ev)

@@ -164,7 +164,7 @@ def cardio_split(df: pd.DataFrame, seed: int = 0) -> tuple[pd.DataFrame, pd.Data
 
     if "cardio" not in df.columns:
         raise ValueError(f"Expected a 'cardio' column to stratify on; got columns {list(df.columns)}.")
-    _v.integer(seed, "seed")
+    _v.integral(seed=seed)
     train, rest = train_test_split(df, test_size=CARDIO_SPLIT[1] + CARDIO_SPLIT[2], stratify=df["cardio"],
                                    random_state=int(seed))
     val, test = train_test_split(rest, test_size=0.5, stratify=rest["cardio"], random_state=int(seed))
@@ -186,7 +186,7 @@ def cardio_like(n_rows: int, seed: int = 0, *, heaping: float = 0.0) -> pd.DataF
     leaves them at 1 mmHg. The same seed draws the same rows before rounding.
     """
     _v.whole(minimum=1, n_rows=n_rows)
-    if not 0.0 <= _v.real(heaping, "heaping") <= 1.0:
+    if not 0.0 <= _v.number(heaping=heaping) <= 1.0:
         raise ValueError(f"Expected heaping in [0, 1], got heaping={heaping!r}.")
     rng = np.random.default_rng(seed)
     n = int(n_rows)

@@ -107,12 +107,12 @@ def planted_binary(
             f"{2 * n_pairs + 3 * n_triples} columns; n_features={n_features} has fewer. Expected "
             "2 n_pairs + 3 n_triples <= n_features."
         )
-    flip = _v.real(flip, "flip")
+    flip = _v.number(flip=flip)
     if not 0.0 <= flip < 0.5:
         raise ValueError(f"flip={flip!r}; expected a probability in [0, 0.5).")
     if not isinstance(p_range, (tuple, list)) or len(p_range) != 2:
         raise ValueError(f"p_range={p_range!r}; expected a (low, high) pair.")
-    low, high = (_v.real(p, "p_range") for p in p_range)
+    low, high = (_v.number(p_range=p) for p in p_range)
     if not 0.0 < low <= high < 1.0:
         raise ValueError(f"p_range={tuple(p_range)!r}; expected 0 < low <= high < 1.")
 

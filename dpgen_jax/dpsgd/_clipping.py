@@ -473,9 +473,9 @@ def check_method(method: str | Mapping[str, str]) -> str | Mapping[str, str]:
         if not method:
             raise ValueError("expected method to name at least one parameter group, got {}.")
         for name, how in method.items():
-            _v.choice(how, f"method[{name!r}]", METHODS)
+            _v.one_of(METHODS, **{f"method[{name!r}]": how})
         return method
-    return _v.choice(method, "method", METHODS)
+    return _v.one_of(METHODS, method=method)
 
 
 def clipped_grad_sum(
@@ -507,9 +507,9 @@ def clipped_grad_sum(
         Adding or removing one row of ``batch`` changes the sum by a vector of L2 norm <= C.
         ``aux`` describes private rows: it is for diagnostics and must not be released.
     """
-    clip_norm = _v.positive_finite(clip_norm, "clip_norm")
+    clip_norm = _v.positive(clip_norm=clip_norm)
     check_method(method)
-    _v.choice(fallback, "fallback", FALLBACKS)
+    _v.one_of(FALLBACKS, fallback=fallback)
 
     def fn(params, batch, mask=None):
         if isinstance(method, Mapping):

@@ -263,7 +263,7 @@ def snapped_gaussian(numerators, frac_bits: int, std: float, grid_exp: int, key:
         TypeError: non-integer numerators. ValueError: a snapped value beyond 2^53 grid units.
     """
     f = _v.whole(frac_bits=frac_bits)
-    g = _v.integer(grid_exp, "grid_exp")
+    g = _v.integral(grid_exp=grid_exp)
     shape = np.shape(numerators)
     w = _std(std) * host_normal(key, shape, offset=offset)
     return _snap(numerators, f, g, w)

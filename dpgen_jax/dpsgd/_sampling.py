@@ -53,8 +53,8 @@ def default_capacity(num_records: int, sample_rate: float) -> int:
     With this capacity a second chunk is needed with probability well under 1e-6 per step for the
     batch sizes used here; when it is needed it is processed, not dropped.
     """
-    m = _v.count(num_records, "num_records", 1)
-    q = _v.sample_rate(sample_rate, "sample_rate")
+    m = _v.whole(minimum=1, num_records=num_records)
+    q = _v.probability(sample_rate=sample_rate)
     mean = q * m
     cap = int(math.ceil(mean + 6.0 * math.sqrt(mean) + 1.0))
     cap = min(max(cap, 8), m + 8)
@@ -126,8 +126,8 @@ def poisson_chunk(
         raise ValueError(f"Expected capacity={capacity!r} to be a positive integer (static).")
     static = _is_static(num_records) and _is_static(sample_rate)
     if static:
-        m = _v.count(num_records, "num_records", 1)
-        q = _v.sample_rate(sample_rate, "sample_rate")
+        m = _v.whole(minimum=1, num_records=num_records)
+        q = _v.probability(sample_rate=sample_rate)
         if q >= 1.0:
             return _scan_all(position, m, capacity)
     words = jax.random.bits(key, (3, capacity), jnp.uint32)
@@ -164,8 +164,8 @@ def poisson_sample_indices(
     key: jax.Array, num_records: int, sample_rate: float, capacity: int | None = None
 ) -> np.ndarray:
     """The full Poisson sample as a host array (for tests and inspection, not for training)."""
-    m = _v.count(num_records, "num_records", 1)
-    q = _v.sample_rate(sample_rate, "sample_rate")
+    m = _v.whole(minimum=1, num_records=num_records)
+    q = _v.probability(sample_rate=sample_rate)
     cap = capacity or default_capacity(m, q)
     chunk = jax.jit(poisson_chunk, static_argnums=(2, 3, 4))
     out, pos, i = [], jnp.int32(0), 0

@@ -139,7 +139,7 @@ def make_dp_step(
         per-example and ``key`` is secret.
     """
     private = _phase_kind(phase)
-    m = _v.count(scan_rows, "scan_rows", 1)
+    m = _v.whole(minimum=1, scan_rows=scan_rows)
     q = phase.sample_rate
     check_method(method)
     noise_std = phase.noise_std if private else 0.0  # raises for a clip norm not resolved yet
@@ -299,8 +299,8 @@ def run_phase(
     Returns:
         The final state; ``int(state.steps)`` is the number of steps actually executed.
     """
-    total = _v.count(num_steps, "num_steps", 0)
-    chunk = _v.count(chunk_size, "chunk_size", 1)
+    total = _v.whole(minimum=0, num_steps=num_steps)
+    chunk = _v.whole(minimum=1, chunk_size=chunk_size)
     runner = runner or make_phase_runner(step)
 
     def report(state, done):

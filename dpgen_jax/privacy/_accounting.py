@@ -91,7 +91,7 @@ def classic_conversion(orders: Sequence[float], rdp: Sequence[float], delta: flo
     Raises:
         ValueError: If the shapes differ, an order is <= 1, or delta is outside (0, 1).
     """
-    d = _v.delta(delta)
+    d = _v.fraction(delta=delta)
     a = np.asarray(orders, dtype=np.float64)
     r = np.asarray(rdp, dtype=np.float64)
     if a.ndim != 1 or a.shape != r.shape or a.size == 0:
@@ -255,8 +255,8 @@ def check_accounting(accountant: str, conversion: str, pld_discretization: float
         ValueError: For an unknown accountant or conversion, ``"classic"`` with ``"pld"``, or an
             interval that is not finite and > 0.
     """
-    _v.choice(accountant, "accountant", ACCOUNTANTS)
-    _v.choice(conversion, "conversion", CONVERSIONS)
+    _v.one_of(ACCOUNTANTS, accountant=accountant)
+    _v.one_of(CONVERSIONS, conversion=conversion)
     if accountant == "pld" and conversion == "classic":
         raise ValueError(
             "conversion='classic' applies only to accountant='rdp'; the PLD accountant converts "
@@ -264,7 +264,7 @@ def check_accounting(accountant: str, conversion: str, pld_discretization: float
         )
     if pld_discretization is None:
         return None
-    return _v.positive_finite(pld_discretization, "pld_discretization")
+    return _v.positive(pld_discretization=pld_discretization)
 
 
 def _make_accountant(
@@ -339,7 +339,7 @@ def rdp_curve(
     if orders is None:
         grid = orders_for(ps)
     else:
-        grid = tuple(_v.real(a, "orders[i]") for a in orders)
+        grid = tuple(_v.number(**{"orders[i]": a}) for a in orders)
         if not grid or min(grid) <= 1.0:
             raise ValueError(f"expected a non-empty list of orders > 1, got {list(orders)!r}.")
     acc = _rdp_accountant(ps, grid)
@@ -458,6 +458,6 @@ def epsilon(
         0.5084
     """
     ps = as_phases(phases)
-    d = _v.delta(delta)
+    d = _v.fraction(delta=delta)
     fixed = check_accounting(accountant, conversion, pld_discretization)
     return epsilon_and_interval(ps, d, accountant, conversion, fixed)[0]

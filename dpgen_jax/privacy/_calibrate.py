@@ -168,10 +168,10 @@ def calibrate(
         training.
     """
     ps = as_phases(phases)
-    target = _v.positive_finite(target_epsilon, "target_epsilon")
-    d = _v.delta(delta)
+    target = _v.positive(target_epsilon=target_epsilon)
+    d = _v.fraction(delta=delta)
     interval = check_accounting(accountant, conversion, pld_discretization)
-    cap = _v.positive_finite(max_noise_multiplier, "max_noise_multiplier")
+    cap = _v.positive(max_noise_multiplier=max_noise_multiplier)
     neighbouring_relation(ps)
     held = _check_fixed(ps, fixed)
     if any(p.parallel_groups is not None for p in ps):

@@ -45,7 +45,7 @@ class ParallelPhases(Phase):
     groups: tuple
 
     def __post_init__(self) -> None:
-        _v.name(self.name, "ParallelPhases")
+        _v.non_empty("ParallelPhases", name=self.name)
         ctx = f"ParallelPhases {self.name!r}"
         if isinstance(self.groups, (str, bytes)) or not isinstance(self.groups, (tuple, list)) \
                 or not self.groups:
@@ -56,7 +56,7 @@ class ParallelPhases(Phase):
             if not (isinstance(item, (tuple, list)) and len(item) == 2):
                 raise ValueError(f"{ctx}: expected each group to be (name, phases), got {item!r}.")
             group, phases = item
-            _v.name(group, ctx)
+            _v.non_empty(ctx, name=group)
             phases = tuple(phases)
             for q in phases:
                 if not isinstance(q, Phase) or q.parallel_groups is not None:

@@ -38,8 +38,8 @@ def relation_name(relation: NeighboringRelation) -> str:
 
 def _batch_rate(batch_size: int, num_records: int, ctx: str) -> float:
     """q = B / N, checked (1 <= B <= N): the one place a sampling rate is derived from a batch size."""
-    n = _v.count(num_records, "num_records", 1, ctx)
-    b = _v.count(batch_size, "batch_size", 1, ctx)
+    n = _v.whole(ctx, minimum=1, num_records=num_records)
+    b = _v.whole(ctx, minimum=1, batch_size=batch_size)
     if b > n:
         raise ValueError(f"{ctx}: expected batch_size <= num_records={n} (a sampling rate <= 1), got {b}.")
     return b / n
@@ -208,17 +208,17 @@ class DPSGDPhase(Phase):
     batch_size: int | None = None
 
     def __post_init__(self) -> None:
-        _v.name(self.name, "DPSGDPhase")
+        _v.non_empty("DPSGDPhase", name=self.name)
         ctx = f"DPSGDPhase {self.name!r}"
-        object.__setattr__(self, "sample_rate", _v.sample_rate(self.sample_rate, "sample_rate", ctx))
+        object.__setattr__(self, "sample_rate", _v.probability(ctx, sample_rate=self.sample_rate))
         object.__setattr__(
-            self, "noise_multiplier", _v.positive_finite(self.noise_multiplier, "noise_multiplier", ctx)
+            self, "noise_multiplier", _v.positive(ctx, noise_multiplier=self.noise_multiplier)
         )
-        object.__setattr__(self, "steps", _v.count(self.steps, "steps", 0, ctx))
+        object.__setattr__(self, "steps", _v.whole(ctx, minimum=0, steps=self.steps))
         if self.clip_norm is not None:
-            object.__setattr__(self, "clip_norm", _v.positive_finite(self.clip_norm, "clip_norm", ctx))
+            object.__setattr__(self, "clip_norm", _v.positive(ctx, clip_norm=self.clip_norm))
         if self.batch_size is not None:
-            object.__setattr__(self, "batch_size", _v.count(self.batch_size, "batch_size", 1, ctx))
+            object.__setattr__(self, "batch_size", _v.whole(ctx, minimum=1, batch_size=self.batch_size))
 
     @classmethod
     def from_batch_size(
@@ -345,15 +345,15 @@ class GaussianPhase(Phase):
     OUTPUTS: ClassVar[tuple[str, ...]] = ("integers", "snapped")
 
     def __post_init__(self) -> None:
-        _v.name(self.name, "GaussianPhase")
-        _v.choice(self.output, "output", self.OUTPUTS)
+        _v.non_empty("GaussianPhase", name=self.name)
+        _v.one_of(self.OUTPUTS, output=self.output)
         ctx = f"GaussianPhase {self.name!r}"
         object.__setattr__(
-            self, "noise_multiplier", _v.positive_finite(self.noise_multiplier, "noise_multiplier", ctx)
+            self, "noise_multiplier", _v.positive(ctx, noise_multiplier=self.noise_multiplier)
         )
-        object.__setattr__(self, "steps", _v.count(self.steps, "steps", 0, ctx))
+        object.__setattr__(self, "steps", _v.whole(ctx, minimum=0, steps=self.steps))
         if self.sensitivity is not None:
-            object.__setattr__(self, "sensitivity", _v.positive_finite(self.sensitivity, "sensitivity", ctx))
+            object.__setattr__(self, "sensitivity", _v.positive(ctx, sensitivity=self.sensitivity))
 
     def event(self) -> dpa.DpEvent:
         """``SelfComposedDpEvent(GaussianDpEvent(sigma), steps)`` (``NoOpDpEvent`` for 0 steps)."""
@@ -437,18 +437,18 @@ class ExponentialMechanismPhase(Phase):
     sensitivity: float | None = None
 
     def __post_init__(self) -> None:
-        _v.name(self.name, "ExponentialMechanismPhase")
+        _v.non_empty("ExponentialMechanismPhase", name=self.name)
         ctx = f"ExponentialMechanismPhase {self.name!r}"
-        object.__setattr__(self, "epsilon", _v.positive_finite(self.epsilon, "epsilon", ctx))
-        object.__setattr__(self, "steps", _v.count(self.steps, "steps", 0, ctx))
+        object.__setattr__(self, "epsilon", _v.positive(ctx, epsilon=self.epsilon))
+        object.__setattr__(self, "steps", _v.whole(ctx, minimum=0, steps=self.steps))
         if self.sensitivity is not None:
-            object.__setattr__(self, "sensitivity", _v.positive_finite(self.sensitivity, "sensitivity", ctx))
+            object.__setattr__(self, "sensitivity", _v.positive(ctx, sensitivity=self.sensitivity))
 
     @classmethod
     def from_noise_multiplier(cls, name: str, noise_multiplier: float, steps: int = 1,
                               sensitivity: float | None = None) -> ExponentialMechanismPhase:
         """The phase whose zCDP cost per selection equals a Gaussian of ``noise_multiplier``."""
-        sigma = _v.positive_finite(noise_multiplier, "noise_multiplier", f"ExponentialMechanismPhase {name!r}")
+        sigma = _v.positive(f"ExponentialMechanismPhase {name!r}", noise_multiplier=noise_multiplier)
         return cls(name, 2.0 / sigma, steps, sensitivity)
 
     @property
@@ -535,15 +535,15 @@ class NonPrivatePhase(Phase):
     differentially_private: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
-        _v.name(self.name, "NonPrivatePhase")
+        _v.non_empty("NonPrivatePhase", name=self.name)
         ctx = f"NonPrivatePhase {self.name!r}"
-        object.__setattr__(self, "steps", _v.count(self.steps, "steps", 0, ctx))
+        object.__setattr__(self, "steps", _v.whole(ctx, minimum=0, steps=self.steps))
         if self.sample_rate is not None:
-            object.__setattr__(self, "sample_rate", _v.sample_rate(self.sample_rate, "sample_rate", ctx))
+            object.__setattr__(self, "sample_rate", _v.probability(ctx, sample_rate=self.sample_rate))
         if self.batch_size is not None:
-            object.__setattr__(self, "batch_size", _v.count(self.batch_size, "batch_size", 1, ctx))
+            object.__setattr__(self, "batch_size", _v.whole(ctx, minimum=1, batch_size=self.batch_size))
         if self.clip_norm is not None:
-            object.__setattr__(self, "clip_norm", _v.positive_finite(self.clip_norm, "clip_norm", ctx))
+            object.__setattr__(self, "clip_norm", _v.positive(ctx, clip_norm=self.clip_norm))
 
     @classmethod
     def from_batch_size(cls, name: str, batch_size: int, num_records: int, steps: int) -> NonPrivatePhase:

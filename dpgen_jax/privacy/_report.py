@@ -176,11 +176,11 @@ def report(
             or ``seeded``.
     """
     ps = as_phases(phases)
-    d = _v.delta(delta)
+    d = _v.fraction(delta=delta)
     fixed = check_accounting(accountant, conversion, pld_discretization)
     relation = neighbouring_relation(ps)
     if dataset_size is not None:
-        n = _v.count(dataset_size, "dataset_size", 1)
+        n = _v.whole(minimum=1, dataset_size=dataset_size)
     if isinstance(assumptions, str) or not all(isinstance(s, str) for s in assumptions):
         raise TypeError(f"expected assumptions to be a sequence of strings, got {assumptions!r}.")
     if not isinstance(seeded, bool):

@@ -132,17 +132,17 @@ class ShardedSanitizerPhase(Phase):
     clip_norm: float | None = None
 
     def __post_init__(self) -> None:
-        _v.name(self.name, "ShardedSanitizerPhase")
+        _v.non_empty("ShardedSanitizerPhase", name=self.name)
         ctx = f"ShardedSanitizerPhase {self.name!r}"
         if self.clip_norm is not None:
-            object.__setattr__(self, "clip_norm", _v.positive_finite(self.clip_norm, "clip_norm", ctx))
-        object.__setattr__(self, "num_shards", _v.count(self.num_shards, "num_shards", 1, ctx))
-        object.__setattr__(self, "steps", _v.count(self.steps, "steps", 0, ctx))
-        object.__setattr__(self, "rows_per_step", _v.count(self.rows_per_step, "rows_per_step", 1, ctx))
+            object.__setattr__(self, "clip_norm", _v.positive(ctx, clip_norm=self.clip_norm))
+        object.__setattr__(self, "num_shards", _v.whole(ctx, minimum=1, num_shards=self.num_shards))
+        object.__setattr__(self, "steps", _v.whole(ctx, minimum=0, steps=self.steps))
+        object.__setattr__(self, "rows_per_step", _v.whole(ctx, minimum=1, rows_per_step=self.rows_per_step))
         object.__setattr__(
-            self, "noise_multiplier", _v.positive_finite(self.noise_multiplier, "noise_multiplier", ctx)
+            self, "noise_multiplier", _v.positive(ctx, noise_multiplier=self.noise_multiplier)
         )
-        n = _v.integer(self.dataset_size, "dataset_size", ctx)
+        n = _v.integral(ctx, dataset_size=self.dataset_size)
         if n < self.num_shards:
             raise ValueError(
                 f"{ctx}: expected dataset_size to be an integer >= num_shards={self.num_shards} "

@@ -60,7 +60,7 @@ def _check_target(epsilon, delta, preset) -> None:
                          f"(got epsilon={epsilon!r}, preset={preset!r}).")
     if epsilon is not None:
         _v.positive(allow_inf=True, epsilon=epsilon)
-    _v.delta(delta)
+    _v.fraction(delta=delta)
 
 
 class Synthesizer(abc.ABC):
@@ -268,7 +268,7 @@ class Synthesizer(abc.ABC):
             ValueError: bad arguments, an unknown preset, or an unreachable target (the message
                 states the epsilon reachable at the largest allowed noise).
         """
-        records = RecordCount(_v.count(num_records, "num_records", 1), public=True)
+        records = RecordCount(_v.whole(minimum=1, num_records=num_records), public=True)
         return self._plan(schema, records, epsilon=epsilon, delta=delta, preset=preset)
 
     def _plan(self, schema: data_lib.Schema, records: RecordCount, *, epsilon, delta, preset,
@@ -360,7 +360,7 @@ class Synthesizer(abc.ABC):
         """
         _check_target(epsilon, delta, preset)
         if max_seconds is not None:
-            _v.non_negative_finite(max_seconds, "max_seconds")
+            _v.non_negative(max_seconds=max_seconds)
         reason = self.unavailable_reason()
         if reason is not None:
             raise ImportError(f"{self.METHOD} cannot fit here: {reason}")
@@ -375,7 +375,7 @@ class Synthesizer(abc.ABC):
         frame = data_lib.to_model_frame(df, schema)  # checks the frame; methods see the model schema
         # N: the user's public count, else the private row count (treated as public by a method
         # that uses it, kept to itself by one that does not: RecordCount.shown, privacy rule 10).
-        records = (RecordCount(_v.count(num_records, "num_records", 1), public=True)
+        records = (RecordCount(_v.whole(minimum=1, num_records=num_records), public=True)
                    if num_records is not None else RecordCount(len(frame), public=False))
         plan = self._plan(schema, records, epsilon=epsilon, delta=delta, preset=preset,
                           max_seconds=None if max_seconds is None else float(max_seconds),
