@@ -30,6 +30,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from dpgen_jax._typing import PyTree
+from dpgen_jax import _validate as _v
 
 
 DATA_AXIS = "data"
@@ -54,13 +55,13 @@ def data_mesh(devices: Sequence[jax.Device] | int | None = None, axis_name: str 
     elif isinstance(devices, (int, np.integer)) and not isinstance(devices, bool):
         if not 1 <= devices <= len(available):
             raise ValueError(
-                f"Expected devices={devices!r} between 1 and the {len(available)} available devices "
+                f"devices={devices!r} is not between 1 and the {len(available)} available devices "
                 "(on CPU, XLA_FLAGS=--xla_force_host_platform_device_count=N makes N host devices).")
         chosen = available[: int(devices)]
     else:
         chosen = list(devices)
         if not chosen:
-            raise ValueError("Expected devices to list at least one jax.Device.")
+            raise ValueError("devices is an empty list: name at least one jax.Device, or pass None for all.")
     return Mesh(np.asarray(chosen, dtype=object), (axis_name,))
 
 
@@ -71,11 +72,10 @@ def mesh_axis(mesh: Mesh) -> tuple[str, int]:
         TypeError: ``mesh`` is not a :class:`jax.sharding.Mesh`.
         ValueError: the mesh has more or fewer than one axis.
     """
-    if not isinstance(mesh, Mesh):
-        raise TypeError(f"Expected mesh to be a jax.sharding.Mesh, got {type(mesh).__name__}.")
+    _v.instance(Mesh, "a jax.sharding.Mesh", mesh=mesh)
     if len(mesh.axis_names) != 1:
         raise ValueError(
-            f"Expected mesh to have exactly one (data) axis, got axes {mesh.axis_names!r}; "
+            f"mesh has axes {mesh.axis_names!r}, not exactly one (data) axis; "
             "build one with dpsgd.data_mesh().")
     name = mesh.axis_names[0]
     return name, int(mesh.shape[name])

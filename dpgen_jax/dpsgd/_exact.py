@@ -70,9 +70,7 @@ def host_normal(key: jax.Array, shape: Sequence[int] | int, *, offset: int = 0) 
     """
     shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(s) for s in shape)
     size = math.prod(shape)
-    start = _v.whole(offset=offset)
-    if start + size > 2**64:
-        raise ValueError(f"expected offset to be an integer in [0, 2^64 - size], got offset={offset!r}.")
+    start = _v.whole(maximum=2**64 - size, offset=offset)
     hi_parts, lo_parts, done = [], [], 0
     while done < size:
         block = _block(size - done)

@@ -22,6 +22,7 @@ import jax
 import numpy as np
 
 from dpgen_jax._random import host_rng
+from dpgen_jax import _validate as _v
 
 
 class RunKey(NamedTuple):
@@ -42,9 +43,7 @@ def make_key(seed: int | None = None) -> RunKey:
         template = jax.random.key_data(jax.random.key(0))
         words = np.frombuffer(secrets.token_bytes(4 * template.size), dtype=np.uint32)
         return RunKey(jax.random.wrap_key_data(words.reshape(template.shape).copy()), False)
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"Expected seed={seed!r} to be an int or None.")
-    return RunKey(jax.random.key(seed), True)
+    return RunKey(jax.random.key(_v.integral(seed=seed)), True)
 
 
 def shared_key(key: jax.Array) -> jax.Array:

@@ -153,10 +153,10 @@ def gaussian_noise(key: jax.Array, shape: Sequence[int], *, offset: int = 0) -> 
     """
     shape = tuple(shape)
     if any(isinstance(d, bool) or int(d) != d or d < 0 for d in shape):
-        raise ValueError(f"Expected shape={shape!r} to be a tuple of integers >= 0.")
+        raise ValueError(f"shape={shape!r} is not a tuple of integers >= 0.")
     size = int(np.prod(shape, dtype=np.int64))
     if isinstance(offset, bool) or int(offset) != offset or offset < 0 or offset + size > 2**64:
-        raise ValueError(f"Expected offset={offset!r} to be an integer in [0, 2^64 - size].")
+        raise ValueError(f"offset={offset!r} is not an integer in [0, 2^64 - size] (size={size}).")
     hi, lo = threefry2x32(_key_words(key), _block_counters(int(offset), size))
     return normal_from_words(hi, lo).reshape(tuple(shape))
 

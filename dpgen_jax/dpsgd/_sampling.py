@@ -123,7 +123,7 @@ def poisson_chunk(
         A :class:`PoissonChunk`.
     """
     if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or capacity < 1:
-        raise ValueError(f"Expected capacity={capacity!r} to be a positive integer (static).")
+        raise ValueError(f"capacity={capacity!r} is not a positive integer: pass a static int >= 1.")
     static = _is_static(num_records) and _is_static(sample_rate)
     if static:
         m = _v.whole(minimum=1, num_records=num_records)

@@ -29,12 +29,12 @@ the compiled backward pass; its std is the accounted phase's
 from __future__ import annotations
 
 import functools
-import math
 
 import jax
 import jax.numpy as jnp
 
 from dpgen_jax.dpsgd._noise import gaussian_noise
+from dpgen_jax import _validate as _v
 
 
 def sanitize_rows(g: jax.Array, key: jax.Array | None, *, clip_norm: float,
@@ -95,14 +95,11 @@ def sanitized(x: jax.Array, key: jax.Array | None, *, clip_norm: float, noise_st
     Raises:
         ValueError: a bad clip norm, noise std or scale, or a missing key.
     """
-    if isinstance(clip_norm, bool) or not float(clip_norm) > 0 or not math.isfinite(clip_norm):
-        raise ValueError(f"Expected clip_norm={clip_norm!r} to be a finite number > 0.")
-    if isinstance(noise_std, bool) or not float(noise_std) >= 0 or not math.isfinite(noise_std):
-        raise ValueError(f"Expected noise_std={noise_std!r} to be a finite number >= 0.")
-    if isinstance(scale, bool) or not float(scale) > 0:
-        raise ValueError(f"Expected scale={scale!r} to be a number > 0.")
+    _v.positive(clip_norm=clip_norm)
+    _v.non_negative(noise_std=noise_std)
+    _v.positive(allow_inf=True, scale=scale)
     if key is None and noise_std:
-        raise ValueError("Expected a key: noise_std > 0 needs a secret noise key.")
+        raise ValueError("No key given, but noise_std > 0 needs a secret noise key: pass key=.")
     key_data = None if key is None else jax.random.key_data(key)
     return _barrier(x, key_data, float(clip_norm), float(noise_std), float(scale))
 

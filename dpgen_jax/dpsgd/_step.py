@@ -150,7 +150,7 @@ def make_dp_step(
     if capacity is None:
         cap = default_capacity(m, q)
     elif isinstance(capacity, bool) or int(capacity) != capacity or capacity < 1:
-        raise ValueError(f"Expected capacity={capacity!r} to be a positive integer.")
+        raise ValueError(f"capacity={capacity!r} is not a positive integer: pass an int >= 1 or None.")
     else:
         cap = int(capacity)
     mesh = resolve_mesh(mesh)
