@@ -40,6 +40,13 @@ class UsageError(ValueError):
     allow, a bad flag): the command line prints it as one line and exits with status 2."""
 
 
+def np_bool() -> type:
+    """NumPy's bool type if NumPy is loaded (this leaf module does not import it itself)."""
+    import sys
+    numpy = sys.modules.get("numpy")
+    return numpy.bool_ if numpy is not None else bool
+
+
 def _where(context: str) -> str:
     return f"{context}: " if context else ""
 
@@ -114,13 +121,55 @@ def fraction(context: str = "", /, **kw: Any) -> float:
     return d
 
 
-def whole(context: str = "", /, *, minimum: int = 0, **kw: Any) -> int:
-    """An integer >= ``minimum`` (a count, a seed, a number of rows)."""
+def whole(context: str = "", /, *, minimum: int = 0, maximum: int | None = None, **kw: Any) -> int:
+    """An integer >= ``minimum`` (a count, a seed, a number of rows), and <= ``maximum`` if given."""
     name, value = _argument("whole", kw)
     n = integer(value, name, context)
+    if maximum is not None and not minimum <= n <= maximum:
+        raise ValueError(f"{_where(context)}expected {name} to be an integer in [{minimum}, {maximum}], "
+                         f"got {name}={n}.")
     if n < minimum:
         raise ValueError(f"{_where(context)}expected {name} to be an integer >= {minimum}, got {name}={n}.")
     return n
+
+
+def between(context: str = "", /, *, low: float, high: float, low_open: bool = False,
+            high_open: bool = False, **kw: Any) -> float:
+    """A real number in an interval, e.g. ``between(low=0, high=1, high_open=True, decay=d)`` for
+    [0, 1); NaN fails it."""
+    name, value = _argument("between", kw)
+    x = real(value, name, context)
+    if not ((low < x if low_open else low <= x) and (x < high if high_open else x <= high)):
+        interval = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+        raise ValueError(f"{_where(context)}expected {name} in {interval}, got {name}={value!r}.")
+    return x
+
+
+def boolean(context: str = "", /, **kw: Any) -> bool:
+    """True or False (a NumPy bool too); anything else is a TypeError."""
+    name, value = _argument("boolean", kw)
+    if not isinstance(value, (bool, np_bool())):
+        raise TypeError(f"{_where(context)}expected {name} to be True or False, got {name}={value!r}.")
+    return bool(value)
+
+
+def widths(context: str = "", /, *, allow_empty: bool = False, **kw: Any) -> tuple[int, ...]:
+    """Layer widths: a tuple (or list) of integers >= 1, non-empty unless ``allow_empty``."""
+    name, value = _argument("widths", kw)
+    ok = isinstance(value, (tuple, list)) and (allow_empty or len(value) > 0) and all(
+        not isinstance(w, bool) and isinstance(w, numbers.Integral) and w >= 1 for w in value)
+    if not ok:
+        what = "a tuple" if allow_empty else "a non-empty tuple"
+        raise ValueError(f"{_where(context)}expected {name} to be {what} of widths >= 1, got {name}={value!r}.")
+    return tuple(int(w) for w in value)
+
+
+def instance(kind: type | tuple[type, ...], what: str, context: str = "", /, **kw: Any) -> Any:
+    """An instance of ``kind`` (``what`` names it for the reader, e.g. "a dpgen_jax.data.Schema")."""
+    name, value = _argument("instance", kw)
+    if not isinstance(value, kind):
+        raise TypeError(f"{_where(context)}expected {name} to be {what}, got {type(value).__name__}.")
+    return value
 
 
 def number(context: str = "", /, **kw: Any) -> float:

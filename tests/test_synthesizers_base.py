@@ -21,7 +21,7 @@ def test_registry_lists_and_creates_methods():
     assert isinstance(synthesizers.create("dp-auto-gan"), synthesizers.DPAutoGAN)
     with pytest.raises(ValueError, match=r"Unknown method 'gan-9000'; expected one of \["):
         synthesizers.create("gan-9000")
-    with pytest.raises(TypeError, match="Expected config to be a DPAutoGANConfig"):
+    with pytest.raises(TypeError, match="expected config to be a DPAutoGANConfig"):
         synthesizers.create("dp-auto-gan", config={"ae_steps": 3})
 
 

@@ -115,10 +115,10 @@ class Synthesizer(abc.ABC):
 
     def __init__(self, config: SynthesizerConfig | None = None, *, flags: Flags | None = None,
                  **overrides):
-        if config is not None and not isinstance(config, self.CONFIG):
-            raise TypeError(f"Expected config to be a {self.CONFIG.__name__}, got {type(config).__name__}.")
-        if flags is not None and not isinstance(flags, Flags):
-            raise TypeError(f"Expected flags to be a synthesizers.Flags, got {type(flags).__name__}.")
+        if config is not None:
+            _v.instance(self.CONFIG, f"a {self.CONFIG.__name__}", config=config)
+        if flags is not None:
+            _v.instance(Flags, "a synthesizers.Flags", flags=flags)
         self.config = config.validate() if config is not None else None
         overrides, flag_values = split_overrides(overrides, self.CONFIG)
         self.flags: Flags = (flags or Flags()).replace(**flag_values).over(self.FLAGS, self.METHOD)
@@ -274,8 +274,7 @@ class Synthesizer(abc.ABC):
     def _plan(self, schema: data_lib.Schema, records: RecordCount, *, epsilon, delta, preset,
               **run) -> Plan:
         _check_target(epsilon, delta, preset)
-        if not isinstance(schema, data_lib.Schema):
-            raise TypeError(f"Expected schema to be a dpgen_jax.data.Schema, got {type(schema).__name__}.")
+        _v.instance(data_lib.Schema, "a dpgen_jax.data.Schema", schema=schema)
         model_schema = data_lib.model_schema(schema)  # a column declared missing: value + indicator
         self._check_schema(model_schema)
         config = self.resolve_config(model_schema, preset)
@@ -364,8 +363,7 @@ class Synthesizer(abc.ABC):
         reason = self.unavailable_reason()
         if reason is not None:
             raise ImportError(f"{self.METHOD} cannot fit here: {reason}")
-        if not isinstance(schema, data_lib.Schema):
-            raise TypeError(f"Expected schema to be a dpgen_jax.data.Schema, got {type(schema).__name__}.")
+        _v.instance(data_lib.Schema, "a dpgen_jax.data.Schema", schema=schema)
         if schema.source == "data-derived" and allow_data_derived_schema is not True:
             raise ValueError(
                 "The schema is data-derived (its kinds, categories and bounds were read from the "
@@ -467,7 +465,7 @@ class Synthesizer(abc.ABC):
     def _check_sample_size(self, n) -> int:
         self._require_fitted()
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0:
-            raise ValueError(f"Expected n={n!r} to be a positive integer.")
+            raise ValueError(f"n={n!r} is not a positive integer: pass the number of rows to sample.")
         return int(n)
 
     def default_decode_mode(self) -> str:

@@ -91,7 +91,7 @@ class GeneratorConfig(SynthesizerConfig):
     def validate(self) -> GeneratorConfig:
         if self.calibration_share != 0:
             _v.fraction(calibration_share=self.calibration_share)
-        _v.count(self.calibration_bins, "calibration_bins", 2)
+        _v.whole(minimum=2, calibration_bins=self.calibration_bins)
         return super().validate()
 
     @classmethod
@@ -127,10 +127,10 @@ class Flags:
 
     def validate(self) -> Flags:
         if self.clip_method is not None:
-            _v.choice(self.clip_method, "clip_method", dpsgd.METHODS)
+            _v.one_of(dpsgd.METHODS, clip_method=self.clip_method)
         for name in ("chunk_size", "shard_group", "pretrain_chunk"):
             if getattr(self, name) is not None:
-                _v.count(getattr(self, name), name, 1)
+                _v.whole(minimum=1, **{name: getattr(self, name)})
         return self
 
     def replace(self, **changes) -> Flags:

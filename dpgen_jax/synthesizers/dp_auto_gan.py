@@ -178,27 +178,27 @@ class DPAutoGANConfig(GeneratorConfig):
                               ("continuous_encoding", CONTINUOUS_ENCODINGS), ("decode", data_lib.DECODE_MODES),
                               ("bin_spacing", data_lib.SPACINGS),
                               ("critic_clipping", _gan.CRITIC_CLIPPINGS)):
-            _v.choice(getattr(self, name), name, options)
+            _v.one_of(options, **{name: getattr(self, name)})
         for name in ("bins", "latent_dim", "noise_dim", "critic_batch_size",
                      "critic_steps_per_generator_step", "generator_batch_size"):
-            _v.count(getattr(self, name), name, 1)
+            _v.whole(minimum=1, **{name: getattr(self, name)})
         if self.ae_batch_size is not None:
-            _v.count(self.ae_batch_size, "ae_batch_size", 1)
-        _v.count(self.clip_calibration_steps, "clip_calibration_steps", 0)
+            _v.whole(minimum=1, ae_batch_size=self.ae_batch_size)
+        _v.whole(minimum=0, clip_calibration_steps=self.clip_calibration_steps)
         for name in ("ae_steps", "critic_steps"):
             if getattr(self, name) is not None:
-                _v.count(getattr(self, name), name, 0)
+                _v.whole(minimum=0, **{name: getattr(self, name)})
         if self.max_epoch_steps is not None:
-            _v.count(self.max_epoch_steps, "max_epoch_steps", 1)
+            _v.whole(minimum=1, max_epoch_steps=self.max_epoch_steps)
         if isinstance(self.ae_clip_norm, str):
-            _v.choice(self.ae_clip_norm, "ae_clip_norm", CLIP_NORM_RULES)
+            _v.one_of(CLIP_NORM_RULES, ae_clip_norm=self.ae_clip_norm)
         else:
-            _v.positive_finite(self.ae_clip_norm, "ae_clip_norm")
+            _v.positive(ae_clip_norm=self.ae_clip_norm)
         if self.weight_clamp is not None:
-            _v.positive_finite(self.weight_clamp, "weight_clamp")
+            _v.positive(weight_clamp=self.weight_clamp)
         for name in ("ae_epochs", "critic_epochs", "critic_clip_norm", "ae_noise_multiplier",
                      "critic_noise_multiplier"):
-            _v.positive_finite(getattr(self, name), name)
+            _v.positive(**{name: getattr(self, name)})
         if any(h != self.noise_dim for h in self.generator_hidden):
             raise ValueError(f"generator_hidden={self.generator_hidden!r}: residual blocks need width "
                              f"noise_dim={self.noise_dim}.")
@@ -379,13 +379,13 @@ def ae_batch_size_for(config: DPAutoGANConfig, num_records: int) -> int:
     N is the public ``num_records`` or the row count, as for the schedule."""
     if config.ae_batch_size is not None:
         return config.ae_batch_size
-    return min(1024, max(64, _v.count(num_records, "num_records", 0) // 32))
+    return min(1024, max(64, _v.whole(minimum=0, num_records=num_records) // 32))
 
 
 def schedule(config: DPAutoGANConfig, num_records: int) -> dict[str, int]:
     """Planned steps per phase: the configured counts, or ``round(epochs * N / batch)`` (at least 1,
     at most ``max_epoch_steps``)."""
-    n = _v.count(num_records, "num_records", 0)
+    n = _v.whole(minimum=0, num_records=num_records)
     cap = config.max_epoch_steps if config.max_epoch_steps is not None else float("inf")
 
     def steps(explicit, epochs, batch):

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -74,22 +73,19 @@ class DPVAEConfig(GeneratorConfig):
     clip_norm: float | str = "public-median"
 
     def validate(self) -> DPVAEConfig:
-        _v.choice(self.continuous_loss, "continuous_loss", _losses.CONTINUOUS_LOSSES)
+        _v.one_of(_losses.CONTINUOUS_LOSSES, continuous_loss=self.continuous_loss)
         models.get_activation(self.encoder_activation)
         models.get_activation(self.decoder_activation)
         for name in ("latent_dim", "batch_size"):
-            _v.count(getattr(self, name), name, 1)
-        _v.count(self.steps, "steps", 0)
-        if any(isinstance(w, bool) or int(w) != w or w < 1 for w in self.hidden):
-            raise ValueError(f"Expected hidden={self.hidden!r} to be a tuple of widths >= 1.")
+            _v.whole(minimum=1, **{name: getattr(self, name)})
+        _v.whole(minimum=0, steps=self.steps)
+        _v.widths(allow_empty=True, hidden=self.hidden)
         if isinstance(self.clip_norm, str):
-            _v.choice(self.clip_norm, "clip_norm", CLIP_NORM_RULES)
-        elif not (float(self.clip_norm) > 0 and math.isfinite(self.clip_norm)):
-            raise ValueError(f"Expected clip_norm={self.clip_norm!r} > 0 or one of {CLIP_NORM_RULES}.")
+            _v.one_of(CLIP_NORM_RULES, clip_norm=self.clip_norm)
+        else:
+            _v.positive(clip_norm=self.clip_norm)  # a number, or one of the rules above
         for name in ("noise_multiplier", "learning_rate"):
-            v = getattr(self, name)
-            if not (v > 0 and math.isfinite(v)):
-                raise ValueError(f"Expected {name}={v!r} to be finite and > 0.")
+            _v.positive(**{name: getattr(self, name)})
         return super().validate()
 
 

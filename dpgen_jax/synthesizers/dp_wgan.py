@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import time
 from collections.abc import Mapping
 from typing import Any, NamedTuple
@@ -84,27 +83,24 @@ class DPWGANConfig(GeneratorConfig):
     generator_learning_rate: float = 0.001
 
     def validate(self) -> DPWGANConfig:
-        _v.choice(self.preprocessing, "preprocessing", PREPROCESSINGS)
-        _v.choice(self.critic_clipping, "critic_clipping", _gan.CRITIC_CLIPPINGS)
-        _v.count(self.critic_steps_per_generator_step, "critic_steps_per_generator_step", 1)
+        _v.one_of(PREPROCESSINGS, preprocessing=self.preprocessing)
+        _v.one_of(_gan.CRITIC_CLIPPINGS, critic_clipping=self.critic_clipping)
+        _v.whole(minimum=1, critic_steps_per_generator_step=self.critic_steps_per_generator_step)
         for name in ("batch_size", "noise_dim", "generator_batch_size"):
             v = getattr(self, name)
             if v is not None:
-                _v.count(v, name, 1)
-        _v.count(self.critic_steps, "critic_steps", 0)
+                _v.whole(minimum=1, **{name: v})
+        _v.whole(minimum=0, critic_steps=self.critic_steps)
         for name, widths in (("hidden", self.hidden), ("critic_hidden", self.critic_hidden or (1,))):
-            if not widths or any(isinstance(w, bool) or int(w) != w or w < 1 for w in widths):
-                raise ValueError(f"Expected {name}={widths!r} to be a non-empty tuple of widths >= 1.")
+            _v.widths(**{name: widths})
         if isinstance(self.clip_norm, str):
-            _v.choice(self.clip_norm, "clip_norm", CLIP_NORM_RULES)
-        elif not (float(self.clip_norm) > 0 and math.isfinite(self.clip_norm)):
-            raise ValueError(f"Expected clip_norm={self.clip_norm!r} > 0 or one of {CLIP_NORM_RULES}.")
+            _v.one_of(CLIP_NORM_RULES, clip_norm=self.clip_norm)
+        else:
+            _v.positive(clip_norm=self.clip_norm)  # a number, or one of the rules above
         for name in ("noise_multiplier", "critic_learning_rate", "generator_learning_rate"):
-            v = getattr(self, name)
-            if not (v > 0 and math.isfinite(v)):
-                raise ValueError(f"Expected {name}={v!r} to be finite and > 0.")
-        if self.weight_clamp is not None and not self.weight_clamp > 0:
-            raise ValueError(f"Expected weight_clamp={self.weight_clamp!r} > 0 or None.")
+            _v.positive(**{name: getattr(self, name)})
+        if self.weight_clamp is not None:
+            _v.positive(allow_inf=True, weight_clamp=self.weight_clamp)  # or None: no clamp
         return super().validate()
 
 
@@ -119,7 +115,7 @@ def working_schema(preprocessing: str, schema: data_lib.Schema) -> data_lib.Sche
         ValueError: ``"paper"`` preprocessing of a schema without discrete columns.
     """
     dropped = [c.name for c in schema.columns if c.kind == "continuous"]
-    _v.choice(preprocessing, "preprocessing", PREPROCESSINGS)
+    _v.one_of(PREPROCESSINGS, preprocessing=preprocessing)
     if preprocessing == "mixed" or not dropped:
         return schema
     kept = tuple(c for c in schema.columns if c.kind != "continuous")
@@ -242,7 +238,7 @@ def batch_size_for(config: DPWGANConfig, num_records: int) -> int:
     on Adult (N = 32,561) it is the paper's 2,048."""
     if config.batch_size is not None:
         return config.batch_size
-    return max(1, min(PAPER_BATCH_SIZE, _v.count(num_records, "num_records", 0) // 10))
+    return max(1, min(PAPER_BATCH_SIZE, _v.whole(minimum=0, num_records=num_records) // 10))
 
 
 def privacy_phases(config: DPWGANConfig, num_records: int, *, steps: Mapping[str, int] | None = None,

@@ -61,9 +61,9 @@ class IndependentConfig(MarginalConfig):
     noise_multiplier: float = 1.0
 
     def validate(self) -> IndependentConfig:
-        _v.count(self.bins, "bins", 1)
-        _v.choice(self.bin_spacing, "bin_spacing", SPACINGS)
-        _v.positive_finite(self.noise_multiplier, "noise_multiplier")
+        _v.whole(minimum=1, bins=self.bins)
+        _v.one_of(SPACINGS, bin_spacing=self.bin_spacing)
+        _v.positive(noise_multiplier=self.noise_multiplier)
         return self
 
 

@@ -87,8 +87,8 @@ class MSTConfig(sm.MarginalConfig):
     selection_iters: int = 1000
 
     def validate(self) -> MSTConfig:
-        _v.count(self.bins, "bins", 1)
-        _v.choice(self.bin_spacing, "bin_spacing", SPACINGS)
+        _v.whole(minimum=1, bins=self.bins)
+        _v.one_of(SPACINGS, bin_spacing=self.bin_spacing)
         split = tuple(self.budget_split)
         if len(split) != 3 or not all(s > 0 for s in split) or abs(sum(split) - 1.0) > 1e-9:
             raise ValueError(f"Expected budget_split={self.budget_split!r} to be 3 positive shares "
@@ -96,11 +96,11 @@ class MSTConfig(sm.MarginalConfig):
         for name in ("one_way_noise_multiplier", "selection_noise_multiplier", "two_way_noise_multiplier"):
             v = getattr(self, name)
             if v is not None:
-                _v.positive_finite(v, name)
+                _v.positive(**{name: v})
         if not isinstance(self.compress, bool):
             raise ValueError(f"Expected compress={self.compress!r} to be a bool.")
         for name in ("estimation_iters", "selection_iters"):
-            _v.count(getattr(self, name), name, 1)
+            _v.whole(minimum=1, **{name: getattr(self, name)})
         return self
 
     def noise_multipliers(self, d: int) -> dict[str, float]:

@@ -127,7 +127,7 @@ def num_shards(config: DPSACTGANConfig, num_records: int) -> int:
     Raises:
         ValueError: too few records for one batch per shard on average (naming the argument).
     """
-    n = _v.count(num_records, "num_records", 1)
+    n = _v.whole(minimum=1, num_records=num_records)
     b = config.batch_size
     if config.num_discriminators is None:
         if n < b:

@@ -91,21 +91,20 @@ class DPSACTGANConfig(GeneratorConfig):
     def validate(self) -> DPSACTGANConfig:
         for name in ("max_discriminators", "batch_size", "critic_steps", "noise_dim", "d_model",
                      "num_heads", "num_layers", "n_modes"):
-            _v.count(getattr(self, name), name, 1)
+            _v.whole(minimum=1, **{name: getattr(self, name)})
         for name in ("generator_steps", "pretrain_iterations", "em_iterations"):
-            _v.count(getattr(self, name), name, 0)
+            _v.whole(minimum=0, **{name: getattr(self, name)})
         if self.num_discriminators is not None:
-            _v.count(self.num_discriminators, "num_discriminators", 1)
+            _v.whole(minimum=1, num_discriminators=self.num_discriminators)
         if self.epochs is not None:
-            _v.positive_finite(self.epochs, "epochs")
+            _v.positive(epochs=self.epochs)
         if self.d_model % self.num_heads:
-            raise ValueError(f"Expected d_model={self.d_model} to be a multiple of num_heads={self.num_heads}.")
-        if not self.aux_hidden or any(isinstance(w, bool) or int(w) != w or w < 1 for w in self.aux_hidden):
-            raise ValueError(f"Expected aux_hidden={self.aux_hidden!r} to be a non-empty tuple of widths >= 1.")
+            raise ValueError(f"d_model={self.d_model} is not a multiple of num_heads={self.num_heads}: "
+                             "pick a d_model that num_heads divides.")
+        _v.widths(aux_hidden=self.aux_hidden)
         for name in ("aux_classifier", "info_loss"):
-            if not isinstance(getattr(self, name), bool):
-                raise TypeError(f"Expected {name}={getattr(self, name)!r} to be a bool.")
-        _v.choice(self.mechanism, "mechanism", MECHANISMS)
+            _v.boolean(**{name: getattr(self, name)})
+        _v.one_of(MECHANISMS, mechanism=self.mechanism)
         if self.mechanism == "critic":
             if self.num_discriminators not in (None, 1):
                 raise ValueError(f"mechanism='critic' trains one critic with DP-SGD on every record; "
@@ -119,17 +118,16 @@ class DPSACTGANConfig(GeneratorConfig):
                 raise ValueError(f"generator_average={self.generator_average!r} averages the critic mechanism's "
                                  "generator iterates; mechanism='hook' releases its last iterate: use None.")
             _v.fraction(generator_average=self.generator_average)
-        _v.choice(self.modes, "modes", MODE_SOURCES)
-        _v.choice(self.mode_assignment, "mode_assignment", MODE_ASSIGNMENTS)
-        _v.choice(self.cond, "cond", COND_SOURCES)
+        _v.one_of(MODE_SOURCES, modes=self.modes)
+        _v.one_of(MODE_ASSIGNMENTS, mode_assignment=self.mode_assignment)
+        _v.one_of(COND_SOURCES, cond=self.cond)
         for name in ("hist_noise_multiplier", "em_noise_multiplier", "noise_multiplier", "clip_norm",
                      "learning_rate", "adam_eps", "tau"):
-            _v.positive_finite(getattr(self, name), name)
+            _v.positive(**{name: getattr(self, name)})
         for name in ("gradient_penalty", "weight_decay"):
-            _v.non_negative_finite(getattr(self, name), name)
+            _v.non_negative(**{name: getattr(self, name)})
         for name in ("beta1", "beta2"):
-            if not 0.0 <= _v.real(getattr(self, name), name) < 1.0:
-                raise ValueError(f"Expected {name}={getattr(self, name)!r} in [0, 1).")
+            _v.between(low=0, high=1, high_open=True, **{name: getattr(self, name)})
         if self.preprocessing_share is not None:
             _v.fraction(preprocessing_share=self.preprocessing_share)
         return super().validate()

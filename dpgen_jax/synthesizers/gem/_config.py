@@ -144,20 +144,20 @@ class GEMConfig(sm.MarginalConfig):
         return super().from_dict({"fixed_noise": False, **d})
 
     def validate(self) -> GEMConfig:
-        _v.choice(self.bin_spacing, "bin_spacing", SPACINGS)
+        _v.one_of(SPACINGS, bin_spacing=self.bin_spacing)
         for name in ("bins", "workload_degree", "max_cells", "noise_dim", "batch_size", "score_samples",
                      "one_way_refine"):
-            _v.count(getattr(self, name), name, 1)
+            _v.whole(minimum=1, **{name: getattr(self, name)})
         for name in ("max_rounds", "measurements_per_round"):
             if getattr(self, name) is not None:
-                _v.count(getattr(self, name), name, 1)
+                _v.whole(minimum=1, **{name: getattr(self, name)})
         for name in ("round_steps", "calibrate_iterations"):
             if getattr(self, name) is not None:
-                _v.count(getattr(self, name), name, 0)
+                _v.whole(minimum=0, **{name: getattr(self, name)})
         for name in ("final_steps", "workload_seed"):
-            _v.count(getattr(self, name), name, 0)
+            _v.whole(minimum=0, **{name: getattr(self, name)})
         if self.workload_size is not None:
-            _v.count(self.workload_size, "workload_size", 1)
+            _v.whole(minimum=1, workload_size=self.workload_size)
         if self.measure_share is not None:
             _v.fraction(measure_share=self.measure_share)
         if self.one_way_share is not None:
@@ -169,14 +169,13 @@ class GEMConfig(sm.MarginalConfig):
             if getattr(self, name) not in (None, True, False):
                 raise ValueError(f"Expected {name}={getattr(self, name)!r} to be True, False or "
                                  "None (auto).")
-        _v.positive_finite(self.learning_rate, "learning_rate")
+        _v.positive(learning_rate=self.learning_rate)
         if self.output_init_scale is not None:
-            _v.positive_finite(self.output_init_scale, "output_init_scale")
-        if not self.hidden or any(isinstance(w, bool) or int(w) != w or w < 1 for w in self.hidden):
-            raise ValueError(f"Expected hidden={self.hidden!r} to be a non-empty tuple of widths >= 1.")
+            _v.positive(output_init_scale=self.output_init_scale)
+        _v.widths(hidden=self.hidden)
         for name in ("one_way_noise_multiplier", "selection_noise_multiplier", "measure_noise_multiplier"):
             if getattr(self, name) is not None:
-                _v.positive_finite(getattr(self, name), name)
+                _v.positive(**{name: getattr(self, name)})
         return self
 
     def for_sizes(self, sizes: Sequence[int]) -> GEMConfig:

@@ -121,7 +121,7 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
     level, spent, t, used = 1, 0, 0, 0  # used: the units of every selection and measurement
     budget = config.max_rounds  # public: the units of every path, decided before the rounds
     if anneal and max_units is not None:
-        budget = max(1, min(budget, _v.count(max_units, "max_units", 0)))
+        budget = max(1, min(budget, _v.whole(minimum=0, max_units=max_units)))
     while spent < budget:
         if rounds and should_stop is not None and should_stop():
             break

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -88,35 +87,28 @@ class GSWGANConfig(GeneratorConfig):
 
     def validate(self) -> GSWGANConfig:
         for name in ("batch_size", "noise_dim", "critic_steps_per_generator_step"):
-            _v.count(getattr(self, name), name, 1)
+            _v.whole(minimum=1, **{name: getattr(self, name)})
         if self.num_shards is not None:
-            _v.count(self.num_shards, "num_shards", 1)
+            _v.whole(minimum=1, num_shards=self.num_shards)
         if self.thesis_shards is not None:
-            _v.count(self.thesis_shards, "thesis_shards", 1)
-        _v.count(self.pretrain_iterations, "pretrain_iterations", 0)
-        _v.count(self.snapshot_every, "snapshot_every", 0)
-        _v.count(self.generator_steps, "generator_steps", 0)
+            _v.whole(minimum=1, thesis_shards=self.thesis_shards)
+        _v.whole(minimum=0, pretrain_iterations=self.pretrain_iterations)
+        _v.whole(minimum=0, snapshot_every=self.snapshot_every)
+        _v.whole(minimum=0, generator_steps=self.generator_steps)
         for name, widths in (("generator_hidden", self.generator_hidden),
                              ("critic_hidden", self.critic_hidden)):
-            if not widths or any(isinstance(w, bool) or int(w) != w or w < 1 for w in widths):
-                raise ValueError(f"Expected {name}={widths!r} to be a non-empty tuple of widths >= 1.")
-        _v.choice(self.generator_norm, "generator_norm", models._gswgan.NORMS)
-        _v.choice(self.critic_norm, "critic_norm", models._gswgan.NORMS)
-        _v.choice(self.init, "init", models._gswgan.INITS)
-        _v.choice(self.sample_from, "sample_from", SAMPLE_FROM)
-        _v.choice(self.critic_schedule, "critic_schedule", CRITIC_SCHEDULES)
+            _v.widths(**{name: widths})
+        _v.one_of(models._gswgan.NORMS, generator_norm=self.generator_norm)
+        _v.one_of(models._gswgan.NORMS, critic_norm=self.critic_norm)
+        _v.one_of(models._gswgan.INITS, init=self.init)
+        _v.one_of(SAMPLE_FROM, sample_from=self.sample_from)
+        _v.one_of(CRITIC_SCHEDULES, critic_schedule=self.critic_schedule)
         for name in ("records_per_shard", "noise_multiplier", "clip_norm", "learning_rate"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not (v > 0 and math.isfinite(v)):
-                raise ValueError(f"Expected {name}={v!r} to be finite and > 0.")
+            _v.positive(**{name: getattr(self, name)})
         for name in ("gradient_penalty", "drift"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not (v >= 0 and math.isfinite(v)):
-                raise ValueError(f"Expected {name}={v!r} to be finite and >= 0.")
+            _v.non_negative(**{name: getattr(self, name)})
         for name in ("beta1", "beta2", "ema_decay"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not 0 <= v < 1:
-                raise ValueError(f"Expected {name}={v!r} in [0, 1).")
+            _v.between(low=0, high=1, high_open=True, **{name: getattr(self, name)})
         return super().validate()
 
 
@@ -127,7 +119,7 @@ def num_shards(config: GSWGANConfig, num_records: int) -> int:
     Raises:
         ValueError: K larger than N, or expected shards (N / K records) smaller than a batch.
     """
-    n = _v.count(num_records, "num_records", 0)
+    n = _v.whole(minimum=0, num_records=num_records)
     if config.num_shards is not None:
         k, field = config.num_shards, "num_shards"
     elif config.thesis_shards is not None and n >= config.thesis_shards * config.batch_size:

@@ -159,7 +159,7 @@ class Snapshots:
 
     def __init__(self, every: int, inner=None, sample_from: str = "ema"):
         self.every, self.inner, self.kept = every, inner, {}
-        self.raw = _v.choice(sample_from, "sample_from", SAMPLE_FROM) == "raw"
+        self.raw = _v.one_of(SAMPLE_FROM, sample_from=sample_from) == "raw"
 
     def restore(self, state, total):
         return self.inner.restore(state, total) if self.inner is not None else (state, 0)
