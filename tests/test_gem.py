@@ -185,7 +185,7 @@ def test_random_workload_is_public_deterministic_and_capped():
     small = sm.workload((3, 4, 2, 5, 2), 3, 30, size=4, seed=0)  # enumerated, then sampled
     every = sm.workload((3, 4, 2, 5, 2), 3, 30)
     assert len(small) == 4 and set(small) <= set(every) and len(every) > 4
-    with pytest.raises(ValueError, match="give a workload size"):
+    with pytest.raises(ValueError, match="give the configuration.s workload_size"):
         sm.workload(sizes, 3, 64)
     with pytest.raises(ValueError, match="found only"):
         sm.workload((50,) * 200, 3, 10, size=5)
