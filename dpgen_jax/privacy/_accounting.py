@@ -96,11 +96,11 @@ def classic_conversion(orders: Sequence[float], rdp: Sequence[float], delta: flo
     r = np.asarray(rdp, dtype=np.float64)
     if a.ndim != 1 or a.shape != r.shape or a.size == 0:
         raise ValueError(
-            f"expected orders and rdp to be 1-D of the same non-zero length, got shapes "
-            f"{a.shape} and {r.shape}."
+            f"orders and rdp have shapes {a.shape} and {r.shape}: pass two 1-D arrays of the same "
+            f"non-zero length."
         )
     if np.any(a <= 1.0):
-        raise ValueError(f"expected every order > 1, got min(orders)={a.min()}.")
+        raise ValueError(f"min(orders)={a.min()} is not > 1: pass every order > 1 (RDP orders lie above 1).")
     eps = r + math.log(1.0 / d) / (a - 1.0)
     i = int(np.argmin(eps))
     return float(eps[i]), float(a[i])
@@ -126,16 +126,12 @@ def as_phases(phases: object) -> tuple[Phase, ...]:
         TypeError: If ``phases`` is not a list or tuple of phases.
         ValueError: If it is empty.
     """
-    if isinstance(phases, Phase) or not isinstance(phases, (list, tuple)):
-        raise TypeError(
-            f"expected phases to be a list or tuple of privacy phases (subclasses of "
-            f"dpgen_jax.privacy.Phase), got {type(phases).__name__}."
-        )
+    _v.instance((list, tuple), "a list or tuple of privacy phases (subclasses of dpgen_jax.privacy.Phase)",
+                phases=phases)
     if not phases:
-        raise ValueError("expected phases to contain at least one phase, got an empty sequence.")
+        raise ValueError("phases is empty: pass at least one phase.")
     for i, p in enumerate(phases):
-        if not isinstance(p, Phase):
-            raise TypeError(f"expected phases[{i}] to be a privacy phase, got {type(p).__name__}.")
+        _v.instance(Phase, "a privacy phase", **{f"phases[{i}]": p})
     return tuple(phases)
 
 
@@ -151,8 +147,8 @@ def branches(phases: Sequence[Phase]) -> list[tuple[str | None, tuple[Phase, ...
     if not parallel:
         return [(None, ps)]
     if len(parallel) > 1:
-        raise ValueError(f"expected at most one ParallelPhases per run, got "
-                         f"{[p.name for p in parallel]}.")
+        raise ValueError(f"The run has {len(parallel)} ParallelPhases {[p.name for p in parallel]}: "
+                         "put at most one ParallelPhases in a run.")
     shared = tuple(p for p in ps if p.parallel_groups is None)
     return [(group, shared + inner) for group, inner in parallel[0].parallel_groups]
 
@@ -206,8 +202,8 @@ def neighbouring_relation(phases: Sequence[Phase]) -> NeighboringRelation:
     if len(found) > 1:
         detail = "; ".join(f"{relation_name(r)}: {names}" for r, names in found.items())
         raise ValueError(
-            "expected all phases to share one neighbouring relation, got " + detail + ". "
-            "Account phases under different relations separately."
+            "The phases are stated under different neighbouring relations (" + detail + "): "
+            "account phases under different relations separately."
         )
     return next(iter(found), NeighboringRelation.ADD_OR_REMOVE_ONE)
 
@@ -339,9 +335,10 @@ def rdp_curve(
     if orders is None:
         grid = orders_for(ps)
     else:
-        grid = tuple(_v.number(**{"orders[i]": a}) for a in orders)
-        if not grid or min(grid) <= 1.0:
-            raise ValueError(f"expected a non-empty list of orders > 1, got {list(orders)!r}.")
+        grid = tuple(_v.between(low=1, high=math.inf, low_open=True, **{f"orders[{i}]": a})
+                     for i, a in enumerate(orders))
+        if not grid:
+            raise ValueError("orders is empty: pass at least one order > 1, or None for the default grid.")
     acc = _rdp_accountant(ps, grid)
     return acc.orders, acc.rdp
 

@@ -77,11 +77,11 @@ def _scaled(phases: tuple[Phase, ...], factor: float, fixed: frozenset[str] = fr
 
 def _check_fixed(phases: tuple[Phase, ...], fixed: object) -> frozenset[str]:
     if isinstance(fixed, str) or not all(isinstance(n, str) for n in fixed):
-        raise TypeError(f"expected fixed to be a sequence of phase names, got {fixed!r}.")
+        raise TypeError(f"fixed={fixed!r} is not a sequence of phase names: pass e.g. ['em'].")
     names = [p.name for p in flat_phases(phases)]
     unknown = sorted(set(fixed) - set(names))
     if unknown:
-        raise ValueError(f"expected fixed to name phases among {names}, got unknown {unknown}.")
+        raise ValueError(f"fixed lists unknown {unknown}, not phases of this run: name phases among {names}.")
     return frozenset(fixed)
 
 

@@ -182,9 +182,9 @@ def report(
     if dataset_size is not None:
         n = _v.whole(minimum=1, dataset_size=dataset_size)
     if isinstance(assumptions, str) or not all(isinstance(s, str) for s in assumptions):
-        raise TypeError(f"expected assumptions to be a sequence of strings, got {assumptions!r}.")
-    if not isinstance(seeded, bool):
-        raise TypeError(f"expected seeded to be a bool, got {seeded!r}.")
+        raise TypeError(f"assumptions={assumptions!r} is not a sequence of strings: pass one sentence per "
+                        "assumption.")
+    seeded = _v.boolean(seeded=seeded)
 
     headline, interval = epsilon_and_interval(ps, d, accountant, conversion, fixed)
     by_acc: dict[str, float | None] = {}
