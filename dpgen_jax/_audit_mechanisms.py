@@ -117,13 +117,12 @@ def epsilon_lower_bound_many_runs(in_scores: np.typing.ArrayLike, out_scores: np
     """
     in_s = _check_scores(in_scores, "in_scores")
     out_s = _check_scores(out_scores, "out_scores")
-    if not 0 <= delta < 1:
-        raise ValueError(f"Expected delta={delta!r} in [0, 1).")
-    if not 0 < significance < 0.5:
-        raise ValueError(f"Expected significance={significance!r} in (0, 0.5).")
-    ts = tuple(float(t) for t in thresholds)
-    if not ts or not all(math.isfinite(t) for t in ts):
-        raise ValueError(f"Expected thresholds={thresholds!r} to be a non-empty list of numbers.")
+    _v.between(low=0, high=1, high_open=True, delta=delta)
+    _v.between(low=0, high=0.5, low_open=True, high_open=True, significance=significance)
+    ts = tuple(_v.between(low=-math.inf, high=math.inf, low_open=True, high_open=True,
+                          **{f"thresholds[{i}]": t}) for i, t in enumerate(thresholds))
+    if not ts:
+        raise ValueError("thresholds is empty: pre-register at least one (see many_run_thresholds).")
     auditing = _auditing()
     auditor = auditing.CanaryScoreAuditor(in_s, out_s)
     best = None
@@ -151,9 +150,9 @@ def max_certifiable_epsilon_many_runs(runs_in: int, runs_out: int, delta: float,
 def _check_scores(scores, name) -> np.ndarray:
     a = np.asarray(scores, dtype=np.float64)
     if a.ndim != 1 or a.size == 0:
-        raise ValueError(f"Expected {name} to be a non-empty 1-D array, got shape {a.shape}.")
+        raise ValueError(f"{name} has shape {a.shape}: pass a non-empty 1-D array of scores.")
     if not np.all(np.isfinite(a)):
-        raise ValueError(f"Expected {name} to be finite.")
+        raise ValueError(f"{name} holds NaN or inf: pass finite scores.")
     return a
 
 
@@ -240,8 +239,7 @@ def _check_common(runs, broken, mechanism, significance):
     n = _v.whole(minimum=2, runs=runs)
     if broken is not None:
         _v.one_of(MANY_RUN_BROKEN[mechanism], broken=broken)
-    if not 0 < significance < 0.5:
-        raise ValueError(f"Expected significance={significance!r} in (0, 0.5).")
+    _v.between(low=0, high=0.5, low_open=True, high_open=True, significance=significance)
     return n // 2, n - n // 2
 
 
@@ -535,8 +533,8 @@ def audit_dp_em(key: jax.Array, *, target_epsilon: float, delta: float = 1e-5,
     r_in, r_out = _check_common(runs, broken, "dp-em", significance)
     n = _v.whole(minimum=2, base_rows=base_rows)
     if n % 2:
-        raise ValueError(f"Expected base_rows={base_rows!r} to be even "
-                         "(half at b + a, half at b - a).")
+        raise ValueError(f"base_rows={base_rows!r} is odd: pass an even number (half the rows at "
+                         "b + a, half at b - a).")
     j = _v.whole(minimum=1, iterations=iterations)
     chunk = _v.whole(minimum=1, chunk=chunk)
     phase, claimed = _calibrated(privacy.GaussianPhase("dp-em", 1.0, steps=3 * j, sensitivity=1.0,

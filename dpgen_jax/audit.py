@@ -169,14 +169,14 @@ def epsilon_lower_bound(in_scores: np.typing.ArrayLike, out_scores: np.typing.Ar
             is out of range.
     """
     in_s, out_s = _check_scores(in_scores, "in_scores"), _check_scores(out_scores, "out_scores")
-    if not 0 < delta <= 1:
-        raise ValueError(f"Expected delta={delta!r} in (0, 1].")
-    if not 0 < significance < 1:
-        raise ValueError(f"Expected significance={significance!r} in (0, 1).")
+    _v.probability(delta=delta)
+    _v.fraction(significance=significance)
     m = in_s.size + out_s.size
-    grid = guess_grid(m) if guesses is None else tuple(guesses)
-    if not grid or any(isinstance(k, bool) or int(k) != k or not 1 <= k <= m for k in grid):
-        raise ValueError(f"Expected guesses={guesses!r} to be integers in [1, m={m}].")
+    grid = guess_grid(m) if guesses is None else tuple(
+        _v.whole(f"m={m} canaries", minimum=1, maximum=m, **{f"guesses[{i}]": k})
+        for i, k in enumerate(guesses))
+    if not grid:
+        raise ValueError("guesses is empty: pass at least one number of guesses, or None for guess_grid(m).")
     auditing = _auditing()
     auditor = auditing.CanaryScoreAuditor(in_s, out_s)
     ranked = np.sort(np.concatenate([in_s, out_s]))[::-1]
@@ -200,9 +200,8 @@ def max_certifiable_epsilon(guesses: int, num_canaries: int, delta: float, *,
     one-run bound at level ``significance / rules``); close to ln(guesses / ln(rules /
     significance)), i.e. about ln(r / 3) for one rule at 5%.
     """
-    r, m = _v.whole(minimum=1, guesses=guesses), _v.whole(minimum=1, num_canaries=num_canaries)
-    if r > m:
-        raise ValueError(f"Expected guesses={guesses} <= num_canaries={num_canaries}.")
+    m = _v.whole(minimum=1, num_canaries=num_canaries)
+    r = _v.whole(f"num_canaries={m}", minimum=1, maximum=m, guesses=guesses)
     auditing = _auditing()
     auditor = auditing.CanaryScoreAuditor(np.ones(r), np.zeros(max(1, m - r)))
     return float(auditor.epsilon_one_run(significance / rules, delta,
@@ -255,9 +254,7 @@ def observer(directions: jax.Array, *, scale: float, sample_rate: float,
     """
     q = float(sample_rate)
     inv_var = 1.0 / _v.positive(noise_multiplier=noise_multiplier) ** 2
-    beta = float(baseline_decay)
-    if not 0.0 <= beta < 1.0:
-        raise ValueError(f"Expected baseline_decay={baseline_decay!r} in [0, 1).")
+    beta = _v.between(low=0, high=1, high_open=True, baseline_decay=baseline_decay)
     m, d = directions.shape
     k_hist = _v.whole(minimum=0, history=history)
 
@@ -410,7 +407,7 @@ def audit_dpsgd(
     """
     names = (score,) if isinstance(score, str) else tuple(score)
     if not names:
-        raise ValueError("Expected score to name at least one of " + ", ".join(SCORES) + ".")
+        raise ValueError("score is empty: name at least one of " + ", ".join(SCORES) + ".")
     for name in names:
         _v.one_of(SCORES, score=name)
     if broken is not None:
