@@ -13,6 +13,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from dpgen_jax import _validate as _v
 from dpgen_jax.advice._evidence import load_evidence
 from dpgen_jax.advice._grid import groups as _groups
 from dpgen_jax.advice._grid import median as _median
@@ -147,12 +148,10 @@ def _derive_rule(family: str, points: list[GridPoint]) -> CollapseRule:
 
 def _check_excluded(exclude_datasets: Iterable[str], evidence: Mapping[str, Any]) -> frozenset[str]:
     if isinstance(exclude_datasets, (str, bytes)) or not isinstance(exclude_datasets, Iterable):
-        raise TypeError(f"expected exclude_datasets to be a sequence of dataset names, e.g. ('adult',), got "
-                        f"exclude_datasets={exclude_datasets!r}.")
+        raise TypeError(f"exclude_datasets={exclude_datasets!r} is not a sequence of dataset names: pass "
+                        "e.g. ('adult',).")
     names = tuple(exclude_datasets)
-    unknown = [n for n in names if n not in evidence["datasets"]]
-    if unknown:
-        raise ValueError(f"expected exclude_datasets to name datasets of the evidence "
-                         f"{sorted(evidence['datasets'])}, got exclude_datasets={names!r}.")
+    for i, name in enumerate(names):
+        _v.one_of(sorted(evidence["datasets"]), **{f"exclude_datasets[{i}]": name})
     return frozenset(names)
 

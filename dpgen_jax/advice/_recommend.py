@@ -164,10 +164,7 @@ class Recommendation:
 
 
 def _check_schema(schema: Any) -> data_lib.Schema:
-    if not isinstance(schema, data_lib.Schema):
-        raise TypeError(f"expected schema to be a dpgen_jax.data.Schema, got schema={schema!r} "
-                        f"({type(schema).__name__}).")
-    return schema
+    return _v.instance(data_lib.Schema, "a dpgen_jax.data.Schema", schema=schema)
 
 
 def _method_evidence(method: str, query: tuple[float, ...], groups: Mapping, datasets: Mapping

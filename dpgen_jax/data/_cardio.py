@@ -163,7 +163,8 @@ def cardio_split(df: pd.DataFrame, seed: int = 0) -> tuple[pd.DataFrame, pd.Data
     from sklearn.model_selection import train_test_split
 
     if "cardio" not in df.columns:
-        raise ValueError(f"Expected a 'cardio' column to stratify on; got columns {list(df.columns)}.")
+        raise ValueError(f"The table has no 'cardio' column to stratify on (its columns: {list(df.columns)}); "
+                         "pass the cardio table with its label.")
     _v.integral(seed=seed)
     train, rest = train_test_split(df, test_size=CARDIO_SPLIT[1] + CARDIO_SPLIT[2], stratify=df["cardio"],
                                    random_state=int(seed))
@@ -186,8 +187,7 @@ def cardio_like(n_rows: int, seed: int = 0, *, heaping: float = 0.0) -> pd.DataF
     leaves them at 1 mmHg. The same seed draws the same rows before rounding.
     """
     _v.whole(minimum=1, n_rows=n_rows)
-    if not 0.0 <= _v.number(heaping=heaping) <= 1.0:
-        raise ValueError(f"Expected heaping in [0, 1], got heaping={heaping!r}.")
+    _v.between(low=0, high=1, heaping=heaping)
     rng = np.random.default_rng(seed)
     n = int(n_rows)
     z = ndtri(rng.uniform(1e-9, 1 - 1e-9, size=(n, 8)))
