@@ -471,7 +471,8 @@ def check_method(method: str | Mapping[str, str]) -> str | Mapping[str, str]:
     top-level keys of the parameters) to one each; anything else is refused by name."""
     if isinstance(method, Mapping):
         if not method:
-            raise ValueError("expected method to name at least one parameter group, got {}.")
+            raise ValueError("method is an empty mapping: name at least one parameter group, or pass one "
+                             "method for all.")
         for name, how in method.items():
             _v.one_of(METHODS, **{f"method[{name!r}]": how})
         return method

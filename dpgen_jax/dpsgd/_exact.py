@@ -92,8 +92,8 @@ def host_normal(key: jax.Array, shape: Sequence[int] | int, *, offset: int = 0) 
 def _std(std) -> float:
     s = _v.non_negative(std=std)
     if s > MAX_STD:
-        raise ValueError(f"expected std to be at most 2^40 (beyond it round(std * Z) does not "
-                         f"reach every integer in float64), got std={std!r}.")
+        raise ValueError(f"std={std!r} is above 2^40, where round(std * Z) no longer reaches every "
+                         "integer in float64: pass a std of at most 2^40.")
     return s
 
 
@@ -107,7 +107,7 @@ def integer_gaussian(key: jax.Array, shape: Sequence[int] | int, std: float, *, 
 def _integer_table(name: str, table) -> np.ndarray:
     a = np.asarray(table)
     if a.dtype.kind not in "iu" and not (a.dtype.kind == "f" and np.all(np.isfinite(a)) and np.all(a == np.round(a))):
-        raise TypeError(f"expected the counts of table {name!r} to be integers, got dtype {a.dtype}.")
+        raise TypeError(f"The counts of table {name!r} are not integers (dtype {a.dtype}): pass integer counts.")
     return a.astype(np.int64)
 
 
@@ -150,15 +150,16 @@ def _integer_numerators(numerators) -> tuple[np.ndarray, np.ndarray | None]:
         return a.astype(np.int64), None
     if a.dtype.kind == "f":
         if not np.all(np.isfinite(a)) or not np.all(a == np.floor(a)):
-            raise TypeError("expected numerators to be integers (the statistic times 2^frac_bits), "
-                            "got non-integral or non-finite floats.")
+            raise TypeError("numerators holds non-integral or non-finite floats: pass integers (the "
+                            "statistic times 2^frac_bits).")
     elif a.dtype.kind not in "uO":
-        raise TypeError(f"expected numerators to be integers, got dtype {a.dtype}.")
+        raise TypeError(f"numerators has dtype {a.dtype}: pass integers (the statistic times 2^frac_bits).")
     flat = a.reshape(-1).tolist()
     for v in flat:
         if isinstance(v, bool) or not (isinstance(v, numbers.Integral) or
                                        (isinstance(v, float) and v.is_integer())):
-            raise TypeError(f"expected numerators to be integers (Python or numpy ints), got {v!r}.")
+            raise TypeError(f"numerators holds a {type(v).__name__} that is not an integer: pass Python "
+                            "or numpy ints.")
     exact = np.empty(len(flat), dtype=object)
     exact[:] = [int(v) for v in flat]
     small = np.fromiter(((-(2**62) < v < 2**62) for v in exact), bool, len(flat))
@@ -196,7 +197,8 @@ def _snap(numerators, f: int, g: int, w: np.ndarray) -> np.ndarray:
     n64, exact = _integer_numerators(numerators)
     w = np.asarray(w, np.float64)
     if w.shape != n64.shape:
-        raise ValueError(f"expected noise of shape {n64.shape}, got {w.shape}.")
+        raise ValueError(f"The noise has shape {w.shape}, the numerators {n64.shape}: pass one noise value "
+                         "per numerator.")
     n64, wf = n64.reshape(-1), w.reshape(-1)
     fast = np.ones(n64.size, bool)
     if exact is not None:

@@ -73,8 +73,7 @@ def randbelow(rng: np.random.Generator, d: int) -> int:
 
 def bernoulli_rational(rng: np.random.Generator, numerator: int, denominator: int) -> bool:
     """Bernoulli(numerator / denominator), exactly: ``randbelow(denominator) < numerator``."""
-    if not 0 <= numerator <= denominator:
-        raise ValueError(f"expected 0 <= numerator <= denominator, got {numerator}/{denominator}.")
+    _v.whole(minimum=0, maximum=denominator, numerator=numerator)
     return randbelow(rng, denominator) < numerator
 
 
@@ -94,7 +93,7 @@ def bernoulli_exp(gamma: Fraction | int | float, rng: np.random.Generator) -> bo
         _v.non_negative(gamma=gamma)
     g = Fraction(gamma)
     if g < 0:
-        raise ValueError(f"expected gamma to be a number >= 0, got gamma={gamma!r}.")
+        raise ValueError(f"gamma={gamma!r} is negative: pass gamma >= 0 (the draw is Bernoulli(exp(-gamma))).")
     whole = g.numerator // g.denominator
     if g <= 1:
         return _bernoulli_exp_unit(rng, g)
@@ -234,13 +233,13 @@ def _accept(rng: np.random.Generator, gam: _Gammas, cand: np.ndarray) -> np.ndar
 def _quality(quality) -> np.ndarray:
     q = np.asarray(quality, dtype=np.float64)
     if q.ndim != 1:
-        raise ValueError(f"expected quality to be a 1-D array of scores, got shape {q.shape}.")
+        raise ValueError(f"quality has shape {q.shape}: pass a 1-D array of scores, one per candidate.")
     if np.isnan(q).any() or (q == np.inf).any():
-        raise ValueError("expected quality to hold finite scores or -inf (excluded candidates), "
-                         "got NaN or +inf.")
+        raise ValueError("quality holds NaN or +inf: pass finite scores, or -inf for an excluded "
+                         "candidate.")
     if not (q != -np.inf).any():
-        raise ValueError(f"expected quality to have at least one finite score, got {q.size} "
-                         "candidates, none finite.")
+        raise ValueError(f"quality has no finite score among its {q.size} candidates: leave at least "
+                         "one candidate not excluded (-inf excludes one).")
     return q
 
 

@@ -197,14 +197,13 @@ def _phase_kind(phase) -> bool:
     """True for a private step's phase, False for a non-private one; refuses anything else."""
     if isinstance(phase, privacy.DPSGDPhase):
         return True
-    if isinstance(phase, privacy.NonPrivatePhase):
-        if phase.sample_rate is None:
-            raise ValueError(f"NonPrivatePhase {phase.name!r} has no sample_rate, so no sampled schedule to "
-                             "run (a non-private plan whose expected batch is larger than its N records "
-                             "has none); build it with NonPrivatePhase.from_batch_size.")
-        return False
-    raise TypeError("Expected phase to be a privacy.DPSGDPhase or a privacy.NonPrivatePhase with a "
-                    f"sample_rate, got {type(phase).__name__}.")
+    _v.instance(privacy.NonPrivatePhase, "a privacy.DPSGDPhase or a privacy.NonPrivatePhase with a "
+                "sample_rate", phase=phase)
+    if phase.sample_rate is None:
+        raise ValueError(f"NonPrivatePhase {phase.name!r} has no sample_rate, so no sampled schedule to "
+                         "run (a non-private plan whose expected batch is larger than its N records "
+                         "has none); build it with NonPrivatePhase.from_batch_size.")
+    return False
 
 
 def _sharded_grads(grads_fn: Callable, mesh: jax.sharding.Mesh) -> Callable:
