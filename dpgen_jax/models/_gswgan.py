@@ -21,6 +21,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from dpgen_jax import _validate as _v
 from dpgen_jax.models._layers import TorchDense, leaky_relu
 
 NORMS = ("layer", "none", "batch")
@@ -95,12 +96,9 @@ def gs_wgan_networks(width: int, *, generator_hidden: Sequence[int] = (128, 256)
     Raises:
         ValueError: an unknown normalisation or initialisation.
     """
-    if generator_norm not in NORMS:
-        raise ValueError(f"Expected generator_norm={generator_norm!r} to be one of {list(NORMS)}.")
-    if critic_norm not in NORMS:
-        raise ValueError(f"Expected critic_norm={critic_norm!r} to be one of {list(NORMS)}.")
-    if init not in INITS:
-        raise ValueError(f"Expected init={init!r} to be one of {list(INITS)}.")
+    _v.one_of(NORMS, generator_norm=generator_norm)
+    _v.one_of(NORMS, critic_norm=critic_norm)
+    _v.one_of(INITS, init=init)
     gen = GSWGANMLP(tuple(generator_hidden) + (width,), "relu", generator_norm, init, "tanh")
     critic = GSWGANMLP(tuple(critic_hidden) + (1,), "leaky_relu", critic_norm, init, "linear")
     return GSWGANNetworks(gen, critic)

@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import flax.linen as nn
 
+from dpgen_jax import _validate as _v
 from dpgen_jax.models._layers import TorchDense, get_activation
 
 
@@ -36,8 +37,7 @@ class MLP(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         act = get_activation(self.activation)
-        if self.init_scheme not in ("torch", "he"):
-            raise ValueError(f"Expected init_scheme={self.init_scheme!r} to be 'torch' or 'he'.")
+        _v.one_of(("torch", "he"), init_scheme=self.init_scheme)
         for i, width in enumerate(self.features):
             if self.init_scheme == "torch":
                 x = TorchDense(width, name=f"layer_{i}")(x)
