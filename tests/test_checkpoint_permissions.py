@@ -124,7 +124,7 @@ def test_a_directory_that_cannot_be_made_private_is_refused(tmp_path, monkeypatc
         raise PermissionError(1, "Operation not permitted", str(path))
 
     monkeypatch.setattr(os, "chmod", refuse)  # as for a directory another user owns
-    with pytest.raises(ValueError, match=r"Expected checkpoint_dir=.*ckpt' to be a private "
+    with pytest.raises(ValueError, match=r"checkpoint_dir=.*ckpt' is not a private "
                                          r"directory \(mode 0o700.*its mode is 0o755.*"
                                          r"`chmod 700 .*ckpt`"):
         _fit(directory)

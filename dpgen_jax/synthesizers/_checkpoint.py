@@ -42,6 +42,7 @@ import jax
 import numpy as np
 
 from dpgen_jax._typing import PyTree
+from dpgen_jax import _validate as _v
 from dpgen_jax import dpsgd, privacy
 from dpgen_jax._versions import library_versions
 
@@ -167,11 +168,10 @@ def secure_tree(directory: pathlib.Path) -> int:
                 continue
             except PermissionError as err:
                 raise ValueError(
-                    f"Expected everything in checkpoint_dir={str(directory)!r} to be private "
-                    f"(directories 0o700, files without group or other permissions), but {path!r} "
-                    f"has mode {oct(mode)} and this process cannot change it (it belongs to uid "
-                    f"{st.st_uid}). Remove it, or run `chmod -R go-rwx {directory}` as its "
-                    "owner.") from err
+                    f"{path!r} in checkpoint_dir={str(directory)!r} is not private (directories "
+                    f"0o700, files without group or other permissions): it has mode {oct(mode)} and "
+                    f"this process cannot change it (it belongs to uid {st.st_uid}). Remove it, or "
+                    f"run `chmod -R go-rwx {directory}` as its owner.") from err
             changed += 1
     return changed
 
@@ -195,18 +195,18 @@ def _secure_root(directory: pathlib.Path, created: bool) -> None:
             os.chmod(directory, DIR_MODE)
         except PermissionError as err:
             raise ValueError(
-                f"Expected checkpoint_dir={str(directory)!r} to be a private directory (mode "
-                f"0o700: it will hold the fit's secret key), but its mode is {oct(mode)} and this "
-                f"process cannot change it (the directory belongs to uid {st.st_uid}; this process "
-                f"runs as uid {os.geteuid()}). Run `chmod 700 {directory}` as its owner, or pass a "
-                "directory you own (fit creates a missing one with mode 0o700).") from err
+                f"checkpoint_dir={str(directory)!r} is not a private directory (mode 0o700: it "
+                f"will hold the fit's secret key): its mode is {oct(mode)} and this process cannot "
+                f"change it (the directory belongs to uid {st.st_uid}; this process runs as uid "
+                f"{os.geteuid()}). Run `chmod 700 {directory}` as its owner, or pass a directory you "
+                "own (fit creates a missing one with mode 0o700).") from err
         now = stat.S_IMODE(directory.stat().st_mode)
         if now & _OPEN_BITS:
             raise ValueError(
-                f"Expected checkpoint_dir={str(directory)!r} to be a private directory (mode "
-                f"0o700), but its mode is still {oct(now)} after chmod 700: its file system "
-                "ignores permission bits. Keep the checkpoint (it holds the fit's secret key) on a "
-                "file system that enforces them.")
+                f"checkpoint_dir={str(directory)!r} is not a private directory (mode 0o700): its "
+                f"mode is still {oct(now)} after chmod 700: its file system ignores permission "
+                "bits. Keep the checkpoint (it holds the fit's secret key) on a file system that "
+                "enforces them.")
     contents = secure_tree(directory)
     if not created and mode & _OPEN_BITS:
         extra = (f", and group and other permissions were removed from {contents} entries in it"
@@ -375,8 +375,7 @@ def open_for_fit(model, plan, x, *, checkpoint_dir, resume: bool, seed: int | No
     """``(checkpointer or None, run key)`` of a fit: a fresh key without ``checkpoint_dir``; else the
     checkpoint directory opened for this fit's identity (method, target, N, schema, configuration,
     noise and planned steps; a resume checks every one against the saved run)."""
-    if resume not in (True, False):
-        raise ValueError(f"Expected resume={resume!r} to be True or False.")
+    _v.boolean(resume=resume)
     if checkpoint_dir is None:
         if resume:
             raise ValueError("resume=True needs checkpoint_dir=<the training's checkpoint directory>.")
@@ -427,11 +426,11 @@ def open_checkpoint(directory, *, resume: bool, every: int, identity: dict, x,
             resume whose data, method, configuration, target, schema or seed differ (the message
             lists every difference), or a directory that cannot be made private.
     """
-    if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
-        raise ValueError(f"Expected checkpoint_every={every!r} to be a positive integer (chunks).")
+    _v.whole(minimum=1, checkpoint_every=every)
     directory = pathlib.Path(directory).expanduser().resolve()
     if directory.exists() and not directory.is_dir():
-        raise ValueError(f"Expected checkpoint_dir={str(directory)!r} to be a directory.")
+        raise ValueError(f"checkpoint_dir={str(directory)!r} is not a directory: pass a directory (fit "
+                         "creates a missing one).")
     created = not directory.exists()
     directory.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)  # the mode is masked by the umask
     _secure_root(directory, created)
