@@ -69,7 +69,7 @@ def test_decay_outside_the_open_unit_interval_is_refused(decay):
 
 
 def test_a_state_without_an_average_is_refused():
-    with pytest.raises(ValueError, match="found 0"):
+    with pytest.raises(ValueError, match="holds 0 params_average states"):
         averaged_params(optax.adam(0.1).init(jnp.zeros(2)))
     with pytest.raises(ValueError, match="needs the parameters"):
         params_average(0.9).update(jnp.zeros(2), params_average(0.9).init(jnp.zeros(2)))

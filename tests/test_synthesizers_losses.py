@@ -49,5 +49,5 @@ def test_output_activation_gives_the_decoder_layout():
     assert np.all((out >= 0) & (out <= 1))
     frame = enc.decode(out)
     assert list(frame.columns) == _tables.MIXED_SCHEMA.names and len(frame) == 50
-    with pytest.raises(ValueError, match="continuous='l1'"):
+    with pytest.raises(ValueError, match="got continuous='l1'"):
         _losses.reconstruction_loss(enc.blocks, "l1")

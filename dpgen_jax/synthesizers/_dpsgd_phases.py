@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import optax
 
 from dpgen_jax._typing import PyTree
+from dpgen_jax import _validate as _v
 from dpgen_jax import dpsgd, privacy
 
 
@@ -54,8 +55,7 @@ def params_average(decay: float) -> optax.GradientTransformation:
     of a network's iterates is a function of the iterates, so it is post-processing of whatever
     released them.
     """
-    if not 0.0 < decay < 1.0:
-        raise ValueError(f"Expected decay={decay!r} to be in (0, 1).")
+    _v.fraction(decay=decay)
     ema = optax.ema(decay, debias=True)
 
     def init(params):
@@ -79,7 +79,8 @@ def averaged_params(opt_state: PyTree) -> PyTree:
     found = [s for s in jax.tree_util.tree_leaves(opt_state, is_leaf=lambda s: isinstance(s, ParamsAverageState))
              if isinstance(s, ParamsAverageState)]
     if len(found) != 1:
-        raise ValueError(f"Expected one params_average state in the optimizer state, found {len(found)}.")
+        raise ValueError(f"The optimizer state holds {len(found)} params_average states: build the optimizer "
+                         "with exactly one params_average.")
     return found[0].average
 
 

@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import optax
 
 from dpgen_jax._typing import PyTree
+from dpgen_jax import _validate as _v
 from dpgen_jax import dpsgd, privacy
 from dpgen_jax.synthesizers._dpsgd_phases import torch_rmsprop, weight_clamp
 
@@ -108,8 +109,7 @@ def make_gan_runner(
             one each (``dpsgd.clipped_grad_sum``): per-example clipping.
     """
     dpsgd.check_method(method)
-    if clipping not in CRITIC_CLIPPINGS:
-        raise ValueError(f"Expected clipping={clipping!r} to be one of {CRITIC_CLIPPINGS}.")
+    _v.one_of(CRITIC_CLIPPINGS, clipping=clipping)
     private = isinstance(phase, privacy.DPSGDPhase)
     if (critic_loss is None) != (critic_batch_fn is None):
         raise ValueError("critic_loss and critic_batch_fn go together (a per-example term and the "

@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from dpgen_jax import _validate as _v
 from dpgen_jax import data as data_lib
 from dpgen_jax.models import bce_with_logits as _bce_with_logits
 
@@ -62,8 +63,7 @@ def reconstruction_loss(blocks: Sequence[data_lib.Block], continuous: str = "mse
         blocks: the encoder's blocks (``TableEncoder(schema).blocks``).
         continuous: ``"mse"`` or ``"bce"`` for continuous columns.
     """
-    if continuous not in CONTINUOUS_LOSSES:
-        raise ValueError(f"Expected continuous={continuous!r} to be one of {CONTINUOUS_LOSSES}.")
+    _v.one_of(CONTINUOUS_LOSSES, continuous=continuous)
     layout = BlockLayout(blocks)
 
     def loss(logits: jax.Array, targets: jax.Array) -> jax.Array:

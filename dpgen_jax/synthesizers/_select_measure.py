@@ -36,6 +36,7 @@ import jax
 import numpy as np
 from scipy import optimize
 
+from dpgen_jax import _validate as _v
 from dpgen_jax import dpsgd, privacy
 from dpgen_jax.data._discrete import Discretizer
 from dpgen_jax.synthesizers._base import Synthesizer, SynthesizerConfig
@@ -259,8 +260,8 @@ def round_units(level: int, remaining: int) -> tuple[int, bool]:
     """The units of the next round and whether it is the last: ``level`` units, or every
     remaining unit when fewer than ``2 * level`` remain (AIM's last round;
     GEM's annealed schedule uses the same rule)."""
-    if remaining < 1 or level < 1:
-        raise ValueError(f"expected level >= 1 and remaining >= 1, got level={level}, remaining={remaining}.")
+    _v.whole(minimum=1, level=level)
+    _v.whole(minimum=1, remaining=remaining)
     return (remaining, True) if remaining < 2 * level else (level, False)
 
 

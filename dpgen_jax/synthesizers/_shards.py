@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from dpgen_jax import _validate as _v
 from dpgen_jax import dpsgd, privacy
 
 
@@ -86,9 +87,11 @@ def sanitizer_hook(phase) -> privacy.ShardedSanitizerPhase | None:
     or None for a ``NonPrivatePhase`` (no clipping, no noise)."""
     if isinstance(phase, privacy.NonPrivatePhase):
         return None
-    if not isinstance(phase, privacy.ShardedSanitizerPhase) or phase.clip_norm is None:
-        raise TypeError("Expected the generator's privacy.ShardedSanitizerPhase with its clip norm, or a "
-                        f"privacy.NonPrivatePhase; got {phase!r}.")
+    _v.instance(privacy.ShardedSanitizerPhase, "the generator's privacy.ShardedSanitizerPhase or a "
+                "privacy.NonPrivatePhase", phase=phase)
+    if phase.clip_norm is None:
+        raise ValueError(f"ShardedSanitizerPhase {phase.name!r} has no clip norm: pass the generator's phase "
+                         "with its clip_norm (the sanitiser clips each row to it).")
     return dataclasses.replace(phase, steps=0)
 
 
