@@ -388,7 +388,7 @@ def test_config_is_refused_by_name():
             GEMConfig(**bad).validate()
     with pytest.raises(ValueError, match="measurements_per_round=2"):
         GEMConfig(anneal=True, measurements_per_round=2).validate()
-    with pytest.raises(ValueError, match="anneal"):
+    with pytest.raises(TypeError, match="expected anneal to be True or False, got anneal='yes'"):
         GEMConfig(anneal="yes").validate()
     with pytest.raises(ValueError, match="workload_degree=4 exceeds the 3 columns"):
         GEMConfig(workload_degree=4).for_sizes((2, 2, 2))

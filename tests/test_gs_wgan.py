@@ -405,7 +405,7 @@ def test_calibration_meets_the_target_under_the_proven_bound():
 
 
 @pytest.mark.parametrize("overrides, n, match", [
-    (dict(num_shards=400), 300, "num_shards=400 <= the number of records N=300"),
+    (dict(num_shards=400), 300, "expected num_shards to be an integer in [1, 300], got num_shards=400"),
     (dict(num_shards=100), 300, "fewer than batch_size=32"),
     (dict(records_per_shard=10.0), 300, "records_per_shard=10.0 gives K=30"),
 ])

@@ -91,14 +91,13 @@ class MSTConfig(sm.MarginalConfig):
         _v.one_of(SPACINGS, bin_spacing=self.bin_spacing)
         split = tuple(self.budget_split)
         if len(split) != 3 or not all(s > 0 for s in split) or abs(sum(split) - 1.0) > 1e-9:
-            raise ValueError(f"Expected budget_split={self.budget_split!r} to be 3 positive shares "
-                             "summing to 1 (one-way, selection, two-way).")
+            raise ValueError(f"budget_split={self.budget_split!r} is not 3 positive shares summing to 1: "
+                             "pass the (one-way, selection, two-way) shares of the budget.")
         for name in ("one_way_noise_multiplier", "selection_noise_multiplier", "two_way_noise_multiplier"):
             v = getattr(self, name)
             if v is not None:
                 _v.positive(**{name: v})
-        if not isinstance(self.compress, bool):
-            raise ValueError(f"Expected compress={self.compress!r} to be a bool.")
+        _v.boolean(compress=self.compress)
         for name in ("estimation_iters", "selection_iters"):
             _v.whole(minimum=1, **{name: getattr(self, name)})
         return self

@@ -166,9 +166,8 @@ class GEMConfig(sm.MarginalConfig):
             raise ValueError(f"anneal=True needs measurements_per_round=1 (AIM's rounds of one "
                              f"marginal), got measurements_per_round={self.measurements_per_round}.")
         for name in ("pair_candidates", "one_way_init", "graphical_sampling", "anneal", "fixed_noise"):
-            if getattr(self, name) not in (None, True, False):
-                raise ValueError(f"Expected {name}={getattr(self, name)!r} to be True, False or "
-                                 "None (auto).")
+            if getattr(self, name) is not None:  # None: auto
+                _v.boolean(**{name: getattr(self, name)})
         _v.positive(learning_rate=self.learning_rate)
         if self.output_init_scale is not None:
             _v.positive(output_init_scale=self.output_init_scale)

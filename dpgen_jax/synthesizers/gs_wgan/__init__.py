@@ -178,7 +178,7 @@ class GSWGAN(Synthesizer):
         n = self._check_sample_size(n)
         kept = self.snapshots
         if step not in kept:
-            raise ValueError(f"Expected step={step!r} to be a kept snapshot step {sorted(kept)} "
+            raise ValueError(f"step={step!r} is not a kept snapshot step {sorted(kept)}: pass one of them "
                              "(fit with snapshot_every > 0 keeps them).")
         return self._rows(n, seed, mode, params=kept[step])
 

@@ -119,7 +119,7 @@ def num_shards(config: GSWGANConfig, num_records: int) -> int:
     Raises:
         ValueError: K larger than N, or expected shards (N / K records) smaller than a batch.
     """
-    n = _v.whole(minimum=0, num_records=num_records)
+    n = _v.whole(minimum=1, num_records=num_records)
     if config.num_shards is not None:
         k, field = config.num_shards, "num_shards"
     elif config.thesis_shards is not None and n >= config.thesis_shards * config.batch_size:
@@ -127,10 +127,7 @@ def num_shards(config: GSWGANConfig, num_records: int) -> int:
     else:
         k, field = max(1, round(n / config.records_per_shard)), "records_per_shard"
     value = getattr(config, field)
-    if n < 1:
-        raise ValueError(f"Expected num_records={num_records!r} to be >= 1.")
-    if k > n:
-        raise ValueError(f"Expected num_shards={k} <= the number of records N={n} (from {field}={value}).")
+    _v.whole(f"{field}={value} on N={n} records", minimum=1, maximum=n, num_shards=k)
     if n / k < config.batch_size:
         raise ValueError(
             f"{field}={value} gives K={k} shards of N/K={n / k:.1f} records on average for N={n}, "
