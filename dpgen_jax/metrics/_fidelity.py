@@ -300,7 +300,7 @@ def _marginal_l1(
         k,
         bins=_v.whole(minimum=1, bins=bins),
         spacing=spacing,
-        max_subsets=_v.count(max_subsets, f"max_{_SUBSETS[k]}", 1),
+        max_subsets=_v.whole(minimum=1, **{f"max_{_SUBSETS[k]}": max_subsets}),
         seed=_v.whole(seed=seed),
         given=given,
     )

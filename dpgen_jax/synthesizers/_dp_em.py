@@ -67,7 +67,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dpgen_jax._validate import count, non_negative_finite, positive_finite
+from dpgen_jax import _validate as _v
 from dpgen_jax.dpsgd import snapped_gaussian
 
 #: Fixed-point fraction bits b of the rows and responsibilities (public).
@@ -96,8 +96,8 @@ class Mixture(NamedTuple):
 def init_mixture(key: jax.Array, num_components: int, dim: int) -> Mixture:
     """A data-independent start: means uniform in [-0.5, 0.5]^d / sqrt(d), covariances
     (0.1 / d) I, equal weights (a broad start such as I makes the means collapse to the origin)."""
-    k = count(num_components, "num_components", 1)
-    d = count(dim, "dim", 1)
+    k = _v.whole(minimum=1, num_components=num_components)
+    d = _v.whole(minimum=1, dim=dim)
     means = jax.random.uniform(key, (k, d), minval=-0.5, maxval=0.5) / math.sqrt(d)
     covs = jnp.broadcast_to((0.1 / d) * jnp.eye(d), (k, d, d))
     return Mixture(jnp.full((k,), 1.0 / k), means, covs)
@@ -130,9 +130,9 @@ def fixed_point_rows(x) -> np.ndarray:
     zero) until ``sum_j X_j^2 <= 2^(2b)`` holds in integers."""
     x64 = np.asarray(x, np.float64)
     if x64.ndim < 2 or x64.shape[-1] < 1:
-        raise ValueError(f"expected x to have rows of at least one value, got shape {x64.shape}.")
+        raise ValueError(f"x has shape {x64.shape}: pass rows of at least one value, shape (..., n, d).")
     if not np.all(np.isfinite(x64)):
-        raise ValueError("expected x to be finite (DP-EM clips rows, it cannot clip NaN or inf).")
+        raise ValueError("x holds NaN or inf, which DP-EM cannot clip: pass finite rows.")
     norm = np.hypot.reduce(np.abs(x64), axis=-1)[..., None]
     big = np.trunc(x64 / np.maximum(1.0, norm) * 2.0**FRAC_BITS).astype(np.int64)
     rows = big.reshape(-1, big.shape[-1])
@@ -208,7 +208,7 @@ def _check_rows(n: int) -> None:
 def grid_exponent(noise_multiplier: float) -> int:
     """g of the public release grid ``2^g``: the largest power of two at most
     ``noise_multiplier / 64``, and at least ``GRID_FLOOR`` (a function of the noise alone)."""
-    z = positive_finite(noise_multiplier, "noise_multiplier")
+    z = _v.positive(noise_multiplier=noise_multiplier)
     return max(math.frexp(z / GRID_RATIO)[1] - 1, GRID_FLOOR)
 
 
@@ -220,7 +220,7 @@ def release_statistics(numerators: np.ndarray, key: jax.Array, noise_multiplier:
     cell i drawing the counter ``offset + i`` of ``key``'s stream (row-major over the array);
     ``noise_multiplier`` 0 returns the exact values (non-private)."""
     nums = np.asarray(numerators, np.int64)
-    z = non_negative_finite(noise_multiplier, "noise_multiplier")
+    z = _v.non_negative(noise_multiplier=noise_multiplier)
     if z == 0.0:
         return nums.astype(np.float64) * 2.0 ** (-3 * FRAC_BITS)
     return snapped_gaussian(nums, 3 * FRAC_BITS, z, grid_exponent(z), key, offset=offset)
@@ -253,7 +253,7 @@ def m_step(counts, s1, s2, *, min_count: float = 1.0, eig_floor: float = 1e-3) -
 def _batched(x, init, mask):
     xa = np.asarray(x)
     if xa.ndim not in (2, 3):
-        raise ValueError(f"expected x of shape (n, d), or (batch, n, d) for stacked mixtures, got {xa.shape}.")
+        raise ValueError(f"x has shape {xa.shape}: pass (n, d) rows, or (batch, n, d) for stacked mixtures.")
     single = xa.ndim == 2
     xb = xa[None] if single else xa
     b, n, d = xb.shape
@@ -263,17 +263,16 @@ def _batched(x, init, mask):
     k = mix.weights.shape[-1] if mix.weights.ndim == 2 else -1
     if (mix.weights.shape != (b, k) or mix.means.shape != (b, k, d) or
             mix.covariances.shape != (b, k, d, d)):
-        raise ValueError(f"expected init to hold {'one mixture' if single else f'{b} mixtures'} in "
-                         f"dimension {d} (weights (K,), means (K, {d}), covariances (K, {d}, {d})"
-                         f"{'' if single else ' each'}), got shapes "
-                         f"{[tuple(a.shape) for a in init]}.")
+        raise ValueError(f"init has shapes {[tuple(a.shape) for a in init]}: pass "
+                         f"{'one mixture' if single else f'{b} mixtures'} in dimension {d} (weights (K,), "
+                         f"means (K, {d}), covariances (K, {d}, {d}){'' if single else ' each'}).")
     mk = None
     if mask is not None:
         mk = np.asarray(mask)
         if mk.shape != (b, n) and not (single and mk.shape == (n,)):
-            raise ValueError(f"expected mask of shape {(n,) if single else (b, n)}, got {mk.shape}.")
+            raise ValueError(f"mask has shape {mk.shape}, not {(n,) if single else (b, n)}: pass one flag per row.")
         if not np.all((mk == 0) | (mk == 1)):
-            raise ValueError("expected mask to hold only 0 (a padding row) and 1 (a row).")
+            raise ValueError("mask holds values other than 0 and 1: flag each padding row with 0 and each row with 1.")
         mk = mk.reshape(b, n).astype(np.int64)
     return single, xb, mix, mk
 
@@ -301,12 +300,13 @@ def dp_em_ssp(x, key: jax.Array, init: Mixture, *, iterations: int, noise_multip
     responsibilities of every mixture of the batch, then the exact sums, the snapped release
     and the M-step run in numpy.
     """
-    j = count(iterations, "iterations", 0)
-    z = non_negative_finite(noise_multiplier, "noise_multiplier")
+    j = _v.whole(iterations=iterations)
+    z = _v.non_negative(noise_multiplier=noise_multiplier)
     if z > _MAX_NOISE:
-        raise ValueError(f"expected noise_multiplier to be at most 2^40, got {noise_multiplier!r}.")
-    positive_finite(min_count, "min_count")
-    positive_finite(eig_floor, "eig_floor")
+        raise ValueError(f"noise_multiplier={noise_multiplier!r} is above 2^40, where float64 z * Z is coarser "
+                         "than any grid here: pass a noise_multiplier of at most 2^40.")
+    _v.positive(min_count=min_count)
+    _v.positive(eig_floor=eig_floor)
     single, xb, mix, mk = _batched(x, init, mask)
     _check_rows(xb.shape[1])
     X = fixed_point_rows(xb)

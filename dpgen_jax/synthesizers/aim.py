@@ -136,23 +136,23 @@ class AIMConfig(sm.MarginalConfig):
     measure_noise_multiplier: float | None = None
 
     def validate(self) -> AIMConfig:
-        _v.count(self.bins, "bins", 1)
-        _v.choice(self.bin_spacing, "bin_spacing", SPACINGS)
-        _v.count(self.workload_degree, "workload_degree", 1)
-        _v.count(self.max_cells, "max_cells", 1)
+        _v.whole(minimum=1, bins=self.bins)
+        _v.one_of(SPACINGS, bin_spacing=self.bin_spacing)
+        _v.whole(minimum=1, workload_degree=self.workload_degree)
+        _v.whole(minimum=1, max_cells=self.max_cells)
         if self.workload_size is not None:
-            _v.count(self.workload_size, "workload_size", 1)
-        _v.count(self.workload_seed, "workload_seed", 0)
+            _v.whole(minimum=1, workload_size=self.workload_size)
+        _v.whole(workload_seed=self.workload_seed)
         if self.max_rounds is not None:
-            _v.count(self.max_rounds, "max_rounds", 1)
+            _v.whole(minimum=1, max_rounds=self.max_rounds)
         _v.fraction(measure_share=self.measure_share)  # of each unit spent on the measurement (paper: 0.9)
-        _v.positive_finite(self.max_model_size, "max_model_size")
+        _v.positive(max_model_size=self.max_model_size)
         for name in ("round_iters", "estimation_iters"):
-            _v.count(getattr(self, name), name, 1)
+            _v.whole(minimum=1, **{name: getattr(self, name)})
         for name in ("one_way_noise_multiplier", "selection_noise_multiplier", "measure_noise_multiplier"):
             v = getattr(self, name)
             if v is not None:
-                _v.positive_finite(v, name)
+                _v.positive(**{name: v})
         return self
 
     def rounds(self, d: int) -> int:
@@ -339,7 +339,7 @@ def fit_released(config: AIMConfig, codes: np.ndarray, sizes: Sequence[int], key
     rho_unit = 1.0 / (2.0 * sigma_u ** 2) + phases["selection"].rho
     total_units = config.rounds(d)
     if max_units is not None:  # public: the budget of every path, decided before the rounds
-        total_units = max(1, min(total_units, _v.count(max_units, "max_units", 0)))
+        total_units = max(1, min(total_units, _v.whole(minimum=0, max_units=max_units)))
     rho_total = rho_one + total_units * rho_unit
 
     k_one, k_rounds = jax.random.split(key)
@@ -518,8 +518,9 @@ class AIM(sm.MarginalSynthesizer):
         d = len(sizes)
         cliques = model_cliques(statistics)
         if any(not c or any(not 0 <= a < d for a in c) for c in cliques):
-            raise ValueError(f"Expected model_cliques={statistics.get('model_cliques')!r} to be lists of "
-                             f"column indices in [0, {d}).")
+            raise ValueError(f"The release's model_cliques={statistics.get('model_cliques')!r} are not "
+                             f"non-empty lists of column indices in [0, {d}): load it with the schema and "
+                             "configuration it was fitted with.")
         return {"model": {f"c{i:03d}": jax.ShapeDtypeStruct(tuple(sizes[a] for a in c), jnp.float32)
                           for i, c in enumerate(cliques)}}
 

@@ -99,34 +99,34 @@ class DPSYNConfig(GeneratorConfig):
 
     def validate(self) -> DPSYNConfig:
         for name in ("latent_dim", "batch_size", "em_components"):
-            _v.count(getattr(self, name), name, 1)
-        _v.count(self.em_iterations, "em_iterations", 0)
-        _v.non_negative_finite(self.epochs, "epochs")
+            _v.whole(minimum=1, **{name: getattr(self, name)})
+        _v.whole(em_iterations=self.em_iterations)
+        _v.non_negative(epochs=self.epochs)
         if self.max_steps is not None:
-            _v.count(self.max_steps, "max_steps", 1)
+            _v.whole(minimum=1, max_steps=self.max_steps)
         for name in ("learning_rate", "clip_norm", "count_noise_multiplier", "em_noise_multiplier"):
-            _v.positive_finite(getattr(self, name), name)
+            _v.positive(**{name: getattr(self, name)})
         _v.fraction(em_share=self.em_share)
-        _v.choice(self.continuous_loss, "continuous_loss", _losses.CONTINUOUS_LOSSES)
-        _v.choice(self.group_composition, "group_composition", GROUP_COMPOSITIONS)
-        _v.choice(self.continuous_encoding, "continuous_encoding", CONTINUOUS_ENCODINGS)
-        _v.count(self.bins, "bins", 1)
-        _v.choice(self.budget_split, "budget_split", BUDGET_SPLITS)
+        _v.one_of(_losses.CONTINUOUS_LOSSES, continuous_loss=self.continuous_loss)
+        _v.one_of(GROUP_COMPOSITIONS, group_composition=self.group_composition)
+        _v.one_of(CONTINUOUS_ENCODINGS, continuous_encoding=self.continuous_encoding)
+        _v.whole(minimum=1, bins=self.bins)
+        _v.one_of(BUDGET_SPLITS, budget_split=self.budget_split)
         for name in ("ae_noise_multipliers", "group_shares", "group_counts"):
             values = getattr(self, name)
             if values is not None:
-                for v in values:
-                    _v.positive_finite(v, name)
+                for i, v in enumerate(values):
+                    _v.positive(**{f"{name}[{i}]": v})
         if self.groups is not None:
             if not self.groups or len(set(self.groups)) != len(self.groups) or \
                     not all(isinstance(g, str) and g for g in self.groups):
-                raise ValueError(f"expected groups to be the label's distinct categories (non-empty "
-                                 f"strings), got groups={self.groups!r}.")
+                raise ValueError(f"groups={self.groups!r} are not the label's distinct categories: pass "
+                                 "each category once, as a non-empty string.")
             for name in ("ae_noise_multipliers", "group_shares", "group_counts"):
                 values = getattr(self, name)
                 if values is not None and len(values) != len(self.groups):
-                    raise ValueError(f"expected {name} to have one value per label group "
-                                     f"({len(self.groups)}: {list(self.groups)}), got {name}={values!r}.")
+                    raise ValueError(f"{name}={values!r} does not have one value per label group: pass "
+                                     f"{len(self.groups)}, for {list(self.groups)}.")
         return super().validate()
 
 
