@@ -19,9 +19,9 @@ is expected (TypeError, as any non-number); NaN fails every range; ``inf`` fails
 :func:`flag` runs a check on a command-line flag as argparse parses it (the CLI, the experiments).
 
 A name computed at run time is passed as ``**{name: value}`` (``whole(minimum=1, **{name: v})``).
-The positional forms (``count(value, name, minimum)``, ``positive_finite``, ...) remain only for
-the few callers not converted yet (``tests/test_validate.py`` lists them and refuses new ones);
-each is one of the keyword-named checks under another spelling, not a second implementation.
+There are no positional forms: ``tests/test_validate.py`` refuses them, and refuses a hand-written
+``raise ...("Expected ...")`` anywhere in the package (an error that is not an argument check says
+what is wrong and what to do).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def _argument(check: str, kw: dict[str, Any]) -> tuple[str, Any]:
     return next(iter(kw.items()))
 
 
-def real(value: Any, name: str, context: str = "") -> float:
+def _real(value: Any, name: str, context: str = "") -> float:
     """Returns ``value`` as a float; raises TypeError for anything that is not a real number."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(
@@ -69,7 +69,7 @@ def real(value: Any, name: str, context: str = "") -> float:
     return float(value)
 
 
-def integer(value: Any, name: str, context: str = "") -> int:
+def _integer(value: Any, name: str, context: str = "") -> int:
     """Returns ``value`` as an int; raises TypeError for floats, bools and non-numbers."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(
@@ -85,7 +85,7 @@ def integer(value: Any, name: str, context: str = "") -> int:
 def positive(context: str = "", /, *, allow_inf: bool = False, **kw: Any) -> float:
     """A real number > 0: finite, or ``inf`` too with ``allow_inf``."""
     name, value = _argument("positive", kw)
-    x = real(value, name, context)
+    x = _real(value, name, context)
     if not (x > 0.0 and (allow_inf or math.isfinite(x))):
         what = "a number > 0 or inf" if allow_inf else "a finite number > 0"
         raise ValueError(f"{_where(context)}expected {name} to be {what}, got {name}={value!r}.")
@@ -95,7 +95,7 @@ def positive(context: str = "", /, *, allow_inf: bool = False, **kw: Any) -> flo
 def non_negative(context: str = "", /, **kw: Any) -> float:
     """A real number in [0, inf)."""
     name, value = _argument("non_negative", kw)
-    x = real(value, name, context)
+    x = _real(value, name, context)
     if not (math.isfinite(x) and x >= 0.0):
         raise ValueError(
             f"{_where(context)}expected {name} to be a finite number >= 0, got {name}={value!r}."
@@ -106,7 +106,7 @@ def non_negative(context: str = "", /, **kw: Any) -> float:
 def probability(context: str = "", /, **kw: Any) -> float:
     """A probability in (0, 1] (e.g. a sampling rate)."""
     name, value = _argument("probability", kw)
-    q = real(value, name, context)
+    q = _real(value, name, context)
     if not (0.0 < q <= 1.0):
         raise ValueError(f"{_where(context)}expected {name} in (0, 1], got {name}={value!r}.")
     return q
@@ -115,7 +115,7 @@ def probability(context: str = "", /, **kw: Any) -> float:
 def fraction(context: str = "", /, **kw: Any) -> float:
     """A number in the open interval (0, 1) (e.g. a delta, a share of a budget)."""
     name, value = _argument("fraction", kw)
-    d = real(value, name, context)
+    d = _real(value, name, context)
     if not (0.0 < d < 1.0):
         raise ValueError(f"{_where(context)}expected {name} in (0, 1), got {name}={value!r}.")
     return d
@@ -124,7 +124,7 @@ def fraction(context: str = "", /, **kw: Any) -> float:
 def whole(context: str = "", /, *, minimum: int = 0, maximum: int | None = None, **kw: Any) -> int:
     """An integer >= ``minimum`` (a count, a seed, a number of rows), and <= ``maximum`` if given."""
     name, value = _argument("whole", kw)
-    n = integer(value, name, context)
+    n = _integer(value, name, context)
     if maximum is not None and not minimum <= n <= maximum:
         raise ValueError(f"{_where(context)}expected {name} to be an integer in [{minimum}, {maximum}], "
                          f"got {name}={n}.")
@@ -138,7 +138,7 @@ def between(context: str = "", /, *, low: float, high: float, low_open: bool = F
     """A real number in an interval, e.g. ``between(low=0, high=1, high_open=True, decay=d)`` for
     [0, 1); NaN fails it."""
     name, value = _argument("between", kw)
-    x = real(value, name, context)
+    x = _real(value, name, context)
     if not ((low < x if low_open else low <= x) and (x < high if high_open else x <= high)):
         interval = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
         raise ValueError(f"{_where(context)}expected {name} in {interval}, got {name}={value!r}.")
@@ -175,13 +175,13 @@ def instance(kind: type | tuple[type, ...], what: str, context: str = "", /, **k
 def number(context: str = "", /, **kw: Any) -> float:
     """Any real number (NaN and inf included: a range check is the caller's)."""
     name, value = _argument("number", kw)
-    return real(value, name, context)
+    return _real(value, name, context)
 
 
 def integral(context: str = "", /, **kw: Any) -> int:
     """Any integer, negative ones included (an exponent, a signed offset)."""
     name, value = _argument("integral", kw)
-    return integer(value, name, context)
+    return _integer(value, name, context)
 
 
 def non_empty(context: str = "", /, **kw: Any) -> str:
@@ -222,34 +222,6 @@ def flag(check: Callable[..., Any], **options: Any) -> type[argparse.Action]:
             setattr(namespace, self.dest, checked)
 
     return Checked
-
-
-# ----------------------------------------------------------------------------- positional forms
-
-
-def positive_finite(value: Any, name: str, context: str = "") -> float:
-    """:func:`positive` (finite) with the argument's name as a string."""
-    return positive(context, **{name: value})
-
-
-def non_negative_finite(value: Any, name: str, context: str = "") -> float:
-    """:func:`non_negative` with the argument's name as a string."""
-    return non_negative(context, **{name: value})
-
-
-def sample_rate(value: Any, name: str = "sample_rate", context: str = "") -> float:
-    """:func:`probability`: a sampling probability in (0, 1]."""
-    return probability(context, **{name: value})
-
-
-def count(value: Any, name: str, minimum: int, context: str = "") -> int:
-    """:func:`whole`: an integer >= ``minimum``."""
-    return whole(context, minimum=minimum, **{name: value})
-
-
-def choice(value: Any, name: str, options: tuple[str, ...]) -> str:
-    """:func:`one_of` with the argument's name as a string."""
-    return one_of(options, **{name: value})
 
 
 # ----------------------------------------------------------------------------- files

@@ -1,12 +1,14 @@
 """``dpgen_jax._validate``: the keyword-named checks name the argument and the value received,
-refuse bool as a number, treat NaN and inf as documented, return builtin numbers, and the
-positional forms are the same checks; ``flag`` turns a check into a parser error naming the flag."""
+refuse bool as a number, treat NaN and inf as documented and return builtin numbers; ``flag`` turns
+a check into a parser error naming the flag; and the package has no positional check and no
+hand-written "Expected ..." error."""
 
 from __future__ import annotations
 
 import argparse
 import ast
 import pathlib
+import sys
 
 import numpy as np
 import pytest
@@ -78,28 +80,6 @@ def test_exactly_one_keyword(kw):
             check(**kw)
     with pytest.raises(TypeError, match="exactly one name=value"):
         v.one_of(("a",), **kw)
-
-
-def test_positional_forms_are_the_same_checks():
-    """The positional spelling (a name computed at run time) gives the keyword form's result and message."""
-    pairs = [
-        (lambda x: v.positive_finite(x, "sigma", "ctx"), lambda x: v.positive("ctx", sigma=x)),
-        (lambda x: v.non_negative_finite(x, "sigma"), lambda x: v.non_negative(sigma=x)),
-        (lambda x: v.sample_rate(x, "sigma"), lambda x: v.probability(sigma=x)),
-        (lambda x: v.count(x, "sigma", 1, "ctx"), lambda x: v.whole("ctx", minimum=1, sigma=x)),
-        (lambda x: v.choice(x, "sigma", ("a", "b")), lambda x: v.one_of(("a", "b"), sigma=x)),
-    ]
-    for positional, keyword in pairs:
-        for value in (0, 1, 0.5, 2, -1, NAN, INF, True, "a", None):
-            try:
-                expected = keyword(value)
-            except (TypeError, ValueError) as exc:
-                with pytest.raises(type(exc)) as info:
-                    positional(value)
-                assert str(info.value) == str(exc)
-            else:
-                assert positional(value) == expected
-    assert v.sample_rate(1) == 1.0
 
 
 def _parser():
@@ -174,55 +154,35 @@ def _offenders() -> tuple[dict[str, int], dict[str, int]]:
     return expected, positional
 
 
-# Files whose owners convert them in their own change (they are being edited beside this rule);
-# the counts may only go down.
-_OTHERS_POSITIONAL = {
-    "dpgen_jax/metrics/_fidelity.py": 1,
-    "dpgen_jax/synthesizers/_dp_em.py": 8,
-    "dpgen_jax/synthesizers/aim.py": 11,
-    "dpgen_jax/synthesizers/dp_syn.py": 11,
-}
-_OTHERS_EXPECTED = {
-    "dpgen_jax/synthesizers/_dp_em.py": 7,
-    "dpgen_jax/synthesizers/aim.py": 1,
-    "dpgen_jax/synthesizers/dp_syn.py": 2,
-}
-# Hand-written "Expected ..." errors not converted yet: each is to become a _validate check or a
-# message saying what is wrong and what to do. The counts may only go down.
-_NOT_YET_CONVERTED = {
-    "dpgen_jax/_audit_mechanisms.py": 7,
-    "dpgen_jax/advice/_collapse.py": 2,
-    "dpgen_jax/advice/_recommend.py": 1,
-    "dpgen_jax/audit.py": 6,
-    "dpgen_jax/data/_cardio.py": 2,
-    "dpgen_jax/dpsgd/_clipping.py": 1,
-    "dpgen_jax/dpsgd/_exact.py": 6,
-    "dpgen_jax/dpsgd/_selection.py": 5,
-    "dpgen_jax/dpsgd/_step.py": 1,
-    "dpgen_jax/models/_gswgan.py": 3,
-    "dpgen_jax/models/_networks.py": 1,
-    "dpgen_jax/privacy/_accounting.py": 8,
-    "dpgen_jax/privacy/_calibrate.py": 2,
-    "dpgen_jax/privacy/_report.py": 2,
-    "dpgen_jax/synthesizers/_checkpoint.py": 6,
-    "dpgen_jax/synthesizers/_dpsgd_phases.py": 2,
-    "dpgen_jax/synthesizers/_gan.py": 1,
-    "dpgen_jax/synthesizers/_losses.py": 1,
-    "dpgen_jax/synthesizers/_select_measure.py": 1,
-    "dpgen_jax/synthesizers/_shards.py": 1,
-    "dpgen_jax/synthesizers/gem/_config.py": 1,
-    "dpgen_jax/synthesizers/gs_wgan/__init__.py": 1,
-    "dpgen_jax/synthesizers/gs_wgan/_config.py": 2,
-    "dpgen_jax/synthesizers/mst.py": 2,
-}
-
-
 def test_checks_are_keyword_named_and_errors_are_not_hand_written_expected():
     expected, positional = _offenders()
-    allowed_expected = {**_NOT_YET_CONVERTED, **_OTHERS_EXPECTED}
-    too_many = {f: n for f, n in expected.items() if n > allowed_expected.get(f, 0)}
-    assert not too_many, (
+    assert not expected, (
         f"hand-written 'Expected ...' errors (use a dpgen_jax._validate check, or say what is wrong "
-        f"and what to do): {too_many}")
-    too_many = {f: n for f, n in positional.items() if n > _OTHERS_POSITIONAL.get(f, 0)}
-    assert not too_many, f"positional _validate checks (name the argument by keyword): {too_many}"
+        f"and what to do): {expected}")
+    assert not positional, f"positional _validate checks (name the argument by keyword): {positional}"
+    assert not [name for name in _POSITIONAL if hasattr(v, name)], "_validate has positional forms again"
+
+
+def test_the_house_rule_scan_finds_what_it_refuses(tmp_path, monkeypatch):
+    """The scan above can fail: it finds a hand-written "Expected ..." error (an f-string, a
+    lower-case one, one built with +) and a positional call, and passes a sentence that says what
+    is wrong."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "_validate.py").write_text("raise ValueError('Expected ignored here')\n")
+    (package / "bad.py").write_text(
+        "from pkg import _validate as _v\n"
+        "from pkg._validate import count\n"
+        "def f(x, n):\n"
+        "    if x: raise ValueError(f'Expected x={x!r} > 0.')\n"
+        "    if n: raise TypeError('expected n to be an int, got ' + repr(n))\n"
+        "    _v.count(n, 'n', 1)\n"
+        "    count(n, 'n', 1)\n")
+    (package / "good.py").write_text(
+        "from pkg import _validate as _v\n"
+        "def f(x):\n"
+        "    _v.whole(minimum=1, x=x)\n"
+        "    raise ValueError(f'x={x!r} is odd: pass an even number.')\n")
+    monkeypatch.setattr(sys.modules[__name__], "_PACKAGE", package)
+    expected, positional = _offenders()
+    assert expected == {"pkg/bad.py": 2} and positional == {"pkg/bad.py": 2}

@@ -106,7 +106,7 @@ def gswgan_networks(
         if not widths:
             raise ValueError(f"Expected {name}={widths!r} to be a non-empty sequence of widths.")
         for w in widths:
-            _v.count(w, name, 1)
+            _v.whole(minimum=1, **{name: w})
     if norm not in _NORM_MODULES:
         raise ValueError(f"Expected norm={norm!r} to be one of {sorted(_NORM_MODULES)}.")
     generator = _gswgan_mlp(noise_dim, tuple(generator_hidden) + (width,), nn.ReLU, nn.Tanh, norm)
@@ -385,8 +385,8 @@ def time_gswgan_pretrain(
     _require_torch()
     if not isinstance(data, np.ndarray) or data.dtype != np.float32 or data.ndim != 2:
         raise TypeError("Expected data to be a 2-D float32 numpy array.")
-    starts = [_v.count(int(v), "starts[i]", 0) for v in np.asarray(starts).reshape(-1)]
-    sizes = [_v.count(int(v), "sizes[i]", 0) for v in np.asarray(sizes).reshape(-1)]
+    starts = [_v.whole(**{"starts[i]": int(v)}) for v in np.asarray(starts).reshape(-1)]
+    sizes = [_v.whole(**{"sizes[i]": int(v)}) for v in np.asarray(sizes).reshape(-1)]
     if len(starts) != len(sizes) or not starts:
         raise ValueError(
             f"Expected starts and sizes of one non-zero length, got {len(starts)} and {len(sizes)}."
@@ -398,7 +398,7 @@ def time_gswgan_pretrain(
         raise ValueError(f"Expected discriminators={k} <= the {len(starts)} shards given.")
     iterations = _v.whole(minimum=1, iterations=iterations)
     threads = _v.whole(minimum=1, threads=threads)
-    seed = _v.integer(seed, "seed")
+    seed = _v.integral(seed=seed)
     dev = torch.device(device)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     previous_threads = torch.get_num_threads()

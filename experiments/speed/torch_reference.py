@@ -149,7 +149,7 @@ def init_weights(model: str, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
         ValueError: unknown ``model``.
     """
     in_dim, layers = _model_spec(model)
-    rng = np.random.default_rng(_v.integer(seed, "seed"))
+    rng = np.random.default_rng(_v.integral(seed=seed))
     weights = []
     for out_dim, _ in layers:
         bound = 1.0 / math.sqrt(in_dim)
@@ -277,13 +277,13 @@ def time_steps(
     _v.one_of(METHODS, method=method)
     _check_weights(model, weights)
     _check_data("data", data, in_dim, min_rows=1)
-    sample_rate = _v.sample_rate(sample_rate)
+    sample_rate = _v.probability(sample_rate=sample_rate)
     clip_norm = _v.positive(clip_norm=clip_norm)
     noise_multiplier = _v.non_negative(noise_multiplier=noise_multiplier)
     steps = _v.whole(minimum=1, steps=steps)
     warmup = _v.whole(minimum=0, warmup=warmup)
     threads = _v.whole(minimum=1, threads=threads)
-    seed = _v.integer(seed, "seed")
+    seed = _v.integral(seed=seed)
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"Expected optimizer={optimizer!r} to be one of {OPTIMIZERS}.")
     learning_rate = _v.non_negative(learning_rate=learning_rate)
