@@ -20,7 +20,7 @@ is expected (TypeError, as any non-number); NaN fails every range; ``inf`` fails
 
 A name computed at run time is passed as ``**{name: value}`` (``whole(minimum=1, **{name: v})``).
 There are no positional forms: ``tests/test_validate.py`` refuses them, and refuses a hand-written
-``raise ...("Expected ...")`` anywhere in the package (an error that is not an argument check says
+``raise ...("Expected ...")`` in the package and the experiments (an error that is not an argument check says
 what is wrong and what to do).
 """
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import ast
 import pathlib
-import sys
 
 import numpy as np
 import pytest
@@ -118,6 +117,7 @@ def test_flag_errors_exit_with_status_2(capsys):
 # ----------------------------------------------------------------------------- the house rule, checked
 
 _PACKAGE = pathlib.Path(v.__file__).parent
+_EXPERIMENTS = _PACKAGE.parent / "experiments"
 _POSITIONAL = {"positive_finite", "non_negative_finite", "sample_rate", "count", "choice", "real", "integer"}
 
 
@@ -131,14 +131,14 @@ def _message_start(node: ast.expr) -> str:
     return ""
 
 
-def _offenders() -> tuple[dict[str, int], dict[str, int]]:
-    """Per file under dpgen_jax/ (but _validate.py): hand-written "Expected ..." errors, and
-    calls of a positional check."""
+def _offenders(roots=(_PACKAGE, _EXPERIMENTS)) -> tuple[dict[str, int], dict[str, int]]:
+    """Per file under the roots (dpgen_jax/ but its _validate.py, and experiments/): hand-written
+    "Expected ..." errors, and calls of a positional check."""
     expected, positional = {}, {}
-    for path in sorted(_PACKAGE.rglob("*.py")):
+    for root, path in sorted((root, p) for root in roots for p in root.rglob("*.py")):
         if path.name == "_validate.py":
             continue
-        rel = path.relative_to(_PACKAGE.parent).as_posix()
+        rel = path.relative_to(root.parent).as_posix()
         tree = ast.parse(path.read_text())
         imported = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
                     and (n.module or "").endswith("_validate") for a in n.names if a.name in _POSITIONAL}
@@ -163,26 +163,25 @@ def test_checks_are_keyword_named_and_errors_are_not_hand_written_expected():
     assert not [name for name in _POSITIONAL if hasattr(v, name)], "_validate has positional forms again"
 
 
-def test_the_house_rule_scan_finds_what_it_refuses(tmp_path, monkeypatch):
+def test_the_house_rule_scan_finds_what_it_refuses(tmp_path):
     """The scan above can fail: it finds a hand-written "Expected ..." error (an f-string, a
     lower-case one, one built with +) and a positional call, and passes a sentence that says what
     is wrong."""
-    package = tmp_path / "pkg"
+    package = tmp_path / "dpgen_jax"
     package.mkdir()
     (package / "_validate.py").write_text("raise ValueError('Expected ignored here')\n")
     (package / "bad.py").write_text(
-        "from pkg import _validate as _v\n"
-        "from pkg._validate import count\n"
+        "from dpgen_jax import _validate as _v\n"
+        "from dpgen_jax._validate import count\n"
         "def f(x, n):\n"
         "    if x: raise ValueError(f'Expected x={x!r} > 0.')\n"
         "    if n: raise TypeError('expected n to be an int, got ' + repr(n))\n"
         "    _v.count(n, 'n', 1)\n"
         "    count(n, 'n', 1)\n")
     (package / "good.py").write_text(
-        "from pkg import _validate as _v\n"
+        "from dpgen_jax import _validate as _v\n"
         "def f(x):\n"
         "    _v.whole(minimum=1, x=x)\n"
         "    raise ValueError(f'x={x!r} is odd: pass an even number.')\n")
-    monkeypatch.setattr(sys.modules[__name__], "_PACKAGE", package)
-    expected, positional = _offenders()
-    assert expected == {"pkg/bad.py": 2} and positional == {"pkg/bad.py": 2}
+    expected, positional = _offenders((package,))
+    assert expected == {"dpgen_jax/bad.py": 2} and positional == {"dpgen_jax/bad.py": 2}

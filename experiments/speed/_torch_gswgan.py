@@ -103,12 +103,8 @@ def gswgan_networks(
     width = _v.whole(minimum=1, width=width)
     noise_dim = _v.whole(minimum=1, noise_dim=noise_dim)
     for name, widths in (("generator_hidden", generator_hidden), ("critic_hidden", critic_hidden)):
-        if not widths:
-            raise ValueError(f"Expected {name}={widths!r} to be a non-empty sequence of widths.")
-        for w in widths:
-            _v.whole(minimum=1, **{name: w})
-    if norm not in _NORM_MODULES:
-        raise ValueError(f"Expected norm={norm!r} to be one of {sorted(_NORM_MODULES)}.")
+        _v.widths(**{name: widths})
+    _v.one_of(sorted(_NORM_MODULES), norm=norm)
     generator = _gswgan_mlp(noise_dim, tuple(generator_hidden) + (width,), nn.ReLU, nn.Tanh, norm)
     critic = _gswgan_mlp(
         width, tuple(critic_hidden) + (1,), lambda: nn.LeakyReLU(_LEAKY_SLOPE), None, norm
@@ -137,7 +133,8 @@ def _gswgan_mlp(in_dim: int, widths: Sequence[int], activation: Any, output: Any
 def _flax_layers(params: Any, what: str) -> tuple[list, list, str]:
     """``([(kernel, bias)], [(scale, bias)], norm)`` in forward order from a GS-WGAN Flax tree."""
     if not isinstance(params, dict) and not hasattr(params, "keys"):
-        raise TypeError(f"Expected {what} parameters to be a mapping, got {type(params).__name__}.")
+        raise TypeError(f"The {what} parameters are a {type(params).__name__}, not a mapping: pass the Flax "
+                        "parameter tree.")
     dense, norms = [], []
     prefix = "TorchDense_" if "TorchDense_0" in params else "Dense_"
     i = 0
@@ -155,8 +152,8 @@ def _flax_layers(params: Any, what: str) -> tuple[list, list, str]:
         i += 1
     if not dense or len(norms) != len(dense) - 1:
         raise ValueError(
-            f"Expected {what} parameters of a GS-WGAN MLP with a LayerNorm (or batch "
-            f"normalisation) after every hidden Dense layer, got keys {sorted(params)}."
+            f"The {what} parameters (keys {sorted(params)}) are not a GS-WGAN MLP with a LayerNorm (or "
+            f"batch normalisation) after every hidden Dense layer: pass the parameters gs_wgan builds."
         )
     return dense, norms, norm
 
@@ -186,13 +183,13 @@ def gswgan_nets_from_jax(
     g_dense, g_norms, g_norm = _flax_layers(generator_params, "generator")
     d_dense, d_norms, d_norm = _flax_layers(critic_params, "critic")
     if g_norm != d_norm:
-        raise ValueError(f"Expected one normalisation in both networks, got generator {g_norm!r} "
-                         f"and critic {d_norm!r}.")
+        raise ValueError(f"The generator uses {g_norm!r} normalisation and the critic {d_norm!r}: pass "
+                         "networks with one normalisation in both.")
     width = g_dense[-1][0].shape[1]
     if d_dense[0][0].shape[0] != width or d_dense[-1][0].shape[1] != 1:
         raise ValueError(
-            f"Expected a critic from width {width} to 1 score, got kernels "
-            f"{[k.shape for k, _ in d_dense]}."
+            f"The critic's kernels {[k.shape for k, _ in d_dense]} do not map the generator's width "
+            f"{width} to 1 score: pass a critic of that width."
         )
     generator, critic = gswgan_networks(
         width,
@@ -293,7 +290,8 @@ def gswgan_pretrain_shard(
     size = _v.whole(minimum=0, size=size)
     if start + size > x_all.shape[0]:
         raise ValueError(
-            f"Expected the shard [{start}, {start + size}) inside {x_all.shape[0]} rows."
+            f"The shard [{start}, {start + size}) reaches beyond the {x_all.shape[0]} rows: pass a "
+            "shard inside them."
         )
     s = dict(settings)
     b, noise_dim, width = int(s["batch_size"]), int(s["noise_dim"]), int(x_all.shape[1])
@@ -384,18 +382,17 @@ def time_gswgan_pretrain(
     """
     _require_torch()
     if not isinstance(data, np.ndarray) or data.dtype != np.float32 or data.ndim != 2:
-        raise TypeError("Expected data to be a 2-D float32 numpy array.")
+        raise TypeError("data is not a 2-D float32 numpy array: convert it with np.asarray(data, np.float32).")
     starts = [_v.whole(**{"starts[i]": int(v)}) for v in np.asarray(starts).reshape(-1)]
     sizes = [_v.whole(**{"sizes[i]": int(v)}) for v in np.asarray(sizes).reshape(-1)]
     if len(starts) != len(sizes) or not starts:
         raise ValueError(
-            f"Expected starts and sizes of one non-zero length, got {len(starts)} and {len(sizes)}."
+            f"starts and sizes have {len(starts)} and {len(sizes)} entries: pass one start and one size "
+            "per shard, for at least one shard."
         )
     k = len(starts)
     if discriminators is not None:
-        k = _v.whole(minimum=1, discriminators=discriminators)
-    if k > len(starts):
-        raise ValueError(f"Expected discriminators={k} <= the {len(starts)} shards given.")
+        k = _v.whole(minimum=1, maximum=len(starts), discriminators=discriminators)
     iterations = _v.whole(minimum=1, iterations=iterations)
     threads = _v.whole(minimum=1, threads=threads)
     seed = _v.integral(seed=seed)

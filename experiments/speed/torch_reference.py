@@ -284,8 +284,7 @@ def time_steps(
     warmup = _v.whole(minimum=0, warmup=warmup)
     threads = _v.whole(minimum=1, threads=threads)
     seed = _v.integral(seed=seed)
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"Expected optimizer={optimizer!r} to be one of {OPTIMIZERS}.")
+    _v.one_of(OPTIMIZERS, optimizer=optimizer)
     learning_rate = _v.non_negative(learning_rate=learning_rate)
 
     dev = torch.device(device)
@@ -508,22 +507,21 @@ def _require_available() -> None:
 
 
 def _model_spec(model: str) -> tuple[int, tuple]:
-    if model not in MODELS:
-        raise ValueError(f"Expected model={model!r} to be one of {tuple(MODELS)}.")
+    _v.one_of(tuple(MODELS), model=model)
     return MODELS[model]
 
 
 def _check_weights(model: str, weights: Weights) -> None:
     in_dim, layers = MODELS[model]
     if not isinstance(weights, (list, tuple)) or len(weights) != len(layers):
-        got = len(weights) if isinstance(weights, (list, tuple)) else type(weights).__name__
+        got = f"{len(weights)} pairs" if isinstance(weights, (list, tuple)) else f"a {type(weights).__name__}"
         raise ValueError(
-            f"Expected weights for {model!r} to be a list of {len(layers)} (kernel, bias) "
-            f"pairs, got {got}."
+            f"weights for {model!r} is {got}, not a list of {len(layers)} (kernel, bias) pairs: pass "
+            "one pair per layer."
         )
     for index, ((out_dim, _), pair) in enumerate(zip(layers, weights)):
         if not isinstance(pair, (list, tuple)) or len(pair) != 2:
-            raise ValueError(f"Expected weights[{index}] to be a (kernel, bias) pair.")
+            raise ValueError(f"weights[{index}] is not a (kernel, bias) pair: pass two arrays.")
         for name, array, shape in (
             ("kernel", pair[0], (in_dim, out_dim)),
             ("bias", pair[1], (out_dim,)),
@@ -531,22 +529,21 @@ def _check_weights(model: str, weights: Weights) -> None:
             array = np.asarray(array)
             if array.dtype != np.float32:
                 raise TypeError(
-                    f"Expected weights[{index}] {name} dtype float32, got {array.dtype}."
+                    f"weights[{index}] {name} has dtype {array.dtype}: pass float32 arrays."
                 )
             if array.shape != shape:
                 raise ValueError(
-                    f"Expected weights[{index}] {name} of shape {shape} for {model!r}, "
-                    f"got {array.shape}."
+                    f"weights[{index}] {name} has shape {array.shape}, not {shape}: pass the "
+                    f"layer shapes of {model!r}."
                 )
         in_dim = out_dim
 
 
 def _check_data(name: str, data: np.ndarray, in_dim: int, *, min_rows: int) -> None:
-    if not isinstance(data, np.ndarray):
-        raise TypeError(f"Expected {name} to be a numpy array, got {type(data).__name__}.")
+    _v.instance(np.ndarray, "a numpy array", **{name: data})
     if data.dtype != np.float32:
-        raise TypeError(f"Expected {name} dtype float32, got {data.dtype}.")
+        raise TypeError(f"{name} has dtype {data.dtype}: pass float32 (e.g. {name}.astype(np.float32)).")
     if data.ndim != 2 or data.shape[1] != in_dim or data.shape[0] < min_rows:
         raise ValueError(
-            f"Expected {name} of shape (n >= {min_rows}, {in_dim}), got {data.shape}."
+            f"{name} has shape {data.shape}: pass shape (n, {in_dim}) with n >= {min_rows}."
         )
