@@ -161,14 +161,12 @@ def main(argv=None):
     which.add_argument("--column", default="hours-per-week", help="the one column that gets gaps")
     which.add_argument("--columns", nargs="+", default=None,
                        help="several columns of any kind that get gaps (instead of --column)")
-    p.add_argument("--gaps", type=float, default=0.2, action=_v.flag(_v.non_negative),
+    p.add_argument("--gaps", type=float, default=0.2, action=_v.flag(_v.between, low=0, high=1, high_open=True),
                    help="fraction of each column's values removed, in [0, 1); 0: no gaps (as --no-gaps)")
     p.add_argument("--no-gaps", action="store_true",
                    help="the same table with no value removed and no column declared missing (--gaps 0)")
     p.add_argument("--gap-seed", type=int, default=0, help="which rows lose their value (public)")
     args = p.parse_args(argv)
-    if args.gaps >= 1:
-        p.error(f"expected --gaps in [0, 1), got --gaps={args.gaps!r}.")
     if args.no_gaps:
         args.gaps = 0.0
     try:  # a bad column name is a usage error, before anything is written
