@@ -30,7 +30,6 @@ from dpgen_jax.privacy._accounting import (
     CONVERSIONS,
     RDP_ORDERS,
     branches,
-    classic_conversion,
     composed_event,
     epsilon,
     flat_phases,
@@ -50,6 +49,7 @@ from dpgen_jax.privacy._phases import (
     Phase,
     noise_std_of,
 )
+from dpgen_jax.privacy._rdp import classic_conversion
 from dpgen_jax.privacy._pld import PLD_EPSILON_MEMO, PLD_VALUE_DISCRETIZATION, pld_discretization_interval
 from dpgen_jax.privacy._sharded_phase import PAPER_RDP_ORDERS, ShardedSanitizerPhase
 from dpgen_jax.privacy._report import SEEDED_ASSUMPTION, format_number, format_report, report, seeded_assumption
