@@ -201,7 +201,7 @@ _NOT_YET_CONVERTED = {
     "dpgen_jax/dpsgd/_step.py": 1,
     "dpgen_jax/models/_gswgan.py": 3,
     "dpgen_jax/models/_networks.py": 1,
-    "dpgen_jax/privacy/_accounting.py": 8,
+    "dpgen_jax/privacy/_accounting.py": 6,
     "dpgen_jax/privacy/_calibrate.py": 2,
     "dpgen_jax/privacy/_report.py": 2,
     "dpgen_jax/synthesizers/_checkpoint.py": 6,

@@ -97,12 +97,11 @@ def classic_conversion(orders: Sequence[float], rdp: Sequence[float], delta: flo
     a = np.asarray(orders, dtype=np.float64)
     r = np.asarray(rdp, dtype=np.float64)
     if a.ndim != 1 or a.shape != r.shape or a.size == 0:
-        raise ValueError(
-            f"expected orders and rdp to be 1-D of the same non-zero length, got shapes "
-            f"{a.shape} and {r.shape}."
-        )
+        raise ValueError(f"classic_conversion: orders and rdp have shapes {a.shape} and {r.shape}; give "
+                         "two 1-D sequences of one non-zero length (one RDP value per order).")
     if np.any(a <= 1.0):
-        raise ValueError(f"expected every order > 1, got min(orders)={a.min()}.")
+        raise ValueError(f"classic_conversion: got min(orders)={a.min()}; give every order > 1 (Renyi "
+                         "orders of a conversion lie above 1).")
     eps = r + math.log(1.0 / d) / (a - 1.0)
     i = int(np.argmin(eps))
     return float(eps[i]), float(a[i])
