@@ -16,6 +16,8 @@
 - :data:`RDP_ORDERS`, :data:`PAPER_RDP_ORDERS`, :func:`rdp_curve`, :func:`classic_conversion`,
   :func:`pld_discretization_interval`: the accounting details, documented and testable;
   :data:`PLD_EPSILON_MEMO`: the bounded memo of PLD evaluations (results unaffected).
+- :func:`zcdp_rho`, :func:`cks_epsilon`: the zCDP accounting of the marginal methods' papers (MST,
+  AIM, GEM), reported beside the headline.
 
 Example:
     >>> from dpgen_jax import privacy
@@ -53,6 +55,7 @@ from dpgen_jax.privacy._rdp import classic_conversion
 from dpgen_jax.privacy._pld import PLD_EPSILON_MEMO, PLD_VALUE_DISCRETIZATION, pld_discretization_interval
 from dpgen_jax.privacy._sharded_phase import PAPER_RDP_ORDERS, ShardedSanitizerPhase
 from dpgen_jax.privacy._report import SEEDED_ASSUMPTION, format_number, format_report, report, seeded_assumption
+from dpgen_jax.privacy._zcdp import cks_epsilon, zcdp_rho
 
 __all__ = [
     "format_number",
@@ -73,6 +76,7 @@ __all__ = [
     "ShardedSanitizerPhase",
     "branches",
     "calibrate",
+    "cks_epsilon",
     "classic_conversion",
     "composed_event",
     "epsilon",
@@ -86,4 +90,5 @@ __all__ = [
     "rdp_curve",
     "report",
     "seeded_assumption",
+    "zcdp_rho",
 ]

@@ -33,7 +33,7 @@ from dpgen_jax import dpsgd, privacy
 from dpgen_jax.data._discrete import SPACINGS
 from dpgen_jax.synthesizers import _one_way
 from dpgen_jax.synthesizers._base import Synthesizer, Release, register
-from dpgen_jax.synthesizers._select_measure import MarginalConfig, discretizer
+from dpgen_jax.synthesizers._marginal import MarginalConfig, discretizer
 from dpgen_jax.synthesizers._one_way import noisy_counts, probabilities
 
 PHASE = "histograms"
