@@ -7,7 +7,8 @@
   (:class:`Phase`): ``.event()`` gives the dp_accounting event, ``.noise_std`` the std of its
   Gaussian noise (:func:`noise_std_of`, the one place sigma x sensitivity is computed), and it
   states the accountants that interpret it and its sentence in the report; adding a phase kind
-  touches its own module (plus its test and docs/privacy.md).
+  touches its own module (plus its test and docs/privacy.md). :func:`batch_rate` is the one rule
+  deriving a sampling rate q = B / N from a batch size.
 - :func:`epsilon`: all phases composed (one ``ComposedDpEvent``) and converted once; PLD (default,
   the headline) or RDP with the improved or the papers' classic conversion.
 - :func:`calibrate`: one common factor on every noise multiplier to meet a target epsilon.
@@ -49,6 +50,7 @@ from dpgen_jax.privacy._phases import (
     GaussianPhase,
     NonPrivatePhase,
     Phase,
+    batch_rate,
     noise_std_of,
 )
 from dpgen_jax.privacy._rdp import classic_conversion
@@ -74,6 +76,7 @@ __all__ = [
     "RDP_ORDERS",
     "SEEDED_ASSUMPTION",
     "ShardedSanitizerPhase",
+    "batch_rate",
     "branches",
     "calibrate",
     "cks_epsilon",
