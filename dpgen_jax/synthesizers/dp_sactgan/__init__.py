@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -54,6 +53,7 @@ import jax
 import jax.numpy as jnp
 
 from dpgen_jax import _validate as _v
+from dpgen_jax._machine import physical_memory
 from dpgen_jax import privacy
 from dpgen_jax.synthesizers._dpsgd_phases import dpsgd_phase
 from dpgen_jax.synthesizers._base import Synthesizer, Release, register
@@ -233,14 +233,6 @@ def attention_bytes(columns: int, batch_size: int, num_heads: int) -> float:
     m = ATTENTION_MEASURED
     return (m["bytes"] * (batch_size / m["batch_size"]) * (num_heads / m["num_heads"])
             * (columns / m["columns"]) ** 2)
-
-
-def physical_memory() -> float | None:
-    """This machine's physical memory in bytes, or None where the system does not say."""
-    try:
-        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (AttributeError, ValueError, OSError):
-        return None
 
 
 @register
