@@ -68,7 +68,8 @@ def functional_preprocessing(cfg, schema, frame, key, phases):
     _, u = ds.split_columns(lay, x)
     modes = ds.fit_modes(u, k_modes, cfg, sigma["dp-em"])
     rows, codes = ds.encode_rows(lay, x, modes, cfg.mode_assignment, k_assign)
-    counts = ds.noisy_counts(codes, lay, k_hist, sigma["histograms"], ds.histogram_columns(lay, cfg))
+    counts = ds.release_conditional_counts(codes, lay, k_hist, sigma["histograms"],
+                                           ds.histogram_columns(lay, cfg))
     j = 0
     for c in range(lay.n_cols):
         if lay.continuous[c]:

@@ -35,7 +35,7 @@ utility" (arXiv:2312.13031), after CTAB-GAN+ (Zhao et al. 2022), with this proje
   unsubsampled composition (all three accountings agree there but the paper's).
 
 Functional API: :func:`build_layout`, :func:`public_modes`, :func:`fit_modes`, :func:`encode_rows`,
-:func:`noisy_counts`, :func:`prepare`, :func:`activate`, :func:`critic_update`,
+:func:`release_conditional_counts`, :func:`prepare`, :func:`activate`, :func:`critic_update`,
 :func:`generator_update`, :func:`shard_iteration`, :func:`train_step`, :func:`pretrain`,
 :func:`train`, :func:`sample_encoded`, :func:`privacy_phases`, :func:`num_shards`,
 :func:`generator_steps`. Class API: :class:`DPSACTGAN` (``synthesizers.create("dp-sactgan")``).
@@ -61,9 +61,9 @@ from dpgen_jax.synthesizers.dp_sactgan import _critic
 from dpgen_jax.synthesizers.dp_sactgan._conditional import (
     TrainData,
     cond_log_probs,
-    noisy_counts,
     prepare,
     real_indices,
+    release_conditional_counts,
     sample_cond,
 )
 from dpgen_jax.synthesizers.dp_sactgan._config import (
@@ -310,7 +310,7 @@ class DPSACTGAN(Synthesizer):
         rows, codes = encode_rows(layout, x, modes, config.mode_assignment, k_assign)
         hist_cols = histogram_columns(layout, config)
         noise = plan.phase("histograms").noise_std if plan.private and hist_cols else 0.0
-        counts = noisy_counts(codes, layout, k_hist, noise, hist_cols)
+        counts = release_conditional_counts(codes, layout, k_hist, noise, hist_cols)
         if config.cond == "noisy" and config.modes == "dp-em":  # the DP-EM weights (post-processing)
             j = 0
             for c in range(layout.n_cols):
@@ -482,7 +482,6 @@ __all__ = [
     "init_state",
     "label_of",
     "networks",
-    "noisy_counts",
     "num_shards",
     "optimizer",
     "prepare",
