@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 import jax
 import numpy as np
 
+from dpgen_jax import _validate as _v
 from dpgen_jax import dpsgd, privacy
 
 # Base names that mst.py and aim.py name through this module (``sm.MarginalConfig``, ...); they are
@@ -98,11 +99,12 @@ def measure(codes: np.ndarray, sizes: Sequence[int], cliques: Sequence[Clique],
 def exponential_mechanism(quality: np.ndarray, epsilon: float | None, rng: np.random.Generator,
                           sensitivity: float = 1.0) -> int:
     """The index of one candidate, chosen with probability proportional to
-    ``exp(epsilon * quality / (2 * sensitivity))``, exactly (``dpsgd.exponential_mechanism_exact``:
-    rejection with exact Bernoulli(exp(-gamma)) draws; Gumbel-max in float64 gives probability 0
-    to candidates whose scaled score trails by more than about 40, ``docs/privacy.md``).
+    ``exp(epsilon * quality / (2 * sensitivity))``, exactly.
 
-    ``epsilon=None`` returns the best score (a non-private run). ``sensitivity`` bounds how much
+    A thin wrapper: the draw is ``dpsgd.exponential_mechanism_exact`` (the one sampler: rejection
+    with exact Bernoulli(exp(-gamma)) draws; Gumbel-max in float64 gives probability 0 to
+    candidates whose scaled score trails by more than about 40, ``docs/privacy.md``); the wrapper
+    adds only ``epsilon=None``, which returns the best score (a non-private run). ``sensitivity`` bounds how much
     any one score moves when one record is added or removed. Accounted as
     ``privacy.ExponentialMechanismPhase(epsilon)``: (epsilon, 0)-DP and epsilon^2 / 8-zCDP.
     """
@@ -118,8 +120,7 @@ def select_many(quality: np.ndarray, count: int, epsilon: float | None, rng: np.
     chosen before it (adaptive composition of ``count`` selections, each (epsilon, 0)-DP: which
     candidates remain depends only on released choices)."""
     q = np.array(quality, np.float64)
-    if not 1 <= count <= q.size:
-        raise ValueError(f"count={count}; expected between 1 and the {q.size} candidates.")
+    _v.whole("select_many", minimum=1, maximum=q.size, count=count)  # at most one per candidate
     chosen = []
     for _ in range(count):
         i = exponential_mechanism(q, epsilon, rng, sensitivity)
