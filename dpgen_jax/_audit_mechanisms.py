@@ -416,11 +416,12 @@ def audit_histograms(key: jax.Array, *, target_epsilon: float, delta: float = 1e
 
     Both release through ``dpsgd.noisy_counts`` (integer counts plus integer Gaussian noise), the
     one function every histogram path calls; each run releases the d counts of the canary's cells.
-    ``mechanism="independent"``: the noise of :func:`dpgen_jax.synthesizers.independent.noisy_counts`
-    (the d one-way histograms released together, ``sigma * sqrt(d)`` per cell), claim
-    ``independent.privacy_phases`` (one Gaussian of L2 sensitivity sqrt(d)).
-    ``"dp-sactgan"``: that of :func:`dpgen_jax.synthesizers.dp_sactgan.noisy_counts` (one histogram
-    per column, noise sigma per cell, clipped at 0) on the layout of a categorical schema, claim the
+    ``mechanism="independent"``: the noise of
+    :func:`dpgen_jax.synthesizers.independent.release_histograms` (the d one-way histograms released
+    together, ``sigma * sqrt(d)`` per cell), claim ``independent.privacy_phases`` (one Gaussian of
+    L2 sensitivity sqrt(d)). ``"dp-sactgan"``: that of
+    :func:`dpgen_jax.synthesizers.dp_sactgan.release_conditional_counts` (one histogram per column,
+    noise sigma per cell, clipped at 0) on the layout of a categorical schema, claim the
     ``"histograms"`` phase of ``dp_sactgan.privacy_phases`` (d Gaussians of sensitivity 1).
 
     The table has ``columns`` (d) categorical columns of ``categories`` values and
@@ -466,7 +467,7 @@ def audit_histograms(key: jax.Array, *, target_epsilon: float, delta: float = 1e
             tiled = np.broadcast_to(cell0, (n, d))
             released = dpsgd.noisy_counts({"h": tiled}, std or None, jax.random.fold_in(kk, i))["h"]
             if mechanism == "dp-sactgan":
-                released = np.maximum(released, 0)                         # as dp_sactgan.noisy_counts
+                released = np.maximum(released, 0)  # as dp_sactgan.release_conditional_counts
             out.append((released.sum(axis=1) - d * base) / d)
         return np.concatenate(out).astype(np.float64)
 

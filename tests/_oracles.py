@@ -10,6 +10,7 @@ the schema.
 from __future__ import annotations
 
 import json
+from fractions import Fraction
 
 import dp_accounting as dpa
 import jax
@@ -194,6 +195,18 @@ def poisson_chunks(k_sample, m: int, q: float):
         out.append((i, idx[mask], np.flatnonzero(mask)))
         pos, i = int(min(idx[-1] + 1, m)), i + 1
     return out, cap
+
+
+def float32_not_above(numerator: float, denominator: float) -> float:
+    """The largest float32 whose exact value is at most ``numerator / denominator`` (both read as
+    the exact rationals they are), found by stepping through float32 neighbours."""
+    exact = Fraction(numerator) / Fraction(denominator)
+    x = np.float32(float(exact))
+    while Fraction(float(x)) > exact:
+        x = np.nextafter(x, np.float32(-np.inf))
+    while Fraction(float(np.nextafter(x, np.float32(np.inf)))) <= exact:
+        x = np.nextafter(x, np.float32(np.inf))
+    return float(x)
 
 
 def reference_epsilons(phases: list[tuple[float, float, int]], delta: float, pld_interval: float):

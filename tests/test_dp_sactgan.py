@@ -68,7 +68,8 @@ def functional_preprocessing(cfg, schema, frame, key, phases):
     _, u = ds.split_columns(lay, x)
     modes = ds.fit_modes(u, k_modes, cfg, sigma["dp-em"])
     rows, codes = ds.encode_rows(lay, x, modes, cfg.mode_assignment, k_assign)
-    counts = ds.noisy_counts(codes, lay, k_hist, sigma["histograms"], ds.histogram_columns(lay, cfg))
+    counts = ds.release_conditional_counts(codes, lay, k_hist, sigma["histograms"],
+                                           ds.histogram_columns(lay, cfg))
     j = 0
     for c in range(lay.n_cols):
         if lay.continuous[c]:
@@ -318,7 +319,7 @@ def test_single_discriminator_is_the_unsubsampled_composition():
     acc.compose(dpa.SelfComposedDpEvent(dpa.SelfComposedDpEvent(dpa.GaussianDpEvent(9784.5), 500), 11_700))
     direct = acc.get_epsilon(1e-5)
     assert direct == pytest.approx(1.0, abs=2e-3)  # docs/dp-sactgan.md: z = 9784.5 at epsilon 1
-    mine = privacy._sharded.MixtureRdpAccountant(orders=SPEC_ORDERS)  # the proven event, K = 1
+    mine = privacy._rdp.MixtureRdpAccountant(orders=SPEC_ORDERS)  # the proven event, K = 1
     mine.compose(gen.event())
     assert mine.get_epsilon(1e-5) == pytest.approx(direct, rel=1e-9)
 

@@ -17,6 +17,7 @@ import pytest
 from dpgen_jax import data, dpsgd, privacy, synthesizers
 from dpgen_jax.synthesizers import dp_syn as ds
 from tests import _tables
+from tests._oracles import float32_not_above
 from tests._contract import DELTA, SynthesizerContract
 
 LABELLED = data.Schema(tuple(dataclasses.replace(c, label=(c.name == "b"))
@@ -94,7 +95,7 @@ def test_groups_compose_in_parallel_and_each_meets_the_target(parallel_fit):
     counts = parallel_fit.fitted_release.statistics["released_counts"]
     assert counts is not None and not np.allclose(counts, true)
     rates = [p["sample_rate"] for g in groups for p in g["phases"] if "sample_rate" in p]
-    assert rates == [ds._sample_rate(16, 150.0)] * 2
+    assert rates == [float32_not_above(16, 150.0)] * 2
     assert all(np.float32(r) == r and r <= 16 / 150 for r in rates)  # float32, rounded down
     assert [steps["autoencoder/p"], steps["autoencoder/q"]] == [round(2.0 * 150 / 16)] * 2
     # the DP-EM noise spends em_share of the target alone

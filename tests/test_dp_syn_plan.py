@@ -16,6 +16,7 @@ import pytest
 from dpgen_jax import data, privacy, synthesizers
 from dpgen_jax.synthesizers import dp_syn as ds
 from tests import _tables
+from tests._oracles import float32_not_above
 
 LABELLED = data.Schema(tuple(dataclasses.replace(c, label=(c.name == "b"))
                              for c in _tables.MIXED_SCHEMA.columns))
@@ -90,7 +91,7 @@ def test_accounted_phases_with_a_public_n_do_not_depend_on_the_table():
         assert rep["epsilon"] == pytest.approx(plan.epsilon(), rel=1e-9)
     assert reports[0]["phases"] == reports[1]["phases"]
     rates = {v[0] for k, v in _plan_phases(plan).items() if k.startswith("autoencoder/")}
-    assert rates == {ds._sample_rate(16, 500.0)}  # batch_size / (N / k), never a table's count
+    assert rates == {float32_not_above(16, 500.0)}  # batch_size / (N / k), never a table's count
 
 
 @pytest.mark.parametrize("shares, counts", [(None, None), ((3.0, 1.0), None), (None, (200.0, 50.0))])
@@ -102,7 +103,7 @@ def test_group_schedule_from_public_values(shares, counts):
     assert ds.assumed_sizes(cfg, n) == pytest.approx(sizes, rel=1e-12)
     rates, steps = ds.group_schedule(cfg, n)
     for q, t, s in zip(rates, steps, sizes):
-        assert np.float32(q) == q and q <= 16 / s and q == pytest.approx(16 / s, rel=1e-6)
+        assert q == float32_not_above(16, s) == privacy.batch_rate(16, s, float32=True)
         assert t == round(2.5 * s / 16)
     phases = ds.privacy_phases(cfg, n)
     assert [p.name for p in phases] == (["counts"] if counts is None else []) + ["groups"]
@@ -155,6 +156,6 @@ def test_adult_default_schedule():
     ae = [p for p in privacy.flat_phases(plan.phases) if p.name.startswith("autoencoder/")]
     assert [p.name for p in ae] == ["autoencoder/<=50K", "autoencoder/>50K"]
     for p in ae:
-        assert p.sample_rate == ds._sample_rate(16, 32561 / 2) and p.steps == 10175
+        assert p.sample_rate == float32_not_above(16, 32561 / 2) and p.steps == 10175
     assert ae[0].noise_multiplier == ae[1].noise_multiplier
     assert 1.01 - 1e-4 <= plan.epsilon() <= 1.01

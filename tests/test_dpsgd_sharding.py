@@ -216,7 +216,8 @@ def _worker(part: str) -> dict:  # runs in the subprocess, with DEVICES host dev
     lay = ds.build_layout(schema, scfg)
     x = jnp.asarray(data_lib.TableEncoder(schema).encode(frame))
     rows, codes = ds.encode_rows(lay, x, ds.public_modes(schema, scfg), "argmax")
-    counts = ds.noisy_counts(codes, lay, jax.random.key(3), 0.0, ds.histogram_columns(lay, scfg))
+    counts = ds.release_conditional_counts(codes, lay, jax.random.key(3), 0.0,
+                                           ds.histogram_columns(lay, scfg))
     lp = ds.cond_log_probs(lay, counts, training=True)
     sdata = ds.prepare(lay, rows, codes, jax.random.key(1), 3)
     sg = {}

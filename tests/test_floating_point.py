@@ -107,11 +107,11 @@ def clipped_gaussian_pvalue(t, std: float) -> float:
 
 
 def one_way(c: int, std: float, key, cells: int = CELLS):
-    """``_one_way.noisy_counts`` (the calibration stage of every neural generator; ``independent``'s
+    """``_one_way.release_histograms`` (the calibration stage of every neural generator; ``independent``'s
     release is the same function): d = 4 histograms of cells / 4 codes at noise std ``std``."""
     k = cells // 4
     codes = np.tile(np.arange(k, dtype=np.int64)[:, None], (c, 4))   # c rows in every cell
-    out = _one_way.noisy_counts(codes, (k,) * 4, std, key)
+    out = _one_way.release_histograms(codes, (k,) * 4, std, key)
     assert sorted(out) == ["0", "1", "2", "3"]
     return np.concatenate([out[str(j)] for j in range(4)])
 
@@ -148,12 +148,12 @@ def _sactgan_layout(categories: int):
 
 
 def sactgan(c: int, std: float, key, cells: int = CELLS):
-    """``dp_sactgan.noisy_counts`` (DP-SACTGAN's conditional frequencies): 4 categorical columns of
-    cells / 4 categories, one histogram each, noise std per bin, clipped at 0, float32."""
+    """``dp_sactgan.release_conditional_counts`` (DP-SACTGAN's conditional frequencies): 4 categorical
+    columns of cells / 4 categories, one histogram each, noise std per bin, clipped at 0, float32."""
     k = cells // 4
     layout = _sactgan_layout(k)
     codes = np.tile(np.arange(k, dtype=np.int64)[:, None], (c, 4))
-    out = np.asarray(dp_sactgan.noisy_counts(codes, layout, key, std, (0, 1, 2, 3)))
+    out = np.asarray(dp_sactgan.release_conditional_counts(codes, layout, key, std, (0, 1, 2, 3)))
     assert out.shape == (4, k) and out.dtype == np.float32
     return out.reshape(-1)
 
@@ -186,8 +186,8 @@ def _release_both(name: str, std: float):
 def test_every_path_releases_through_dpsgd_noisy_counts(monkeypatch):
     """Each path calls ``dpsgd.noisy_counts`` once and releases what it returns (DP-SACTGAN: clipped
     at 0, as float32); ``independent`` uses the one-way stage's function itself."""
-    assert independent.noisy_counts is _one_way.noisy_counts
-    assert dp_sactgan.noisy_counts is _conditional.noisy_counts
+    assert independent.release_histograms is _one_way.release_histograms
+    assert dp_sactgan.release_conditional_counts is _conditional.release_conditional_counts
     real, calls = dpsgd.noisy_counts, []
 
     def spy(tables, std, key):

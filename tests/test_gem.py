@@ -203,7 +203,7 @@ def test_units_compose_as_dp_accounting_says():
     eps_u = 2.0 / noise["selection_noise_multiplier"]
     acc.compose(dpa.GaussianDpEvent(2.0 / eps_u), 7)
     assert privacy.epsilon(phases, 1e-5, "rdp") == pytest.approx(acc.get_epsilon(1e-5), rel=1e-6)
-    rho = sm.zcdp_rho(phases)
+    rho = privacy.zcdp_rho(phases)
     assert rho == pytest.approx(1.0, rel=1e-9)  # AIM's split of a total rho of 1
 
 
@@ -243,7 +243,7 @@ def test_one_way_share_and_rounds_of_several_units_keep_the_total():
     phases = {p.name: p for p in gem.privacy_phases(cfg, sizes)}
     assert phases["selection"].steps == phases["measure"].steps == 20
     assert 1.0 / (2.0 * cfg.noise_multipliers(sizes)["one_way_noise_multiplier"]**2) == pytest.approx(0.3)
-    assert sm.zcdp_rho(phases.values()) == pytest.approx(1.0, rel=1e-9)
+    assert privacy.zcdp_rho(phases.values()) == pytest.approx(1.0, rel=1e-9)
     with pytest.raises(ValueError, match="one_way_share"):
         GEMConfig(one_way_share=1.0).validate()
     with pytest.raises(ValueError, match="measurements_per_round"):

@@ -38,7 +38,7 @@ class TestIndependentContract(SynthesizerContract):
     def functional_released(self, model, frame, schema, phases):
         cfg = model.fitted_config
         disc = ind.discretizer(cfg, schema)
-        counts = ind.noisy_counts(disc.codes(frame), disc.sizes, phases[0].noise_std,
+        counts = ind.release_histograms(disc.codes(frame), disc.sizes, phases[0].noise_std,
                                   jax.random.key(self.SEED))
         return {"counts": counts}
 
@@ -48,8 +48,8 @@ def test_sensitivity_is_sqrt_d_for_add_remove_neighbours():
     cfg = synthesizers.create("independent").resolve_config(SCHEMA)
     disc = ind.discretizer(cfg, SCHEMA)
     frame = _tables.mixed_frame(200, 3)
-    a = ind.noisy_counts(disc.codes(frame), disc.sizes, None, jax.random.key(0))
-    b = ind.noisy_counts(disc.codes(frame.iloc[:-1]), disc.sizes, None, jax.random.key(0))
+    a = ind.release_histograms(disc.codes(frame), disc.sizes, None, jax.random.key(0))
+    b = ind.release_histograms(disc.codes(frame.iloc[:-1]), disc.sizes, None, jax.random.key(0))
     diff = np.concatenate([np.asarray(a[k]) - np.asarray(b[k]) for k in a])
     assert np.linalg.norm(diff) == pytest.approx(math.sqrt(len(SCHEMA)))
     assert privacy_phase(cfg).sensitivity == pytest.approx(math.sqrt(4))
@@ -71,7 +71,7 @@ def test_noise_has_the_reported_standard_deviation():
     model = synthesizers.create("independent").fit(frame, schema, epsilon=2.0, seed=4)
     (phase,) = model.privacy_report()["phases"]
     disc = ind.discretizer(model.fitted_config, schema)
-    exact = ind.noisy_counts(disc.codes(frame), disc.sizes, None, jax.random.key(0))
+    exact = ind.release_histograms(disc.codes(frame), disc.sizes, None, jax.random.key(0))
     z = np.concatenate([np.asarray(model.released["counts"][k]) - np.asarray(exact[k]) for k in exact])
     std = phase["noise_multiplier"] * phase["sensitivity"]
     assert phase["sensitivity"] == 2.0

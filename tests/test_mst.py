@@ -153,8 +153,8 @@ def test_phases_and_paper_accounting():
     rho = 3 / (2 * calibrated[0].noise_multiplier**2)
     slow = min(rho * a + (math.log(1e5) + (a - 1) * math.log(1 - 1 / a) - math.log(a)) / (a - 1)
                for a in np.linspace(1.01, 200, 400_000))
-    assert sm.cks_epsilon(rho, 1e-5) == pytest.approx(slow, abs=1e-6)
-    assert sm.cks_epsilon(rho, 1e-5) <= privacy.epsilon(calibrated, 1e-5, "rdp") + 1e-9
+    assert privacy.cks_epsilon(rho, 1e-5) == pytest.approx(slow, abs=1e-6)
+    assert privacy.cks_epsilon(rho, 1e-5) <= privacy.epsilon(calibrated, 1e-5, "rdp") + 1e-9
 
 
 def test_sampling_follows_the_released_tree():

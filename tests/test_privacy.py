@@ -13,6 +13,7 @@ from dp_accounting.pld import PLDAccountant
 
 from dpgen_jax import privacy
 from dpgen_jax.privacy import DPSGDPhase, NonPrivatePhase, ShardedSanitizerPhase, calibrate, epsilon, report
+from tests._oracles import float32_not_above
 
 DELTA = 1e-5
 ADD_REMOVE = dpa.NeighboringRelation.ADD_OR_REMOVE_ONE
@@ -267,6 +268,20 @@ def test_from_batch_size_is_the_one_place_q_is_computed():
         DPSGDPhase.from_batch_size("a", 128, 100, 1.0, 10)
     with pytest.raises(ValueError, match="clip_norm"):
         DPSGDPhase("a", 0.01, 1.0, 10, clip_norm=0.0)
+
+
+@pytest.mark.parametrize("batch, rows", [(128, 32561), (16, 150.0), (16, 500.0), (16, 32561 / 2),
+                                         (64, 32561 * 0.24), (1, 3), (7, 7), (250, 1e6 / 3)])
+def test_batch_rate_is_b_over_n_and_its_float32_form_the_largest_float32_not_above(batch, rows):
+    assert privacy.batch_rate(batch, rows) == batch / rows
+    q = privacy.batch_rate(batch, rows, float32=True)
+    assert q == float32_not_above(batch, rows)  # exact rationals: never above B / N
+    with pytest.raises(ValueError, match="batch_size <= num_records"):
+        privacy.batch_rate(batch + math.ceil(rows), rows, "test")
+    with pytest.raises(TypeError, match="batch_size"):
+        privacy.batch_rate(float(batch), rows)
+    with pytest.raises(TypeError, match="num_records"):
+        DPSGDPhase.from_batch_size("a", batch, float(rows) + 0.5, 1.0, 10)  # a record count is whole
 
 
 def test_calibrate_holds_fixed_phases():

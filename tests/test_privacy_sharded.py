@@ -20,7 +20,7 @@ from dp_accounting.rdp import RdpAccountant
 from scipy import stats
 
 from dpgen_jax import data, privacy, synthesizers
-from dpgen_jax.privacy import _sharded
+from dpgen_jax.privacy import _rdp, _sharded
 
 THESIS = dict(num_shards=1500, steps=21_000, rows_per_step=32, noise_multiplier=1.07, dataset_size=70_000)
 # GS-WGAN's former Adult default (K = round(32,561 / (70,000 / 1500)) = 698, the thesis's M1500 schedule)
@@ -219,9 +219,9 @@ def test_rdp_of_gaussian_events_is_dp_accountings_to_the_bit_when_reused():
         for orders, relation, events in cases:
             event = dpa.ComposedDpEvent(events)
             want = RdpAccountant(orders, relation).compose(event)
-            got = _sharded.MixtureRdpAccountant(orders, relation).compose(event)
+            got = _rdp.MixtureRdpAccountant(orders, relation).compose(event)
             assert np.array_equal(got._rdp, want._rdp)
             assert got.get_epsilon(1e-5) == want.get_epsilon(1e-5)
     refused = dpa.SelfComposedDpEvent(wor, 5)  # without replacement needs replace-one
     assert not RdpAccountant([2.0, 4.0]).supports(refused)
-    assert not _sharded.MixtureRdpAccountant([2.0, 4.0]).supports(refused)
+    assert not _rdp.MixtureRdpAccountant([2.0, 4.0]).supports(refused)

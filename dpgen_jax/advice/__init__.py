@@ -35,7 +35,7 @@ Modules: ``_datasets`` (:data:`BENCHMARK_DATASETS`, the one table of the benchma
 facts, which ``experiments/_datasets.py`` pairs with its loaders, and the generated tables' recipes),
 ``_plans`` (plan summaries), ``_evidence`` (the shipped evidence: build, write, load), ``_collapse``
 (collapse rules), ``_feasibility`` (cost features, time models, the memory estimate),
-``_recommend`` (the ranking) and ``_validation`` (the held-out checks). The layer may import
+``_recommend`` (the ranking) and ``_held_out`` (the held-out checks). The layer may import
 ``synthesizers`` and what lies below it; nothing in the library below it imports it.
 """
 
@@ -48,8 +48,8 @@ from dpgen_jax.advice._feasibility import DEFAULT_MAX_MINUTES, Feasibility, Time
 from dpgen_jax.advice._recommend import (EXTRAPOLATION_DISTANCE, REFERENCE_METHOD, Evidence, Recommendation,
                                          choose_method, format_recommendations, headline, recommend,
                                          warn_if_flagged)
-from dpgen_jax.advice._validation import (CollapseRates, HeldOut, TimeError, collapse_rates, leave_one_out,
-                                          time_model_errors)
+from dpgen_jax.advice._held_out import (CollapseRates, HeldOut, TimeError, collapse_rates, leave_one_out,
+                                        time_model_errors)
 
 __all__ = [
     "BENCHMARK_DATASETS",

@@ -31,10 +31,10 @@ from typing import Any
 import numpy as np
 
 from dpgen_jax import data as data_lib
+from dpgen_jax._machine import physical_memory
 from dpgen_jax.advice._grid import groups as _groups
 from dpgen_jax.advice._grid import median as _median
 from dpgen_jax.advice._plans import FAMILIES, PlanSummary, _g
-from dpgen_jax.synthesizers.dp_sactgan import physical_memory
 
 DEFAULT_MAX_MINUTES = 30.0
 """The time a recommended fit may take unless the user states another (``--max-minutes``)."""

@@ -7,7 +7,8 @@
   (:class:`Phase`): ``.event()`` gives the dp_accounting event, ``.noise_std`` the std of its
   Gaussian noise (:func:`noise_std_of`, the one place sigma x sensitivity is computed), and it
   states the accountants that interpret it and its sentence in the report; adding a phase kind
-  touches its own module (plus its test and docs/privacy.md).
+  touches its own module (plus its test and docs/privacy.md). :func:`batch_rate` is the one rule
+  deriving a sampling rate q = B / N from a batch size.
 - :func:`epsilon`: all phases composed (one ``ComposedDpEvent``) and converted once; PLD (default,
   the headline) or RDP with the improved or the papers' classic conversion.
 - :func:`calibrate`: one common factor on every noise multiplier to meet a target epsilon.
@@ -16,6 +17,8 @@
 - :data:`RDP_ORDERS`, :data:`PAPER_RDP_ORDERS`, :func:`rdp_curve`, :func:`classic_conversion`,
   :func:`pld_discretization_interval`: the accounting details, documented and testable;
   :data:`PLD_EPSILON_MEMO`: the bounded memo of PLD evaluations (results unaffected).
+- :func:`zcdp_rho`, :func:`cks_epsilon`: the zCDP accounting of the marginal methods' papers (MST,
+  AIM, GEM), reported beside the headline.
 
 Example:
     >>> from dpgen_jax import privacy
@@ -30,7 +33,6 @@ from dpgen_jax.privacy._accounting import (
     CONVERSIONS,
     RDP_ORDERS,
     branches,
-    classic_conversion,
     composed_event,
     epsilon,
     flat_phases,
@@ -48,11 +50,14 @@ from dpgen_jax.privacy._phases import (
     GaussianPhase,
     NonPrivatePhase,
     Phase,
+    batch_rate,
     noise_std_of,
 )
+from dpgen_jax.privacy._rdp import classic_conversion
 from dpgen_jax.privacy._pld import PLD_EPSILON_MEMO, PLD_VALUE_DISCRETIZATION, pld_discretization_interval
 from dpgen_jax.privacy._sharded_phase import PAPER_RDP_ORDERS, ShardedSanitizerPhase
 from dpgen_jax.privacy._report import SEEDED_ASSUMPTION, format_number, format_report, report, seeded_assumption
+from dpgen_jax.privacy._zcdp import cks_epsilon, zcdp_rho
 
 __all__ = [
     "format_number",
@@ -71,8 +76,10 @@ __all__ = [
     "RDP_ORDERS",
     "SEEDED_ASSUMPTION",
     "ShardedSanitizerPhase",
+    "batch_rate",
     "branches",
     "calibrate",
+    "cks_epsilon",
     "classic_conversion",
     "composed_event",
     "epsilon",
@@ -86,4 +93,5 @@ __all__ = [
     "rdp_curve",
     "report",
     "seeded_assumption",
+    "zcdp_rho",
 ]

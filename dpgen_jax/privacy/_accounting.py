@@ -2,13 +2,13 @@
 
 All phases of a run are composed into one ``ComposedDpEvent`` that a single accountant
 interprets, and only then converted to (epsilon, delta). Nothing is computed by hand where
-``dp_accounting`` has it; the one formula computed here is the *classic* RDP conversion
-(Mironov 2017, Prop. 3) that the papers used, applied to the accountant's own RDP vector.
+``dp_accounting`` has it; the RDP accountants (every run's, and the papers' *classic* conversion,
+Mironov 2017, Prop. 3) are in :mod:`~dpgen_jax.privacy._rdp`.
 Nothing here names a phase kind: each phase states its event, relation, supported accountants,
 RDP grid and exact accountant (:class:`~dpgen_jax.privacy.Phase`).
 
 Public beyond :mod:`dpgen_jax.privacy` (re-exported there): :func:`epsilon`, :func:`rdp_curve`,
-:func:`classic_conversion`, :func:`branches`, :func:`flat_phases`, :func:`map_phases`,
+:func:`branches`, :func:`flat_phases`, :func:`map_phases`,
 :func:`with_steps`, :func:`neighbouring_relation`, :func:`composed_event`, :func:`pld_supported`.
 Shared with :mod:`~dpgen_jax.privacy._calibrate` and :mod:`~dpgen_jax.privacy._report` (inputs
 checked once by the caller): :func:`as_phases`, :func:`check_accounting`, :func:`make_accountant`,
@@ -36,7 +36,7 @@ from dp_accounting.rdp import RdpAccountant, compute_epsilon
 from dpgen_jax import _validate as _v
 from dpgen_jax.privacy._phases import NeighboringRelation, Phase, relation_name
 from dpgen_jax.privacy._pld import ScaledPLDAccountant, quiet_unconverged_orders
-from dpgen_jax.privacy._sharded import MixtureRdpAccountant
+from dpgen_jax.privacy._rdp import ClassicRdpAccountant, MixtureRdpAccountant, classic_conversion
 
 Accountant = Literal["pld", "rdp"]
 Conversion = Literal["improved", "classic"]
@@ -72,48 +72,6 @@ reproduces the published DP-auto-GAN values (Tantipongpipat et al. 2021; integer
 < 6e-4: ADULT 0.350352 / 0.508439 / 1.006176 and
 MIMIC 0.807631 / 1.321593 / 2.697044 (the last is lower because 9.8 is on the grid).
 """
-
-
-def classic_conversion(orders: Sequence[float], rdp: Sequence[float], delta: float) -> tuple[float, float]:
-    """The classic RDP-to-DP conversion: epsilon = min over orders of r(a) + log(1/delta) / (a - 1).
-
-    This is the conversion of Mironov (2017, Prop. 3) used by DP-auto-GAN and GS-WGAN (autodp);
-    ``dp_accounting``'s ``RdpAccountant.get_epsilon`` uses the tighter "improved" conversion.
-
-    Args:
-        orders: RDP orders, each > 1, shape (k,).
-        rdp: RDP values at those orders (may contain inf), shape (k,).
-        delta: Target delta in (0, 1).
-
-    Returns:
-        ``(epsilon, optimal_order)``; epsilon is inf if every RDP value is inf.
-
-    Raises:
-        ValueError: If the shapes differ, an order is <= 1, or delta is outside (0, 1).
-    """
-    d = _v.fraction(delta=delta)
-    a = np.asarray(orders, dtype=np.float64)
-    r = np.asarray(rdp, dtype=np.float64)
-    if a.ndim != 1 or a.shape != r.shape or a.size == 0:
-        raise ValueError(
-            f"orders and rdp have shapes {a.shape} and {r.shape}: pass two 1-D arrays of the same "
-            f"non-zero length."
-        )
-    if np.any(a <= 1.0):
-        raise ValueError(f"min(orders)={a.min()} is not > 1: pass every order > 1 (RDP orders lie above 1).")
-    eps = r + math.log(1.0 / d) / (a - 1.0)
-    i = int(np.argmin(eps))
-    return float(eps[i]), float(a[i])
-
-
-class _ClassicRdpAccountant(MixtureRdpAccountant):
-    """``RdpAccountant`` whose ``get_epsilon`` applies the classic conversion to its RDP vector."""
-
-    def get_epsilon_and_optimal_order(self, target_delta: float) -> tuple[float, float]:
-        return classic_conversion(self.orders, self.rdp, target_delta)
-
-    def get_epsilon(self, target_delta: float) -> float:
-        return self.get_epsilon_and_optimal_order(target_delta)[0]
 
 
 # -- phases, relation, events ------------------------------------------------------------------
@@ -273,7 +231,7 @@ def _make_accountant(
     if accountant == "pld":
         exact = _exact_accountant(phases)
         return exact(relation) if exact is not None else ScaledPLDAccountant(relation, pld_discretization)
-    cls = _ClassicRdpAccountant if conversion == "classic" else MixtureRdpAccountant
+    cls = ClassicRdpAccountant if conversion == "classic" else MixtureRdpAccountant
     return cls(list(orders_for(phases)), relation)
 
 

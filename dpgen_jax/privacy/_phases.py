@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 import dp_accounting as dpa
+import numpy as np
 
 from dpgen_jax import _validate as _v
 
@@ -36,13 +37,29 @@ def relation_name(relation: NeighboringRelation) -> str:
     return _RELATION_NAMES[relation]
 
 
-def _batch_rate(batch_size: int, num_records: int, ctx: str) -> float:
-    """q = B / N, checked (1 <= B <= N): the one place a sampling rate is derived from a batch size."""
-    n = _v.whole(ctx, minimum=1, num_records=num_records)
-    b = _v.whole(ctx, minimum=1, batch_size=batch_size)
+def batch_rate(batch_size: int, num_records: float, context: str = "", *, float32: bool = False) -> float:
+    """q = B / N, checked (B an integer, 1 <= B <= N): the one place a sampling rate is derived from
+    a batch size. N is the public number of rows the rate refers to: the records (an integer, as
+    :meth:`DPSGDPhase.from_batch_size` requires) or the rows a schedule assumes (real: DP-SYN's N
+    times a group's public share). ``float32``: the largest float32 not above B / N instead, for a
+    rate the engine reads as a traced float32 (DP-SYN's), so that the accounted rate is the one the
+    compiled sampler realises; ``context`` names the caller in an error.
+
+    Example:
+        >>> q = batch_rate(1, 3, float32=True)  # float32(1 / 3) is above 1 / 3
+        >>> batch_rate(1, 3) == 1 / 3 and q < 1 / 3 < float(np.float32(1 / 3)) == q + 2**-25
+        True
+    """
+    n = _v.positive(context, num_records=num_records)
+    b = _v.whole(context, minimum=1, batch_size=batch_size)
     if b > n:
-        raise ValueError(f"{ctx}: expected batch_size <= num_records={n} (a sampling rate <= 1), got {b}.")
-    return b / n
+        raise ValueError(f"{context}: expected batch_size <= num_records={n:g} (a sampling rate <= 1), "
+                         f"got {b}.")
+    q = b / n
+    if not float32:
+        return q
+    q32 = np.float32(q)
+    return float(np.nextafter(q32, np.float32(0)) if float(q32) > q else q32)
 
 
 def noise_std_of(noise_multiplier: float, sensitivity: float) -> float:
@@ -249,7 +266,9 @@ class DPSGDPhase(Phase):
             >>> DPSGDPhase.from_batch_size("critic", 128, 32561, 7.5, 15000).sample_rate == 128 / 32561
             True
         """
-        return cls(name, _batch_rate(batch_size, num_records, f"DPSGDPhase {name!r}"), noise_multiplier,
+        ctx = f"DPSGDPhase {name!r}"
+        rate = batch_rate(batch_size, _v.whole(ctx, minimum=1, num_records=num_records), ctx)
+        return cls(name, rate, noise_multiplier,
                    steps, clip_norm=clip_norm, batch_size=int(batch_size))
 
     def with_clip_norm(self, clip_norm: float) -> DPSGDPhase:
@@ -548,7 +567,8 @@ class NonPrivatePhase(Phase):
     @classmethod
     def from_batch_size(cls, name: str, batch_size: int, num_records: int, steps: int) -> NonPrivatePhase:
         """The non-private phase of a schedule with expected batch size B over N records (q = B / N)."""
-        return cls(name, steps, _batch_rate(batch_size, num_records, f"NonPrivatePhase {name!r}"),
+        ctx = f"NonPrivatePhase {name!r}"
+        return cls(name, steps, batch_rate(batch_size, _v.whole(ctx, minimum=1, num_records=num_records), ctx),
                    int(batch_size))
 
     def normaliser(self, scan_rows: int) -> float:

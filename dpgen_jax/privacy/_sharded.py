@@ -28,10 +28,11 @@ Both sums run over every c in 0..T (no truncation), so the numbers are exact up 
 The bound holds when no state is shared across shards (no shared temporary generator, no batch
 statistics across shards) and the critics are never released.
 
-:class:`ShardedMixtureDpEvent` is the event a proven sharded phase returns; the two accountants
-here interpret it: :class:`MixtureAnalyticAccountant` (the headline: exact delta(eps) with the
-other phases' Gaussian releases folded in) and :class:`MixtureRdpAccountant` (dp_accounting's RDP
-accountant that also knows the mixture, so it composes with any other event).
+:class:`ShardedMixtureDpEvent` is the event a proven sharded phase returns. Two accountants
+interpret it: :class:`MixtureAnalyticAccountant` here (the headline: exact delta(eps) with the
+other phases' Gaussian releases folded in) and :class:`~dpgen_jax.privacy._rdp.MixtureRdpAccountant`
+(dp_accounting's RDP accountant that also knows the mixture through :func:`mixture_rdp`, so it
+composes with any other event; every method's RDP accountant).
 
 References:
     docs/privacy.md ("GS-WGAN and DP-SACTGAN: three numbers"); Balle and Wang (2018), "Improving
@@ -47,7 +48,6 @@ import attr
 import dp_accounting as dpa
 import numpy as np
 from dp_accounting import privacy_accountant as _pa
-from dp_accounting.rdp import RdpAccountant
 from scipy import special, stats
 
 NeighboringRelation = dpa.NeighboringRelation
@@ -225,51 +225,3 @@ class MixtureAnalyticAccountant(_pa.PrivacyAccountant):
 
     def get_epsilon(self, target_delta: float) -> float:
         return mixture_epsilon(target_delta, self._event_or_none(), self._mu_sq)
-
-
-_GAUSSIAN_LEAVES = (dpa.GaussianDpEvent, dpa.PoissonSampledDpEvent, dpa.SampledWithoutReplacementDpEvent)
-
-
-@functools.lru_cache(maxsize=4096)
-def _leaf_rdp(event: dpa.DpEvent, orders: tuple[float, ...], relation: NeighboringRelation) -> np.ndarray:
-    """dp_accounting's RDP of one ``event`` at ``orders`` (read-only): ``count`` repetitions add
-    ``count`` times it, as ``RdpAccountant`` adds them, so a cached value composes to the same bits."""
-    rdp = RdpAccountant(list(orders), relation).compose(event)._rdp
-    rdp.setflags(write=False)
-    return rdp
-
-
-class MixtureRdpAccountant(RdpAccountant):
-    """dp_accounting's ``RdpAccountant`` that also composes :class:`ShardedMixtureDpEvent`.
-
-    The mixture's RDP at order a is :func:`mixture_rdp` (exact, every c in 0..T); ``count``
-    independent repetitions add up like any RDP. Every other event is dp_accounting's own; the
-    RDP of a (subsampled) Gaussian event is kept per event and orders in this process
-    (``_leaf_rdp``): a report recomputed for fewer executed steps, or the paper accounting of
-    GS-WGAN (sampling without replacement over 255 integer orders, seconds per event), reuses it.
-    """
-
-    def _maybe_compose(self, event: dpa.DpEvent, count: int, do_compose: bool):
-        if isinstance(event, ShardedMixtureDpEvent):
-            if self._neighboring_relation != NeighboringRelation.ADD_OR_REMOVE_ONE:
-                return _pa.PrivacyAccountant.CompositionErrorDetails(
-                    invalid_event=event, error_message="the sharded mixture is stated under add/remove-one")
-            if do_compose and event.steps > 0:
-                self._rdp += count * mixture_rdp(self._orders, event)
-            return None
-        if isinstance(event, dpa.SelfComposedDpEvent):
-            return self._maybe_compose(event.event, event.count * count, do_compose)
-        if isinstance(event, dpa.ComposedDpEvent):
-            for e in event.events:
-                result = self._maybe_compose(e, count, do_compose)
-                if result is not None:
-                    return result
-            return None
-        if isinstance(event, _GAUSSIAN_LEAVES):
-            error = super()._maybe_compose(event, count, do_compose=False)
-            if error is None and do_compose:
-                self._rdp += count * _leaf_rdp(event, tuple(float(a) for a in self._orders),
-                                               self._neighboring_relation)
-            return error
-        return super()._maybe_compose(event, count, do_compose)
-

@@ -288,7 +288,7 @@ class OneWayStage(Stage):
         fitted = train(key)
         disc = discretizer(plan.config, plan.model_schema)
         std = plan.phase(PHASE).noise_std if plan.private else None
-        counts = _one_way.noisy_counts(disc.codes(frame), disc.sizes, std, k_one)
+        counts = _one_way.release_histograms(disc.codes(frame), disc.sizes, std, k_one)
         tick = hooks.progress(PHASE, "release")
         if tick is not None:
             tick(1, 1)

@@ -29,7 +29,7 @@ import numpy as np
 
 from dpgen_jax import dpsgd, privacy
 
-__all__ = ["noisy_counts", "phase", "probabilities", "project_counts"]
+__all__ = ["phase", "probabilities", "project_counts", "release_histograms"]
 
 
 def phase(name: str, num_columns: int, private: bool = True, noise_multiplier: float = 1.0):
@@ -40,8 +40,8 @@ def phase(name: str, num_columns: int, private: bool = True, noise_multiplier: f
     return privacy.GaussianPhase(name, noise_multiplier, 1, sensitivity=math.sqrt(num_columns))
 
 
-def noisy_counts(codes: np.ndarray, sizes: Sequence[int], noise_std: float | None,
-                 key: jax.Array) -> dict[str, np.ndarray]:
+def release_histograms(codes: np.ndarray, sizes: Sequence[int], noise_std: float | None,
+                       key: jax.Array) -> dict[str, np.ndarray]:
     """The d histograms of ``codes`` with the integer Gaussian noise of ``dpsgd.noisy_counts``.
 
     Args:

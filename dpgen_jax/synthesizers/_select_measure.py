@@ -1,78 +1,51 @@
-"""Select, measure, generate: the pieces the marginal-based methods share (MST, AIM).
+"""Select and measure: the kit the marginal-based methods share (MST, AIM, GEM).
 
-* ``counts``: a marginal of the private codes on the public bins (a record adds one to one cell);
-  ``measure``: several marginals released with one Gaussian.
+* ``counts``, ``onehot_gram``, ``pair_l1``: marginals of the private codes on the public bins (a
+  record adds one to one cell); ``measure``: several marginals released with one Gaussian.
 * ``exponential_mechanism``: one choice among scored candidates, probability proportional to
-  exp(epsilon q / (2 Delta)), drawn exactly (``dpsgd.exponential_mechanism_exact``).
-* ``workload``, ``candidates``, ``scores``, ``select``: AIM's workload of k-way marginals on the
-  public bins (all of them, or a public random subset of a stated size), its candidates (the
-  downward closure, with the paper's weights) and its quality score; AIM and GEM select with them.
-* ``unit_noise_multipliers``, ``unit_phases``: AIM's budget units (one Gaussian measurement and
-  one selection each, and the one-way release), shared by AIM and GEM.
-* ``zcdp_rho`` and ``cks_epsilon``: the papers' accounting (the zCDP of every selection and
-  measurement summed, converted to (epsilon, delta) by Canonne, Kamath and Steinke 2020).
-* ``mbi_missing`` / ``load_mbi``: the optional graphical-model package, imported only to fit.
+  exp(epsilon q / (2 Delta)); a thin wrapper of ``dpsgd.exponential_mechanism_exact`` (the exact
+  sampler, the one implementation) that adds only the non-private choice (``epsilon=None``: the
+  best score). ``select_many``: several distinct choices, one such draw each.
+* ``workload``, ``candidates``, ``scores``, ``select``, ``check_degree``: AIM's workload of k-way
+  marginals on the public bins (all of them, or a public random subset of a stated size), its
+  candidates (the downward closure, with the paper's weights) and its quality score; AIM and GEM
+  select with them.
+* ``unit_noise_multipliers``, ``unit_phases``, ``round_units``: AIM's budget units (one Gaussian
+  measurement and one selection each, and the one-way release), shared by AIM and GEM.
 * ``tick``: a progress bar's count through a fit's ``hooks.progress`` (the rounds of MST, AIM, GEM).
-* ``MarginalConfig``: the base of the marginal methods' configurations (independent, MST, AIM,
-  GEM): what the user chose; d, the noise multipliers of the budget split and other values derived
-  from the schema's bins are computed where they are used (``configured_noise``, ``check_degree``).
-* ``MarginalSynthesizer``: the hooks MST, AIM and GEM have in common.
 
-Nothing here needs ``mbi``. See ``docs/mst.md``, ``docs/aim.md`` and ``docs/gem.md``.
+The methods' base (configuration, binning, ``mbi``, ``MarginalSynthesizer``) is
+``synthesizers._marginal``; the papers' zCDP accounting is ``privacy.zcdp_rho`` and
+``privacy.cks_epsilon``. Nothing here needs ``mbi``. See ``docs/mst.md``, ``docs/aim.md`` and
+``docs/gem.md``.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import importlib.metadata
-import importlib.util
 import itertools
 import math
-import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, ClassVar
+from collections.abc import Callable, Mapping, Sequence
 
 import jax
 import numpy as np
-from scipy import optimize
 
 from dpgen_jax import _validate as _v
 from dpgen_jax import dpsgd, privacy
-from dpgen_jax.data._discrete import Discretizer
-from dpgen_jax.synthesizers._base import Synthesizer, SynthesizerConfig
+
+# Base names that mst.py and aim.py name through this module (``sm.MarginalConfig``, ...); they are
+# defined in ``_marginal``, and nothing else reaches them here.
+from dpgen_jax.synthesizers._marginal import (  # noqa: F401
+    MarginalConfig,
+    MarginalSynthesizer,
+    bins_note,
+    configured_noise,
+    discretizer,
+    load_mbi,
+)
 
 Clique = tuple[int, ...]
-# Fields of the marginal methods' configurations in files written before the configuration held
-# only what the user chose: d (``num_columns``), set from the schema by the fit.
-FORMER_FIELDS = ("num_columns",)
-INSTALL = 'pip install "dpgen-jax[baselines]"  (the mbi package, version >= 2.0)'
 BIAS = math.sqrt(2.0 / math.pi)  # E|N(0, 1)|: expected L1 noise per cell is BIAS * sigma
 ENUMERATE_LIMIT = 500_000  # more k-subsets of the columns than this: a random workload is drawn
-
-
-def mbi_missing(method: str) -> str | None:
-    """Why ``mbi`` cannot be used by ``method`` (absent or older than 2.0), or None when it can."""
-    try:
-        spec = importlib.util.find_spec("mbi")
-    except (ImportError, ValueError):  # e.g. sys.modules["mbi"] = None
-        spec = None
-    if spec is None:
-        return f"the optional package mbi is not installed; {INSTALL}."
-    version = importlib.metadata.version("mbi")
-    if int(version.split(".")[0]) < 2:
-        return f"mbi {version} is installed but {method} needs mbi >= 2.0; {INSTALL}."
-    return None
-
-
-def load_mbi(method: str):
-    """The ``mbi`` module, or an ImportError saying why ``method`` cannot fit."""
-    reason = mbi_missing(method)
-    if reason is not None:
-        raise ImportError(f"{method} cannot fit: {reason}")
-    with warnings.catch_warnings():  # import-time notes on float32 and the compilation cache
-        warnings.simplefilter("ignore")
-        import mbi
-    return mbi
 
 
 def counts(codes: np.ndarray, sizes: Sequence[int], clique: Clique) -> np.ndarray:
@@ -126,11 +99,12 @@ def measure(codes: np.ndarray, sizes: Sequence[int], cliques: Sequence[Clique],
 def exponential_mechanism(quality: np.ndarray, epsilon: float | None, rng: np.random.Generator,
                           sensitivity: float = 1.0) -> int:
     """The index of one candidate, chosen with probability proportional to
-    ``exp(epsilon * quality / (2 * sensitivity))``, exactly (``dpsgd.exponential_mechanism_exact``:
-    rejection with exact Bernoulli(exp(-gamma)) draws; Gumbel-max in float64 gives probability 0
-    to candidates whose scaled score trails by more than about 40, ``docs/privacy.md``).
+    ``exp(epsilon * quality / (2 * sensitivity))``, exactly.
 
-    ``epsilon=None`` returns the best score (a non-private run). ``sensitivity`` bounds how much
+    A thin wrapper: the draw is ``dpsgd.exponential_mechanism_exact`` (the one sampler: rejection
+    with exact Bernoulli(exp(-gamma)) draws; Gumbel-max in float64 gives probability 0 to
+    candidates whose scaled score trails by more than about 40, ``docs/privacy.md``); the wrapper
+    adds only ``epsilon=None``, which returns the best score (a non-private run). ``sensitivity`` bounds how much
     any one score moves when one record is added or removed. Accounted as
     ``privacy.ExponentialMechanismPhase(epsilon)``: (epsilon, 0)-DP and epsilon^2 / 8-zCDP.
     """
@@ -146,8 +120,7 @@ def select_many(quality: np.ndarray, count: int, epsilon: float | None, rng: np.
     chosen before it (adaptive composition of ``count`` selections, each (epsilon, 0)-DP: which
     candidates remain depends only on released choices)."""
     q = np.array(quality, np.float64)
-    if not 1 <= count <= q.size:
-        raise ValueError(f"count={count}; expected between 1 and the {q.size} candidates.")
+    _v.whole("select_many", minimum=1, maximum=q.size, count=count)  # at most one per candidate
     chosen = []
     for _ in range(count):
         i = exponential_mechanism(q, epsilon, rng, sensitivity)
@@ -293,84 +266,7 @@ def tick(progress: Callable[[str], Callable[[int, int], None] | None] | None, ph
         update(int(done), int(total))
 
 
-def discretizer(config, schema) -> Discretizer:
-    """The public binning of ``schema`` by a configuration's ``bins`` and ``bin_spacing`` (a
-    continuous column declared missing: one coded column, its bins and a missing code)."""
-    return Discretizer(schema, config.bins, config.bin_spacing)
-
-
-def bins_note(disc) -> str:
-    """The report's sentence on the public discretisation (a ``data.Discretizer``)."""
-    return (f"Continuous columns are discretised on public bins from the schema bounds "
-            f"({disc.describe()}); discrete columns over the schema's categories.")
-
-def zcdp_rho(phases: Iterable[privacy.PrivacyPhase]) -> float:
-    """The summed zCDP of exponential-mechanism and Gaussian phases (rho = 1 / (2 sigma^2) per
-    Gaussian release of sensitivity 1, the phase's rho per selection), times their steps."""
-    return sum(p.steps * (p.rho if isinstance(p, privacy.ExponentialMechanismPhase)
-                          else 1.0 / (2.0 * p.noise_multiplier**2)) for p in phases)
-
-
-def cks_epsilon(rho: float, delta: float) -> float:
-    """rho-zCDP to (epsilon, delta) by Canonne, Kamath and Steinke (2020, Prop. 12), minimised over
-    real orders alpha > 1 (the conversion of the MST and AIM reference code)."""
-    def eps(log_am1):
-        a = 1.0 + math.exp(log_am1)
-        return rho * a + (math.log(1 / delta) + (a - 1) * math.log(1 - 1 / a) - math.log(a)) / (a - 1)
-    res = optimize.minimize_scalar(eps, bounds=(-10.0, 10.0), method="bounded", options={"xatol": 1e-10})
-    return float(res.fun)
-
-
-@dataclasses.dataclass(frozen=True)
-class MarginalConfig(SynthesizerConfig):
-    """Base of the marginal methods' configurations: only what the user chose. d (the number of
-    coded columns, ``len(discretizer(config, schema).sizes)``) and what follows from it (a budget
-    split's noise multipliers, AIM's paper rounds, GEM's schedule) are derived from the public
-    schema where they are used, in the method's phases and training, never written into the
-    configuration."""
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> MarginalConfig:
-        """As :meth:`SynthesizerConfig.from_dict`; a configuration saved while it held d
-        (``num_columns``, set from the schema) loads without it: d is the schema's."""
-        return super().from_dict({k: v for k, v in d.items() if k not in FORMER_FIELDS})
-
-
-def configured_noise(config, defaults: Mapping[str, float]) -> dict[str, float]:
-    """The configuration's noise multipliers named in ``defaults``, each one left None taking its
-    value from ``defaults`` (a budget split; derived, never written into the configuration)."""
-    return {k: v if getattr(config, k) is None else getattr(config, k) for k, v in defaults.items()}
-
-
 def check_degree(workload_degree: int, d: int) -> None:
     """Refuses a workload of ``workload_degree``-way marginals on ``d`` columns when d is smaller."""
     if workload_degree > d:
         raise ValueError(f"workload_degree={workload_degree} exceeds the {d} columns of the schema.")
-
-
-class MarginalSynthesizer(Synthesizer):
-    """The hooks MST, AIM and GEM share: RDP headline (the exponential mechanism has no PLD event),
-    no use of N, ``mbi`` to fit, and the papers' zCDP accounting beside the headline."""
-
-    ACCOUNTANT = "rdp"
-    USES_NUM_RECORDS = False
-    RELEASES_ONE_WAY = True  # every column's one-way marginal is measured and fitted
-    PAPER_ACCOUNTING: ClassVar[str]
-    NEEDS_MBI: ClassVar[bool] = True  # False for a method that fits without mbi (GEM)
-
-    # A budget unit's noise multiplier grows as the square root of the number of units (about
-    # R + 0.9 d): on a table of a thousand columns it passes the default cap of 100 at a usable
-    # epsilon. Below the default cap the calibration is the same (the bracket doubles from 1).
-    MAX_NOISE_MULTIPLIER: ClassVar[float] = 1e4
-
-    @classmethod
-    def unavailable_reason(cls):
-        return mbi_missing(cls.__name__) if cls.NEEDS_MBI else None
-
-    def _calibrate(self, config, schema, phases, epsilon, delta, fixed=()):
-        return privacy.calibrate(phases, target_epsilon=epsilon, delta=delta, accountant=self.ACCOUNTANT,
-                                 max_noise_multiplier=self.MAX_NOISE_MULTIPLIER, fixed=fixed)
-
-    def _paper_accounting(self, config, phases, delta, report):
-        rho = zcdp_rho(phases)
-        return {"label": self.PAPER_ACCOUNTING, "epsilon": cks_epsilon(rho, delta), "rho": rho}

@@ -188,8 +188,8 @@ def group_schedule(config: DPSYNConfig, num_records: int) -> tuple[tuple[float, 
     """``(rates, steps)`` of every group's autoencoder, from public values only.
 
     For a group assumed to hold s rows (:func:`assumed_sizes`): Poisson rate ``batch_size / s``
-    (in float32, rounded down: the rate the compiled sampler realises, never above the accounted
-    one) and ``round(epochs * s / batch_size)`` steps, i.e. ``epochs`` expected passes over the
+    (``privacy.batch_rate(..., float32=True)``: in float32, rounded down, the rate the compiled
+    sampler realises, never above B / s) and ``round(epochs * s / batch_size)`` steps, i.e. ``epochs`` expected passes over the
     group's rows whatever its true size, at most ``max_steps`` (20,000 by default, twice a group of
     Adult: on larger tables the steps stop growing while the rate keeps falling). The noised sum is divided by ``batch_size`` (the expected
     batch of a group of s rows; a public number).
@@ -207,7 +207,8 @@ def group_schedule(config: DPSYNConfig, num_records: int) -> tuple[tuple[float, 
         raise ValueError(f"DP-SYN: label group(s) {small} are assumed to hold {source}, which is "
                          f"fewer than batch_size={config.batch_size} or em_components="
                          f"{config.em_components}; use a smaller batch_size or fewer components.")
-    rates = tuple(_sample_rate(config.batch_size, s) for s in sizes)
+    rates = tuple(privacy.batch_rate(config.batch_size, s, f"DP-SYN group {g!r}", float32=True)
+                  for g, s in zip(names, sizes))
     cap = config.max_steps if config.max_steps is not None else float("inf")
     steps = tuple(int(min(cap, round(config.epochs * s / config.batch_size))) for s in sizes)
     return rates, steps
@@ -264,13 +265,6 @@ def autoencoder_phases(phases: Sequence) -> list:
     """Each group's autoencoder phase among ``phases`` (:func:`privacy_phases`' or a plan's), in
     the order of the label's categories: what :func:`train_autoencoders` runs."""
     return [p for p in privacy.flat_phases(phases) if p.name.startswith("autoencoder/")]
-
-
-def _sample_rate(batch: int, count: float) -> float:
-    """B / n in float32 rounded down, the rate the compiled sampler realises (never above the
-    accounted one)."""
-    q = np.float32(min(1.0, batch / count))
-    return float(np.nextafter(q, np.float32(0)) if float(q) > batch / count else q)
 
 
 def calibrate(config: DPSYNConfig, phases: list, epsilon: float, delta: float,

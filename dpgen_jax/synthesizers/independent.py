@@ -14,7 +14,7 @@ uniformly inside its bin. Joint structure is lost by design: any joint model sho
 method on joint metrics (label accuracy, 3-way marginals, TSTR).
 
 Functional API: :func:`discretizer`, :func:`privacy_phases` (given d, the number of histograms:
-``len(discretizer(config, schema).sizes)``), :func:`noisy_counts`, :func:`probabilities`,
+``len(discretizer(config, schema).sizes)``), :func:`release_histograms`, :func:`probabilities`,
 :func:`sample_codes`. Class API: :class:`Independent`
 (``synthesizers.create("independent")``).
 """
@@ -33,8 +33,8 @@ from dpgen_jax import dpsgd, privacy
 from dpgen_jax.data._discrete import SPACINGS
 from dpgen_jax.synthesizers import _one_way
 from dpgen_jax.synthesizers._base import Synthesizer, Release, register
-from dpgen_jax.synthesizers._select_measure import MarginalConfig, discretizer
-from dpgen_jax.synthesizers._one_way import noisy_counts, probabilities
+from dpgen_jax.synthesizers._marginal import MarginalConfig, discretizer
+from dpgen_jax.synthesizers._one_way import probabilities, release_histograms
 
 PHASE = "histograms"
 
@@ -124,7 +124,8 @@ class Independent(Synthesizer):
         t0 = time.perf_counter()
         disc = discretizer(config, plan.model_schema)
         codes = disc.codes_from_encoded(x)
-        counts = noisy_counts(codes, disc.sizes, plan.phase(PHASE).noise_std if plan.private else None, key)
+        std = plan.phase(PHASE).noise_std if plan.private else None
+        counts = release_histograms(codes, disc.sizes, std, key)
         jax.block_until_ready(counts)
         notes = [
             f"Continuous columns are counted on public bins from the schema bounds ({disc.describe()}); "

@@ -83,7 +83,8 @@ def build(args):
     frame = data.adult_like(args.rows, seed=args.seed)
     x = jnp.asarray(data.TableEncoder(schema).encode(frame))
     rows, codes = ds.encode_rows(lay, x, ds.public_modes(schema, cfg))
-    counts = ds.noisy_counts(codes, lay, jax.random.key(1), 0.0, ds.histogram_columns(lay, cfg))
+    counts = ds.release_conditional_counts(codes, lay, jax.random.key(1), 0.0,
+                                           ds.histogram_columns(lay, cfg))
     log_probs = ds.cond_log_probs(lay, counts, training=True)
     k = ds.num_shards(cfg, args.rows)
     td = ds.prepare(lay, rows, codes, jax.random.key(2), k)

@@ -35,7 +35,7 @@ utility" (arXiv:2312.13031), after CTAB-GAN+ (Zhao et al. 2022), with this proje
   unsubsampled composition (all three accountings agree there but the paper's).
 
 Functional API: :func:`build_layout`, :func:`public_modes`, :func:`fit_modes`, :func:`encode_rows`,
-:func:`noisy_counts`, :func:`prepare`, :func:`activate`, :func:`critic_update`,
+:func:`release_conditional_counts`, :func:`prepare`, :func:`activate`, :func:`critic_update`,
 :func:`generator_update`, :func:`shard_iteration`, :func:`train_step`, :func:`pretrain`,
 :func:`train`, :func:`sample_encoded`, :func:`privacy_phases`, :func:`num_shards`,
 :func:`generator_steps`. Class API: :class:`DPSACTGAN` (``synthesizers.create("dp-sactgan")``).
@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -54,6 +53,7 @@ import jax
 import jax.numpy as jnp
 
 from dpgen_jax import _validate as _v
+from dpgen_jax._machine import physical_memory
 from dpgen_jax import privacy
 from dpgen_jax.synthesizers._dpsgd_phases import dpsgd_phase
 from dpgen_jax.synthesizers._base import Synthesizer, Release, register
@@ -61,9 +61,9 @@ from dpgen_jax.synthesizers.dp_sactgan import _critic
 from dpgen_jax.synthesizers.dp_sactgan._conditional import (
     TrainData,
     cond_log_probs,
-    noisy_counts,
     prepare,
     real_indices,
+    release_conditional_counts,
     sample_cond,
 )
 from dpgen_jax.synthesizers.dp_sactgan._config import (
@@ -235,14 +235,6 @@ def attention_bytes(columns: int, batch_size: int, num_heads: int) -> float:
             * (columns / m["columns"]) ** 2)
 
 
-def physical_memory() -> float | None:
-    """This machine's physical memory in bytes, or None where the system does not say."""
-    try:
-        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (AttributeError, ValueError, OSError):
-        return None
-
-
 @register
 class DPSACTGAN(Synthesizer):
     """DP-SACTGAN with a scikit-learn-like interface (``docs/dp-sactgan.md``).
@@ -318,7 +310,7 @@ class DPSACTGAN(Synthesizer):
         rows, codes = encode_rows(layout, x, modes, config.mode_assignment, k_assign)
         hist_cols = histogram_columns(layout, config)
         noise = plan.phase("histograms").noise_std if plan.private and hist_cols else 0.0
-        counts = noisy_counts(codes, layout, k_hist, noise, hist_cols)
+        counts = release_conditional_counts(codes, layout, k_hist, noise, hist_cols)
         if config.cond == "noisy" and config.modes == "dp-em":  # the DP-EM weights (post-processing)
             j = 0
             for c in range(layout.n_cols):
@@ -490,7 +482,6 @@ __all__ = [
     "init_state",
     "label_of",
     "networks",
-    "noisy_counts",
     "num_shards",
     "optimizer",
     "prepare",

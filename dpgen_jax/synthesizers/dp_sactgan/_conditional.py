@@ -14,7 +14,8 @@ from dpgen_jax.synthesizers import _shards
 from dpgen_jax.synthesizers.dp_sactgan._encoding import Layout
 
 
-def noisy_counts(codes, layout: Layout, key: jax.Array, noise_std: float, columns) -> jax.Array:
+def release_conditional_counts(codes, layout: Layout, key: jax.Array, noise_std: float,
+                               columns) -> jax.Array:
     """``(n_cols, max_width)`` per-column histograms of ``codes`` released by ``dpsgd.noisy_counts``
     (integer counts plus integer Gaussian noise of std ``noise_std`` per bin) for the columns in
     ``columns``; ``noise_std`` is the ``histograms`` phase's (``privacy.GaussianPhase.noise_std``:

@@ -68,6 +68,7 @@ import numpy as np
 
 from dpgen_jax import dpsgd
 from dpgen_jax.synthesizers import _progress
+from dpgen_jax.synthesizers import _marginal
 from dpgen_jax.synthesizers import _select_measure as sm
 from dpgen_jax.synthesizers._base import Release, register
 from dpgen_jax.synthesizers.gem._config import (
@@ -87,7 +88,7 @@ PAPER_ACCOUNTING = ("zCDP of the one-way release and of every round summed and c
 
 
 @register
-class GEM(sm.MarginalSynthesizer):
+class GEM(_marginal.MarginalSynthesizer):
     """GEM with a scikit-learn-like interface (no optional package needed).
 
     Example:
@@ -141,7 +142,7 @@ class GEM(sm.MarginalSynthesizer):
         units = sum(r.units * len(r.cliques) for r in rounds)
         pairs = config.scores_pairs(disc.sizes)
         notes = [
-            sm.bins_note(disc),
+            _marginal.bins_note(disc),
             (f"{len(rounds)} rounds ran, annealed as AIM's (units per round: "
              + ", ".join(str(r.units) for r in rounds) + f"; {units} of {config.max_rounds} units"
              if config.anneal and plan.private else

@@ -10,11 +10,12 @@ from typing import Any
 
 from dpgen_jax import _validate as _v
 from dpgen_jax.data._discrete import SPACINGS
+from dpgen_jax.synthesizers import _marginal
 from dpgen_jax.synthesizers import _select_measure as sm
 
 
 @dataclasses.dataclass(frozen=True)
-class GEMConfig(sm.MarginalConfig):
+class GEMConfig(_marginal.MarginalConfig):
     """Hyperparameters of GEM (all public).
 
     Attributes:
@@ -199,7 +200,7 @@ class GEMConfig(sm.MarginalConfig):
         each unset one from the split of a total rho of 1 (AIM's, or ``one_way_share``) over the
         units of :meth:`for_sizes`."""
         cfg = self.for_sizes(sizes)
-        return sm.configured_noise(cfg, sm.unit_noise_multipliers(len(sizes), cfg.units(), cfg.measure_share,
+        return _marginal.configured_noise(cfg, sm.unit_noise_multipliers(len(sizes), cfg.units(), cfg.measure_share,
                                                                   cfg.one_way_share))
 
     def units(self) -> int:
@@ -231,7 +232,7 @@ class GEMConfig(sm.MarginalConfig):
         return len(sm.workload(sizes, k, self.max_cells)) > self.workload_size
 
 
-discretizer = sm.discretizer
+discretizer = _marginal.discretizer
 PAIR_WIDTH_LIMIT = 4096  # bins in all for pair_candidates: a (bins x bins) Gram matrix per round
 # The schedule left unset: AIM's (one marginal a round, 32 rounds, 90 % of a unit on its
 # measurement, the one-way release as large as alpha d units), 50 Adam steps a round on fixed noise ...
