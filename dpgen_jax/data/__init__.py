@@ -63,8 +63,8 @@ from dpgen_jax.data._files import DRAFT_NOTE_PREFIX, Draft, draft_schema, load_s
 from dpgen_jax.data._encoder import (DECODE_MODES, EXACT_INTEGER_SPAN, Block, IntegerResolutionWarning,
                                      TableEncoder)
 from dpgen_jax.data._infer import infer_schema
-from dpgen_jax.data._missing import (atom_label, from_model_frame, has_missing, missing_category, model_schema,
-                                     to_model_frame)
+from dpgen_jax.data._missing import (atom_label, from_model_frame, has_missing, has_model_columns, missing_category,
+                                     model_schema, to_model_frame)
 from dpgen_jax.data._mimic import mimic_like, mimic_like_marginals
 from dpgen_jax.data._planted import PlantedTable, planted_binary
 from dpgen_jax.data._schema import (
@@ -135,6 +135,7 @@ __all__ = [
     "atom_name",
     "from_model_frame",
     "has_missing",
+    "has_model_columns",
     "indicator_name",
     "missing_category",
     "model_schema",

@@ -34,7 +34,7 @@ import pandas as pd
 from dpgen_jax.data._check import check_frame
 from dpgen_jax.data._schema import MAX_EXACT_INTEGER, Column, Schema, atom_name, indicator_name
 
-__all__ = ["atom_label", "atom_name", "from_model_frame", "has_missing", "indicator_name", "missing_category",
+__all__ = ["atom_label", "atom_name", "from_model_frame", "has_missing", "has_model_columns", "indicator_name", "missing_category",
            "model_schema", "off_atoms", "to_model_frame"]
 
 _GAP_TEXT = "[missing]"
@@ -51,8 +51,10 @@ def has_missing(schema: Schema) -> bool:
     return bool(_declared(schema))
 
 
-def _modelled(schema: Schema) -> bool:
-    """Whether the model schema of ``schema`` differs from it (gaps or atoms declared)."""
+def has_model_columns(schema: Schema) -> bool:
+    """Whether :func:`model_schema` differs from ``schema``: a column (of any kind) declared
+    ``missing=True`` or a continuous column with atoms. Frames of such a schema are compared as
+    model frames (:func:`to_model_frame`)."""
     return any(c.missing is True or c.atoms for c in schema.columns)
 
 
@@ -158,7 +160,7 @@ def model_schema(schema: Schema) -> Schema:
     """
     if not isinstance(schema, Schema):
         raise TypeError(f"schema must be a dpgen_jax.data.Schema, got {type(schema).__name__}.")
-    if not _modelled(schema):
+    if not has_model_columns(schema):
         return schema
     columns: list[Column] = []
     for c in schema.columns:
@@ -231,7 +233,7 @@ def to_model_frame(df: pd.DataFrame, schema: Schema, name: str = "df") -> pd.Dat
             that equals the gap category.
     """
     check_frame(df, schema, name)
-    if not _modelled(schema):
+    if not has_model_columns(schema):
         return df
     out: dict[str, object] = {}
     for c in schema.columns:
@@ -317,7 +319,7 @@ def from_model_frame(df: pd.DataFrame, schema: Schema) -> pd.DataFrame:
     Raises:
         ValueError: if ``df`` does not have the model schema's columns.
     """
-    if not _modelled(schema):
+    if not has_model_columns(schema):
         return df
     check_frame(df, model_schema(schema), "the model's rows")
     out: dict[str, object] = {}
