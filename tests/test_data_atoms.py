@@ -210,3 +210,17 @@ def test_cli_drafts_a_coded_column_and_fits_on_the_csv_pandas_wrote(tmp_path, ca
                      "--out", str(tmp_path / "model.npz")]) == 0, capsys.readouterr().err
     rows = synthesizers.load(tmp_path / "model.npz").sample(2000, seed=0)
     assert set(rows["smoker"].dropna()) <= {"0", "1"} and (rows["income"] == 0).mean() > 0.1
+
+
+def test_every_encoding_gives_each_atom_a_code_of_its_own():
+    from dpgen_jax.synthesizers.dp_sactgan._config import DPSACTGANConfig
+    from dpgen_jax.synthesizers.dp_sactgan._encoding import build_layout
+
+    model = data.model_schema(SCHEMA)
+    blocks = {b.name: b for b in data.TableEncoder(SCHEMA).blocks}
+    assert blocks["income [atom]"].stop - blocks["income [atom]"].start == 3  # continuous, 0, [missing]
+    layout = build_layout(model, DPSACTGANConfig(n_modes=3))  # the state is a discrete token
+    i = layout.names.index("kids [atom]")
+    assert not layout.continuous[i] and layout.widths[i] == 3 and layout.block_size[i] == 3
+    binned = {b.name: b for b in data.BinnedEncoder(SCHEMA, bins=5).blocks}
+    assert "income [atom]" not in binned and binned["income"].stop - binned["income"].start == 5 + 1 + 1

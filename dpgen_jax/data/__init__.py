@@ -64,7 +64,7 @@ from dpgen_jax.data._encoder import (DECODE_MODES, EXACT_INTEGER_SPAN, Block, In
                                      TableEncoder)
 from dpgen_jax.data._infer import infer_schema
 from dpgen_jax.data._missing import (atom_label, from_model_frame, has_missing, has_model_columns, missing_category,
-                                     model_schema, to_model_frame)
+                                     model_schema, off_atoms, to_model_frame)
 from dpgen_jax.data._mimic import mimic_like, mimic_like_marginals
 from dpgen_jax.data._planted import PlantedTable, planted_binary
 from dpgen_jax.data._schema import (
@@ -139,6 +139,7 @@ __all__ = [
     "indicator_name",
     "missing_category",
     "model_schema",
+    "off_atoms",
     "to_model_frame",
     "write_csv",
 ]

@@ -421,7 +421,8 @@ class Draft:
         rows: the number of rows the metadata file declares (``rows``), if any.
         advice: sentences for the person who reviews the draft, also at the end of the schema's
             notes: every column with gaps, columns that look like identifiers (drop them) with a
-            sentence on the unit of privacy, columns set to ``scale="log"``. Column names only,
+            sentence on the unit of privacy, columns set to ``scale="log"``, columns given atoms, numeric
+            columns drafted as codes. Column names only,
             no values or counts.
     """
 

@@ -481,7 +481,7 @@ class Schema:
                 "The schema (column kinds, category lists, numeric bounds) was derived from the "
                 "data itself without any differential-privacy mechanism."
             ]
-        declared = [c.name for c in self.columns if c.kind == "continuous" and c.missing]
+        declared = [c.name for c in self.columns if c.kind == "continuous" and c.missing and not c.atoms]
         if declared:
             out.append(
                 f"That the continuous column(s) {show_values(declared, 10)} may be missing is declared as "
@@ -498,7 +498,8 @@ class Schema:
         if atoms:
             out.append(
                 f"That the column(s) {show_values(atoms, 10)} have point masses (atoms) at the declared values is "
-                "declared as public knowledge; each atom is modelled as a category of its own."
+                "declared as public knowledge; each atom (and a gap, where the column may be missing) is "
+                "modelled as a category of its own."
             )
         logs = [c.name for c in self.columns if c.scale == "log"]
         if logs:
