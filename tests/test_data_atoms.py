@@ -224,3 +224,13 @@ def test_every_encoding_gives_each_atom_a_code_of_its_own():
     assert not layout.continuous[i] and layout.widths[i] == 3 and layout.block_size[i] == 3
     binned = {b.name: b for b in data.BinnedEncoder(SCHEMA, bins=5).blocks}
     assert "income [atom]" not in binned and binned["income"].stop - binned["income"].start == 5 + 1 + 1
+
+
+def test_the_point_mass_study_measures_exact_zeros_with_and_without_the_atom():
+    from experiments.studies import point_masses
+
+    args = ["--methods", "independent", "--seeds", "0", "--sample", "3000", "--epsilon", "5"]
+    with_atom, = point_masses.main(args)
+    without, = point_masses.main([*args, "--no-atoms"])
+    assert with_atom["real"] == 0.11 and abs(with_atom["synthetic_many"] - 0.11) < 0.02
+    assert without["synthetic_many"] == 0.0 and without["next_to_zero"] > 0.05
