@@ -234,3 +234,25 @@ def test_the_point_mass_study_measures_exact_zeros_with_and_without_the_atom():
     without, = point_masses.main([*args, "--no-atoms"])
     assert with_atom["real"] == 0.11 and abs(with_atom["synthetic_many"] - 0.11) < 0.02
     assert without["synthetic_many"] == 0.0 and without["next_to_zero"] > 0.05
+
+
+@pytest.mark.parametrize("model", [False, True])
+def test_the_one_way_calibration_moves_rows_between_atoms_bins_and_gaps_as_released(model):
+    from dpgen_jax.synthesizers._calibration import match_one_way, rounded_counts
+
+    schema = data.model_schema(SCHEMA) if model else SCHEMA
+    disc = data.Discretizer(schema, 10)
+    real, syn = frame(4000, seed=7, zeros=0.25), frame(1000, seed=8, zeros=0.05, gaps=0.15)
+    to = (lambda df: data.to_model_frame(df, SCHEMA)) if model else (lambda df: df)
+    codes = disc.codes(to(real))
+    probs = [np.bincount(codes[:, j], minlength=k) / len(real) for j, k in enumerate(disc.sizes)]
+    out = match_one_way(to(syn), disc, probs, np.random.default_rng(0))
+    got = disc.codes(out)
+    for j, col in enumerate(disc.schema.columns):
+        np.testing.assert_array_equal(np.bincount(got[:, j], minlength=disc.sizes[j]),
+                                      rounded_counts(probs[j], len(syn)), err_msg=col.name)
+    user = data.from_model_frame(out, SCHEMA) if model else out
+    zeros = (user["income"] == 0).to_numpy()
+    assert zeros.sum() == rounded_counts(probs[0], 1000)[disc.atom_codes["income"][0]]  # exact zeros
+    assert ((user["income"] > 0) & (user["income"] < 1e-6)).sum() == 0  # and nothing next to them
+    assert (zeros[(syn["income"] == 0).to_numpy()]).all()  # 5 % at the atom, 25 % released: they stay
