@@ -256,3 +256,20 @@ def test_the_one_way_calibration_moves_rows_between_atoms_bins_and_gaps_as_relea
     assert zeros.sum() == rounded_counts(probs[0], 1000)[disc.atom_codes["income"][0]]  # exact zeros
     assert ((user["income"] > 0) & (user["income"] < 1e-6)).sum() == 0  # and nothing next to them
     assert (zeros[(syn["income"] == 0).to_numpy()]).all()  # 5 % at the atom, 25 % released: they stay
+
+
+def test_a_metadata_file_declares_atoms_as_public_facts(tmp_path):
+    pytest.importorskip("yaml")
+    from dpgen_jax._validate import UsageError
+
+    path = tmp_path / "meta.yaml"
+    text = ("census:\n  public:\n    people:\n      rows: 800\n"
+            "      income: {{type: float, lower: 0, upper: 500000, atoms: {atoms}}}\n"
+            "      sex: {{type: string, categories: [F, M]}}\n")
+    path.write_text(text.format(atoms="[0]"))
+    draft = data.draft_schema(None, yaml_path=path)
+    assert draft.schema.source == "public" and draft.schema["income"].atoms == (0.0,)
+    assert Schema.from_json(draft.schema.to_json()) == draft.schema
+    path.write_text(text.format(atoms="[-5]"))
+    with pytest.raises(UsageError, match="column 'income': atom -5 lies outside the bounds"):
+        data.draft_schema(None, yaml_path=path)
