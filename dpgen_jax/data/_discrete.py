@@ -244,7 +244,8 @@ class Discretizer:
         ``coarse``'s atom and missing codes as their parents. Public: computed from the two binnings.
         """
         if (not isinstance(coarse, Discretizer) or coarse.schema.names != self.schema.names
-                or set(coarse.missing_codes) != set(self.missing_codes) or coarse.atom_codes.keys() != self.atom_codes.keys()):
+                or set(coarse.missing_codes) != set(self.missing_codes)
+                or coarse.atom_codes.keys() != self.atom_codes.keys()):
             raise ValueError("coarse must be a Discretizer of the same schema.")
         out = {}
         for col in self.schema.columns:

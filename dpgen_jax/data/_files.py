@@ -136,7 +136,8 @@ def read_csv(path: os.PathLike | str, schema: Schema, name: str | None = None,
     * discrete columns with ``str`` categories keep the text (so ``"10"`` stays a string), except
       that an integral float as pandas writes it matches the category of its whole number
       (``1.0`` reads as ``"1"`` when ``"1"`` is a category and ``"1.0"`` is not; ``1.5`` is refused
-      naming the column); ``int`` categories are parsed as integers (``1.0`` as ``1``), ``bool`` categories from ``True``/``False``
+      naming the column); ``int`` categories are parsed as integers (``1.0`` as ``1``), ``bool``
+      categories from ``True``/``False``
       (any case); an empty cell is a missing value (unless ``""`` is itself a category), which
       encodes as the column's ``missing`` category if it names one;
     * continuous columns are parsed as numbers (int64 for integer columns); an empty cell is a

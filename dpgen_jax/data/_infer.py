@@ -187,7 +187,8 @@ def infer_schema(df: pd.DataFrame, label: str | None = None) -> Schema:
     with those values as int categories (binary with two); other integer columns -> continuous
     integer with the observed min/max; float columns -> continuous with the observed min/max, and
     the min or max as an atom when at least :data:`ATOM_SUGGEST_SHARE` of the values (two or
-    more) sit exactly on it; numeric columns holding only 0/1 -> binary ``(0, 1)``; other columns (strings) -> categorical with the sorted distinct values, or binary when
+    more) sit exactly on it; numeric columns holding only 0/1 -> binary ``(0, 1)``; other columns
+    (strings) -> categorical with the sorted distinct values, or binary when
     there are exactly two. A column with gaps (NaN, None, ``pd.NA``) gets ``missing=True``. A
     non-negative continuous column whose maximum is at least :data:`LOG_SUGGEST_RATIO` times
     ``max(minimum, smallest positive value)`` gets ``scale="log"``.

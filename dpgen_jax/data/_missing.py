@@ -34,8 +34,8 @@ import pandas as pd
 from dpgen_jax.data._check import check_frame
 from dpgen_jax.data._schema import MAX_EXACT_INTEGER, Column, Schema, atom_name, indicator_name
 
-__all__ = ["atom_label", "atom_name", "from_model_frame", "has_missing", "has_model_columns", "indicator_name", "missing_category",
-           "model_schema", "off_atoms", "to_model_frame"]
+__all__ = ["atom_label", "atom_name", "from_model_frame", "has_missing", "has_model_columns", "indicator_name",
+           "missing_category", "model_schema", "off_atoms", "to_model_frame"]
 
 _GAP_TEXT = "[missing]"
 #: The state (``atom_name``) of a value of a column with atoms that is at none of its atoms.
@@ -66,12 +66,13 @@ def atom_label(atom: float) -> str:
 
 def _states(column: Column) -> tuple[str, ...]:
     """The categories of the state column of a continuous column with atoms."""
-    return (CONTINUOUS_STATE, *(atom_label(a) for a in column.atoms), *((_GAP_TEXT,) if column.missing is True else ()))
+    gap = (_GAP_TEXT,) if column.missing is True else ()
+    return (CONTINUOUS_STATE, *(atom_label(a) for a in column.atoms), *gap)
 
 
 def off_atoms(values: np.ndarray, column: Column) -> np.ndarray:
     """``values`` (of the continuous part of ``column``, inside its bounds) with every value that
-    equals an atom moved to the nearest value that is not one: the next float towards ``upper``
+    equals an atom moved off it: to the next float towards ``upper``
     (towards ``lower`` for an atom at ``upper``), or for an integer column the next whole number up
     that is neither an atom nor beyond ``upper`` (else down). So the continuous part never puts mass
     on an atom; in float columns such a value is a measure-zero event of clipping or a draw."""

@@ -219,7 +219,8 @@ class Column:
                 raise ValueError(f"{where}: atom {a!r}; an integer column takes whole-number atoms.")
             atoms.append(float(a))
         if len(set(atoms)) != len(atoms):
-            raise ValueError(f"{where}: duplicate atoms {show_values(sorted({a for a in atoms if atoms.count(a) > 1}))}.")
+            dupes = sorted({a for a in atoms if atoms.count(a) > 1})
+            raise ValueError(f"{where}: duplicate atoms {show_values(dupes)}.")
         object.__setattr__(self, "atoms", tuple(sorted(atoms)))
 
     def _check_discrete(self, where: str) -> None:
