@@ -171,7 +171,8 @@ def test_sample_writes_rows_that_read_back_under_the_schema(trip):
     schema = data.load_schema(d / "schema.json")
     rows = data.read_csv(d / "synthetic.csv", schema)
     assert list(rows.columns) == schema.names and len(rows) == 150
-    assert rows["age"].dtype == np.int64 and rows["education-num"].dtype == np.int64  # drafted integer
+    assert rows["age"].dtype == np.int64  # drafted integer
+    assert set(rows["education-num"]) <= set(schema["education-num"].categories)  # drafted as a code
     assert data.TableEncoder(schema).encode(rows).shape == (150, data.TableEncoder(schema).width)
     # seeded sampling is post-processing of the saved model: the same rows again
     again = synthesizers.load(d / "model.npz").sample(150, seed=1)

@@ -67,7 +67,8 @@ def test_draft_types_columns_without_losing_codes(tmp_path):
     s = draft.schema
     assert s.source == "data-derived" and draft.drafted == s.names and draft.rows is None
     assert s["zip"].categories == ("01", "10", "2")  # codes with leading zeros stay strings
-    assert s["code"].kind == "continuous" and s["code"].integer  # a draft: the user reviews it
+    assert s["code"].kind == "categorical" and s["code"].categories == (10, 20, 30)  # few whole numbers: a code
+    assert any("'code'" in n and "categorical" in n for n in draft.advice)
     assert s["flag"].categories == (False, True)
     assert s["note"].categories == (" b", "NA", "a")
     assert s["score"].kind == "continuous" and not s["score"].integer

@@ -232,7 +232,7 @@ def test_infer_schema_accepts_gaps_in_every_kind_and_lists_them():
     assert [c.name for c in s if c.missing is True] == list(df.columns)
     assert s["flag"].categories == (False, True) and s["sex"].categories == ("F", "M")
     assert s["bit"].kind == "binary" and s["bit"].categories == (0, 1) and s["bit"].label
-    assert s["city"].categories == ("a", "b", "c") and s["grade"].kind == "continuous"  # ints: a draft
+    assert s["city"].categories == ("a", "b", "c") and s["grade"].categories == (1, 2, 3, 7)  # a code
     present = df["age"].dropna()
     assert s["age"].integer and (s["age"].lower, s["age"].upper) == (present.min(), present.max())
     gap_notes = [n for n in s.notes if "have gaps" in n]

@@ -10,7 +10,8 @@
 - :func:`model_schema` / :func:`to_model_frame` / :func:`from_model_frame`: a column declared
   ``missing=True`` as the methods model it: a continuous one as its value plus a binary missingness
   indicator (:func:`indicator_name`), a discrete one with one more category for the gap
-  (:func:`missing_category`).
+  (:func:`missing_category`); a continuous column with atoms (point masses) as its value plus a
+  state column (:func:`atom_name`, one category per atom).
 - :func:`bin_edges` / :func:`bin_index`: public bins of a continuous column from its bounds.
 - :class:`BinnedEncoder`: rows one-hot on the same public bins (continuous columns as bin blocks).
 - :class:`Discretizer`: every column as a small integer code on public bins, and back (values
@@ -62,8 +63,8 @@ from dpgen_jax.data._files import DRAFT_NOTE_PREFIX, Draft, draft_schema, load_s
 from dpgen_jax.data._encoder import (DECODE_MODES, EXACT_INTEGER_SPAN, Block, IntegerResolutionWarning,
                                      TableEncoder)
 from dpgen_jax.data._infer import infer_schema
-from dpgen_jax.data._missing import (from_model_frame, has_missing, missing_category, model_schema,
-                                     to_model_frame)
+from dpgen_jax.data._missing import (atom_label, from_model_frame, has_missing, has_model_columns, missing_category,
+                                     model_schema, off_atoms, to_model_frame)
 from dpgen_jax.data._mimic import mimic_like, mimic_like_marginals
 from dpgen_jax.data._planted import PlantedTable, planted_binary
 from dpgen_jax.data._schema import (
@@ -72,6 +73,7 @@ from dpgen_jax.data._schema import (
     Column,
     DataDerivedSchemaWarning,
     Schema,
+    atom_name,
     binary_schema,
     indicator_name,
 )
@@ -129,11 +131,15 @@ __all__ = [
     "read_csv",
     "read_metadata_yaml",
     "uniform_rows",
+    "atom_label",
+    "atom_name",
     "from_model_frame",
     "has_missing",
+    "has_model_columns",
     "indicator_name",
     "missing_category",
     "model_schema",
+    "off_atoms",
     "to_model_frame",
     "write_csv",
 ]

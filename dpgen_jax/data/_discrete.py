@@ -2,12 +2,14 @@
 
 Discrete columns keep their category index. A continuous column is cut into public bins from its
 schema bounds (:func:`~dpgen_jax.data.bin_edges`); an integer column keeps only the bins that hold
-at least one integer, so that no code stands for an impossible value. A continuous column declared
-``missing=True`` has one more code after its bins, "missing": the value and its indicator of the
-model schema are one coded column, so a model of the codes never pairs a gap with a value or a
-value with the fill of a gap. Decoding draws a value uniformly inside its bin (uniformly among the
-bin's integers for an integer column) and returns a gap for the missing code. Everything here
-depends on the schema and the number of bins only, never on the rows.
+at least one integer that is not an atom, so that no code stands for an impossible value. A
+continuous column with atoms (``Column.atoms``) has one code per atom after its bins, and one
+declared ``missing=True`` one more code, "missing": the value and its indicator or state column of
+the model schema are one coded column, so a model of the codes never pairs a gap with a value, a
+value with the fill of a gap, or an atom with a bin. Decoding draws a value uniformly inside its bin
+(uniformly among the bin's integers that are not atoms for an integer column; never an atom),
+returns the atom for an atom code and a gap for the missing code. Everything here depends on the
+schema and the number of bins only, never on the rows.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from dpgen_jax._random import host_rng
 from dpgen_jax.data._bins import bin_edges, bin_index
 from dpgen_jax.data._check import check_key
 from dpgen_jax.data._encoder import TableEncoder, _values_from_codes, decode_continuous
-from dpgen_jax.data._missing import from_model_frame, has_missing, model_schema
-from dpgen_jax.data._schema import Column, Schema, indicator_name
+from dpgen_jax.data._missing import _GAP_TEXT, CONTINUOUS_STATE, from_model_frame, model_schema, off_atoms
+from dpgen_jax.data._schema import Column, Schema, atom_name, indicator_name
 
 DiscreteSpacing = Literal["auto", "equal", "log"]
 SPACINGS: tuple[str, ...] = ("auto", "equal", "log")
@@ -53,16 +55,34 @@ def _is_indicator(column: Column, value: Column) -> bool:
             and tuple(column.categories) == (False, True))
 
 
+def _as_state(column: Column, value: Column) -> Column | None:
+    """``value`` with the atoms (and ``missing=True``) its state column ``column`` names, as
+    ``data.model_schema`` writes it (right after the value: ``"continuous"``, the atoms' labels, then
+    ``"[missing]"`` if the column may be missing); None if ``column`` is not that state column."""
+    cats = column.categories or ()
+    if not (column.name == atom_name(value.name) and column.kind == "categorical" and len(cats) > 1
+            and cats[0] == CONTINUOUS_STATE and all(isinstance(c, str) for c in cats)):
+        return None
+    gap = cats[-1] == _GAP_TEXT
+    try:
+        atoms = tuple(float(c) for c in cats[1:len(cats) - gap])
+        return dataclasses.replace(value, atoms=atoms, missing=True if gap else None)
+    except ValueError:
+        return None
+
+
 def _coded_columns(schema: Schema) -> tuple[Schema, list[bool]]:
     """The model schema of ``schema`` with each (continuous value, its indicator) pair as one
-    continuous column declared ``missing=True``, and per column whether it is such a pair."""
+    continuous column declared ``missing=True`` and each (value, state) pair as one continuous
+    column with its atoms, and per column whether it is such a pair."""
     model = model_schema(schema)
     cols, folded, i = [], [], 0
     while i < len(model.columns):
         col = model.columns[i]
         nxt = model.columns[i + 1] if i + 1 < len(model.columns) else None
-        pair = col.kind == "continuous" and nxt is not None and _is_indicator(nxt, col)
-        cols.append(dataclasses.replace(col, missing=True) if pair else col)
+        state = _as_state(nxt, col) if col.kind == "continuous" and nxt is not None else None
+        pair = col.kind == "continuous" and nxt is not None and (state is not None or _is_indicator(nxt, col))
+        cols.append(state if state is not None else dataclasses.replace(col, missing=True) if pair else col)
         folded.append(pair)
         i += 2 if pair else 1
     if not any(folded):
@@ -79,21 +99,23 @@ class Discretizer:
         spacing: ``"auto"`` (default; :func:`auto_spacing` per column), ``"equal"`` or ``"log"``
             (see :func:`~dpgen_jax.data.bin_edges`).
 
-    A continuous column declared ``missing=True`` is one coded column: its bins, then one last
-    code that stands for a gap (``missing_codes``). The same holds for a value followed by its
-    indicator in a schema that is already a model schema (``data.model_schema``), so a
+    A continuous column declared ``missing=True`` is one coded column: its bins, then one code per
+    atom (``atom_codes``), then one last code that stands for a gap (``missing_codes``). The same
+    holds for a value followed by its indicator or state column in a schema that is already a model
+    schema (``data.model_schema``), so a
     discretizer of the user's schema and one of its model schema code the same columns with the
     same sizes; each reads and returns frames of the schema it was given.
 
     Attributes:
         schema: The columns coded, one per code column: ``data.model_schema(user_schema)`` with
-            each continuous value and its indicator as one continuous column declared
-            ``missing=True``; its names are the coded columns' names.
+            each continuous value and its indicator or state column as one continuous column
+            declared ``missing=True`` and/or with its atoms; its names are the coded columns' names.
         user_schema: The schema given: ``codes`` reads its frames, ``decode`` returns them (gaps
             as the schema's frames hold them).
         sizes: Number of codes per column of ``schema``, in order (categories, or kept bins and
             the missing code).
         missing_codes: ``{continuous column declared missing: its missing code}`` (its last code).
+        atom_codes: ``{continuous column with atoms: the code of each atom}`` (right after its bins).
         edges: ``{continuous column: (bins + 1,) edges}``.
         spacings: ``{continuous column: "equal" | "log"}``.
 
@@ -121,6 +143,7 @@ class Discretizer:
         self.schema, folded = _coded_columns(schema)
         self._model = model_schema(schema)
         self.missing_codes: dict[str, int] = {}
+        self.atom_codes: dict[str, tuple[int, ...]] = {}
         self.edges: dict[str, np.ndarray] = {}
         self.spacings: dict[str, str] = {}
         self._int_ranges: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
@@ -133,17 +156,20 @@ class Discretizer:
             e = bin_edges(col, self.bins, sp)
             self.edges[col.name], self.spacings[col.name] = e, sp
             if col.integer:
-                first = np.ceil(e[:-1])  # the integers of bin i: first[i] .. last[i]
+                first = np.ceil(e[:-1])  # the integers of bin i: first[i] .. last[i], atoms excepted
                 last = np.ceil(e[1:]) - 1.0
                 last[-1] = e[-1]  # the last bin holds its upper edge
-                kept = first <= last
+                kept = last - first + 1.0 > _atoms_in(col, first, last)
                 lookup = np.full(e.size - 1, -1, dtype=np.int64)
                 lookup[kept] = np.arange(int(kept.sum()))
                 self._int_ranges[col.name] = (first[kept], last[kept], lookup)
                 sizes.append(int(kept.sum()))
             else:
                 sizes.append(self.bins)
-            if pair:
+            if col.atoms:
+                self.atom_codes[col.name] = tuple(range(sizes[-1], sizes[-1] + len(col.atoms)))
+                sizes[-1] += len(col.atoms)
+            if pair and col.missing is True:
                 self.missing_codes[col.name] = sizes[-1]
                 sizes[-1] += 1
         self.sizes: tuple[int, ...] = tuple(sizes)
@@ -155,8 +181,9 @@ class Discretizer:
         idx = bin_index(values, self.edges[col.name])
         if col.name in self._int_ranges:
             idx = self._int_ranges[col.name][2][idx]
-            if (idx < 0).any():  # pragma: no cover - integer values always fall in a kept bin
+            if (idx < 0).any() and not self.schema[col.name].atoms:  # pragma: no cover - never
                 raise ValueError(f"column {col.name!r}: a value fell in a bin without integers.")
+            idx = np.maximum(idx, 0)  # only an atom's value: its atom code replaces it (_fold)
         return idx
 
     def codes(self, df: pd.DataFrame) -> np.ndarray:
@@ -170,9 +197,15 @@ class Discretizer:
 
     def _fold(self, out: np.ndarray, model: Any) -> np.ndarray:
         """``out`` with the missing code where a folded column's indicator (read from ``model``,
-        the model schema's columns by name) is set."""
+        the model schema's columns by name) is set, and an atom or missing code where its state
+        (the state column's category index) is not ``"continuous"``."""
         for name, code in self.missing_codes.items():
-            out[np.asarray(model[indicator_name(name)], dtype=bool), self.schema.names.index(name)] = code
+            if not self.schema[name].atoms:
+                out[np.asarray(model[indicator_name(name)], dtype=bool), self.schema.names.index(name)] = code
+        for name, codes in self.atom_codes.items():
+            state = np.asarray(model[atom_name(name)], dtype=np.int64)
+            j = self.schema.names.index(name)
+            out[state > 0, j] = codes[0] + state[state > 0] - 1  # atoms, then the missing code
         return out
 
     def codes_from_encoded(self, x: Any) -> np.ndarray:
@@ -194,7 +227,8 @@ class Discretizer:
             elif b.kind == "binary":
                 model[col.name] = (v[:, 0] > 0.5).astype(np.int64)
             else:
-                model[col.name] = self._bin_codes(col, decode_continuous(v[:, 0], col).astype(np.float64))
+                value = off_atoms(decode_continuous(v[:, 0], col), self.schema[col.name]).astype(np.float64)
+                model[col.name] = self._bin_codes(col, value)
         out = np.empty((x.shape[0], len(self.sizes)), dtype=np.int64)
         for j, name in enumerate(self.schema.names):
             out[:, j] = model[name]
@@ -206,19 +240,26 @@ class Discretizer:
 
         When this binning refines ``coarse``'s (``bins`` a multiple of ``coarse.bins``, the same
         spacing: the edges nest), every value of a bin lies in the coarse bin named, so a
-        histogram on these bins sums to ``coarse``'s. A column's missing code has ``coarse``'s
-        missing code as its parent. Public: computed from the two binnings.
+        histogram on these bins sums to ``coarse``'s. A column's atom and missing codes have
+        ``coarse``'s atom and missing codes as their parents. Public: computed from the two binnings.
         """
         if (not isinstance(coarse, Discretizer) or coarse.schema.names != self.schema.names
-                or set(coarse.missing_codes) != set(self.missing_codes)):
+                or set(coarse.missing_codes) != set(self.missing_codes)
+                or coarse.atom_codes.keys() != self.atom_codes.keys()):
             raise ValueError("coarse must be a Discretizer of the same schema.")
         out = {}
         for col in self.schema.columns:
             if col.kind != "continuous":
                 continue
             e = self.edges[col.name]
-            at = self._int_ranges[col.name][0] if col.name in self._int_ranges else 0.5 * (e[:-1] + e[1:])
+            if col.name in self._int_ranges:
+                first, last, _ = self._int_ranges[col.name]
+                at = _nth_free(col, first, np.zeros_like(first))
+            else:
+                at = 0.5 * (e[:-1] + e[1:])
             out[col.name] = coarse._bin_codes(col, at)
+            if col.name in self.atom_codes:  # an atom's code is its code
+                out[col.name] = np.append(out[col.name], coarse.atom_codes[col.name])
             if col.name in self.missing_codes:  # the missing code is the missing code
                 out[col.name] = np.append(out[col.name], coarse.missing_codes[col.name])
         return out
@@ -227,9 +268,11 @@ class Discretizer:
         """A frame of the schema's values from ``(n, d)`` codes.
 
         Discrete codes map to their categories. A continuous code draws a value uniformly inside
-        its bin: uniformly among the bin's integers for an integer column (int64), uniformly on
-        ``[edge_i, edge_i+1)`` otherwise (float64); a missing code gives a gap (NaN, or ``pd.NA``
-        in an integer column; in a frame of a model schema, the indicator set and the lower bound).
+        its bin: uniformly among the bin's integers that are not atoms for an integer column
+        (int64), uniformly on ``[edge_i, edge_i+1)`` otherwise (float64; a draw that is exactly an
+        atom moves to the next float, ``data.off_atoms``); an atom code gives the atom; a missing
+        code gives a gap (NaN, or ``pd.NA`` in an integer column; in a frame of a model schema, the
+        indicator set, or the state ``"[missing]"``, and the lower bound).
 
         Args:
             codes: ``(n, d)`` integers with ``0 <= codes[:, j] < sizes[j]``.
@@ -272,35 +315,58 @@ class Discretizer:
         for j, col in enumerate(self.schema.columns):
             v = c[:, j]
             u = positions[:, j]
-            gap = None
-            if col.name in self.missing_codes:  # the model frame: the lower bound and the indicator
-                gap = v == self.missing_codes[col.name]
-                v = np.where(gap, 0, v)
+            state = None  # 0: a bin; i >= 1: the i-th atom, then the missing code
+            if col.kind == "continuous" and (col.atoms or col.name in self.missing_codes):
+                n_bins = self.sizes[j] - len(col.atoms) - (col.name in self.missing_codes)
+                state = np.where(v >= n_bins, v - n_bins + 1, 0)
+                v = np.where(state > 0, 0, v)
             if col.kind != "continuous":
                 out[col.name] = _values_from_codes(col, v)
             elif col.name in self._int_ranges:
                 first, last, _ = self._int_ranges[col.name]
-                span = last[v] - first[v] + 1.0
-                out[col.name] = (first[v] + np.minimum(np.floor(u * span), span - 1.0)).astype(np.int64)
+                free = last[v] - first[v] + 1.0 - _atoms_in(col, first[v], last[v])
+                out[col.name] = _nth_free(col, first[v], np.minimum(np.floor(u * free), free - 1.0)).astype(np.int64)
             else:
                 e = self.edges[col.name]
-                out[col.name] = np.clip(e[v] + u * (e[v + 1] - e[v]), col.lower, col.upper)
-            if gap is not None:
-                out[col.name] = np.where(gap, out[col.name].dtype.type(col.lower), out[col.name])
-                out[indicator_name(col.name)] = gap
+                out[col.name] = off_atoms(np.clip(e[v] + u * (e[v + 1] - e[v]), col.lower, col.upper), col)
+            if state is not None:
+                values = out[col.name]
+                for i, a in enumerate(col.atoms, start=1):
+                    values[state == i] = a
+                values[state == len(col.atoms) + 1] = col.lower  # the model frame's fill of a gap
+                if col.atoms:
+                    labels = np.asarray(self._model[atom_name(col.name)].categories, dtype=object)
+                    out[atom_name(col.name)] = labels[state]
+                else:
+                    out[indicator_name(col.name)] = state == 1
         frame = pd.DataFrame({name: out[name] for name in self._model.names}, index=pd.RangeIndex(c.shape[0]))
-        return from_model_frame(frame, self.user_schema) if has_missing(self.user_schema) else frame
+        return from_model_frame(frame, self.user_schema)
 
     def describe(self) -> str:
         """The public binning in words, for reports: per continuous column its spacing and codes."""
         parts = []
         for name, sp in self.spacings.items():
-            k = self.sizes[self.schema.names.index(name)] - (name in self.missing_codes)
+            n_atoms = len(self.atom_codes.get(name, ()))
+            k = self.sizes[self.schema.names.index(name)] - (name in self.missing_codes) - n_atoms
             kind = "log-spaced" if sp == "log" else "equal-width"
             kept = "" if k == self.bins else f" (the {k} of {self.bins} that hold an integer)"
-            gap = " and a missing code" if name in self.missing_codes else ""
+            gap = f", {n_atoms} atom code(s)" if n_atoms else ""
+            gap += " and a missing code" if name in self.missing_codes else ""
             parts.append(f"{name}: {kind} bins{kept}{gap}" if kept else f"{name}: {k} {kind} bins{gap}")
         return "; ".join(parts) if parts else "no continuous column"
+
+
+def _atoms_in(col: Column, first: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """How many of ``col``'s atoms lie in each integer range ``first .. last``."""
+    return sum(((first <= a) & (a <= last)).astype(np.float64) for a in col.atoms) + np.zeros_like(first)
+
+
+def _nth_free(col: Column, first: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """The ``k``-th (from 0) integer from ``first`` on that is not one of ``col``'s atoms."""
+    x = first + k
+    for a in col.atoms:  # ascending: each atom at or below the running value pushes it up by one
+        x = x + ((first <= a) & (a <= x))
+    return x
 
 
 class BinnedEncoder:

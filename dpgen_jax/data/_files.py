@@ -19,6 +19,7 @@ import dataclasses
 import json
 import os
 import pathlib
+import re
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -28,7 +29,7 @@ import pandas as pd
 from dpgen_jax._validate import UsageError, existing_file
 from dpgen_jax.data._check import check_frame
 from dpgen_jax.data._encoder import TableEncoder
-from dpgen_jax.data._infer import advice, gap_columns, infer_schema, looks_like_id
+from dpgen_jax.data._infer import advice, coded, gap_columns, infer_schema, looks_like_id
 from dpgen_jax.data._schema import Column, DataDerivedSchemaWarning, Schema
 
 DRAFT_NOTE_PREFIX = "DRAFT"
@@ -38,7 +39,7 @@ SMARTNOISE_TYPES = ("boolean", "string", "int", "float")
 _TABLE_OPTIONS = ("max_ids", "row_privacy", "rows", "sample_max_ids", "censor_dims", "clamp_counts",
                   "clamp_columns", "use_dpsu", "notes")
 _SMARTNOISE_COLUMN_KEYS = ("name", "type", "lower", "upper", "nullable", "missing_value",
-                           "private_id", "sensitivity", "categories", "label")
+                           "private_id", "sensitivity", "categories", "label", "atoms")
 
 
 def load_schema(path: os.PathLike | str) -> Schema:
@@ -94,6 +95,23 @@ def _not_number(v: str) -> bool:
         return True
 
 
+_INTEGRAL_FLOAT = re.compile(r"(-?(?:0|[1-9][0-9]*))\.0+")
+
+
+def _integral_labels(s: pd.Series, col: Column) -> pd.Series:
+    """A str-category column with each cell that is not a category but an integral float as pandas
+    writes it (``1.0``, ``-3.00``) replaced by the category that is its whole number (``"1"``), when
+    there is one: a 0/1 or coded column with gaps is a float column in pandas and comes out of
+    ``to_csv`` as ``1.0``/``0.0``/empty. Only exact integral floats map; ``1.5`` or ``1.0`` without
+    a category ``"1"`` stays as it is, for the encoder to refuse naming the column."""
+    cats = set(col.categories)
+    matched = s.str.fullmatch(_INTEGRAL_FLOAT.pattern) & ~s.isin(cats)
+    if not matched.any():
+        return s
+    whole = s[matched].str.extract(_INTEGRAL_FLOAT, expand=False)
+    return s.mask(matched & s.index.isin(whole.index[whole.isin(cats)]), whole)
+
+
 def _nullable(values: pd.Series, col: Column) -> Any:
     """A column declared ``missing=True`` in the dtype ``data.from_model_frame`` gives it: ``Int64``
     for integer values and int categories, ``boolean`` for bool categories (float and str columns
@@ -115,8 +133,11 @@ def read_csv(path: os.PathLike | str, schema: Schema, name: str | None = None,
     Every cell is first read as the exact text in the file (no whitespace stripping, no guessing
     of missing-value markers), then converted column by column:
 
-    * discrete columns with ``str`` categories keep the text (so ``"10"`` stays a string);
-      ``int`` categories are parsed as integers, ``bool`` categories from ``True``/``False``
+    * discrete columns with ``str`` categories keep the text (so ``"10"`` stays a string), except
+      that an integral float as pandas writes it matches the category of its whole number
+      (``1.0`` reads as ``"1"`` when ``"1"`` is a category and ``"1.0"`` is not; ``1.5`` is refused
+      naming the column); ``int`` categories are parsed as integers (``1.0`` as ``1``), ``bool``
+      categories from ``True``/``False``
       (any case); an empty cell is a missing value (unless ``""`` is itself a category), which
       encodes as the column's ``missing`` category if it names one;
     * continuous columns are parsed as numbers (int64 for integer columns); an empty cell is a
@@ -165,6 +186,7 @@ def read_csv(path: os.PathLike | str, schema: Schema, name: str | None = None,
             if col.missing is True and "" in col.categories:
                 raise UsageError(f"{where}: the column is declared missing=True and has the category \"\"; "
                                  "in a CSV file an empty cell would be both. Rename that category.")
+            s = _integral_labels(s, col)
             out[col.name] = s if "" in col.categories else s.mask(s == "")
         elif kind is bool:
             values = _parse_bool(s, where, verbose)
@@ -281,8 +303,8 @@ def _metadata_column(name: str, meta: Mapping[str, Any], where: str) -> dict[str
     has_bounds = [k for k in ("lower", "upper") if meta.get(k) is not None]
     cats = meta.get("categories")
     missing = meta.get("missing_value")
-    if has_bounds and (kind in ("boolean", "string") or cats is not None):
-        raise UsageError(f"{where}: lower/upper apply to int and float columns without categories.")
+    if (has_bounds or meta.get("atoms")) and (kind in ("boolean", "string") or cats is not None):
+        raise UsageError(f"{where}: lower/upper and atoms apply to int and float columns without categories.")
     if kind == "float" and cats is not None:
         raise UsageError(f"{where}: a float column takes bounds, not categories.")
     if kind == "boolean":
@@ -296,7 +318,7 @@ def _metadata_column(name: str, meta: Mapping[str, Any], where: str) -> dict[str
         if not has_bounds:
             return None
         return {**out, "kind": "continuous", "lower": meta["lower"], "upper": meta["upper"],
-                "integer": kind == "int"}
+                "integer": kind == "int", **({"atoms": meta["atoms"]} if meta.get("atoms") else {})}
     if cats is None:
         return None
     if not isinstance(cats, list) or not cats:
@@ -400,7 +422,8 @@ class Draft:
         rows: the number of rows the metadata file declares (``rows``), if any.
         advice: sentences for the person who reviews the draft, also at the end of the schema's
             notes: every column with gaps, columns that look like identifiers (drop them) with a
-            sentence on the unit of privacy, columns set to ``scale="log"``. Column names only,
+            sentence on the unit of privacy, columns set to ``scale="log"``, columns given atoms, numeric
+            columns drafted as codes. Column names only,
             no values or counts.
     """
 
@@ -515,7 +538,8 @@ def draft_schema(data_path: os.PathLike | str | None, *, yaml_path: os.PathLike 
     else:
         ids = [n for n in names if looks_like_id(n, pd.Series([], dtype=object))]
     logs = [n for n in to_draft if drafted[n].get("scale") == "log"]
-    review = tuple(advice(gaps, ids, logs))
+    atoms = [n for n in to_draft if drafted[n].get("atoms")]
+    review = tuple(advice(gaps, ids, logs, atoms, [n for n in to_draft if coded(frame[n])]))
     notes.extend(review)
     try:
         schema = Schema.from_dict({"columns": cols, "source": source, "notes": notes})

@@ -33,6 +33,12 @@ ID_MIN_DISTINCT = 20
 #: ``max(lower, smallest positive present value)`` spans more than three orders of magnitude: the
 #: draft sets ``scale="log"``.
 LOG_SUGGEST_RATIO = 1000.0
+#: A numeric column whose present values are whole numbers with at most this many distinct values
+#: is a coded column: the draft makes it categorical (binary with two) with those values.
+CODED_MAX_DISTINCT = 20
+#: A continuous column with at least this share of its present values (and two of them) exactly at
+#: its minimum or maximum gets that bound as an atom (a point mass, ``Column.atoms``) in the draft.
+ATOM_SUGGEST_SHARE = 0.05
 
 _PROVENANCE = "The schema was produced by infer_schema from the table's own values."
 
@@ -65,9 +71,23 @@ def gap_columns(df: pd.DataFrame) -> list[str]:
     return [str(n) for n in df.columns if df[n].isna().any()]
 
 
-def advice(gaps: Sequence[str], ids: Sequence[str], logs: Sequence[str]) -> list[str]:
+def coded(s: pd.Series) -> bool:
+    """Whether a numeric (not bool) column holds only whole numbers, at most
+    :data:`CODED_MAX_DISTINCT` distinct ones and each (on average) at least twice: a code, such as
+    a 0/1 flag written as ``1.0``, not a count read off a handful of rows."""
+    if pd.api.types.is_bool_dtype(s.dtype) or not pd.api.types.is_numeric_dtype(s.dtype):
+        return False
+    present = s.dropna().to_numpy(dtype=np.float64)
+    distinct = len(np.unique(present))
+    return bool(len(present)) and bool((present == np.round(present)).all()) and (
+        distinct <= CODED_MAX_DISTINCT and 2 * distinct <= len(present))
+
+
+def advice(gaps: Sequence[str], ids: Sequence[str], logs: Sequence[str], atoms: Sequence[str] = (),
+           codes: Sequence[str] = ()) -> list[str]:
     """The review sentences of a draft: every column with gaps, id-like columns (with the unit of
-    privacy) and columns set to ``scale="log"``. Column names only, no counts or values."""
+    privacy), columns set to ``scale="log"``, columns given atoms and numeric columns drafted as
+    codes. Column names only, no counts or values."""
     out = []
     if gaps:
         out.append(
@@ -92,6 +112,20 @@ def advice(gaps: Sequence[str], ids: Sequence[str], logs: Sequence[str]) -> list
             "draft sets scale=\"log\" (encoded and binned on the logarithm of the distance from the lower "
             "bound). Keep it only if the skew is public knowledge (incomes, counts)."
         )
+    if atoms:
+        out.append(
+            f"Column(s) {show_values(atoms, 50)} hold exactly their minimum or maximum in at least "
+            f"{ATOM_SUGGEST_SHARE:.0%} of the rows: the draft declares that bound an atom (a point mass, "
+            "modelled as a category of its own, so synthetic rows hold it exactly). Keep it only if the "
+            "point mass is public knowledge (incomes of 0, capped values)."
+        )
+    if codes:
+        out.append(
+            f"Column(s) {show_values(codes, 50)} hold numbers, all whole and at most {CODED_MAX_DISTINCT} "
+            "distinct: the draft makes them categorical (binary with two values) with those values as "
+            "int categories (a file written by pandas writes such a column with gaps as 1.0/0.0). If a "
+            "column is a count or a measurement, declare it continuous with public bounds instead."
+        )
     return out
 
 
@@ -112,18 +146,26 @@ def infer_column(name: str, s: pd.Series, label: bool = False) -> Column:
     missing = True if gaps else None
     if pd.api.types.is_bool_dtype(s.dtype):
         return Column(name, "binary", categories=(False, True), label=label, missing=missing)
+    if coded(s):
+        cats = tuple(int(v) for v in np.unique(present.to_numpy(dtype=np.float64)))
+        if len(cats) == 1:
+            raise ValueError(f"column {name!r} is constant (one distinct value); declare it by hand.")
+        return Column(name, "binary" if len(cats) == 2 else "categorical", categories=cats, label=label,
+                      missing=missing)
     if pd.api.types.is_integer_dtype(s.dtype) or pd.api.types.is_float_dtype(s.dtype):
         integer = bool(pd.api.types.is_integer_dtype(s.dtype))
         values = present.to_numpy(dtype=np.int64 if integer else np.float64)
         lo, hi = values.min(), values.max()
         if lo == hi:
             raise ValueError(f"column {name!r} is constant (one distinct value); declare its bounds by hand.")
-        if integer and set(np.unique(values).tolist()) <= {0, 1}:
+        if set(np.unique(values).tolist()) <= {0, 1}:  # a 0/1 flag, also from a handful of rows
             return Column(name, "binary", categories=(0, 1), label=label, missing=missing)
         positive = values[values > 0]
         log = lo >= 0 and len(positive) and hi >= LOG_SUGGEST_RATIO * max(float(lo), float(positive.min()))
+        atoms = tuple(float(b) for b in (lo, hi)
+                      if (values == b).mean() >= ATOM_SUGGEST_SHARE and (values == b).sum() >= 2)
         return Column(name, "continuous", lower=float(lo), upper=float(hi), integer=integer, label=label,
-                      missing=missing, scale="log" if log else "linear")
+                      missing=missing, scale="log" if log else "linear", atoms=atoms)
     uniques = pd.unique(present.to_numpy(dtype=object))
     try:
         kinds = {_category_type(v) for v in uniques}
@@ -140,15 +182,20 @@ def infer_schema(df: pd.DataFrame, label: str | None = None) -> Schema:
     """Read a schema from the data itself. For non-private use only.
 
     Rules, on each column's present values (gaps ignored): bool columns -> binary
-    ``(False, True)``; integer columns holding only 0/1 -> binary ``(0, 1)``; other integer columns
-    -> continuous integer with the observed min/max; float columns -> continuous with the observed
-    min/max; other columns (strings) -> categorical with the sorted distinct values, or binary when
+    ``(False, True)``; numeric columns holding only whole numbers, at most
+    :data:`CODED_MAX_DISTINCT` distinct (:func:`coded`; ``1.0``/``0.0`` included) -> categorical
+    with those values as int categories (binary with two); other integer columns -> continuous
+    integer with the observed min/max; float columns -> continuous with the observed min/max, and
+    the min or max as an atom when at least :data:`ATOM_SUGGEST_SHARE` of the values (two or
+    more) sit exactly on it; numeric columns holding only 0/1 -> binary ``(0, 1)``; other columns
+    (strings) -> categorical with the sorted distinct values, or binary when
     there are exactly two. A column with gaps (NaN, None, ``pd.NA``) gets ``missing=True``. A
     non-negative continuous column whose maximum is at least :data:`LOG_SUGGEST_RATIO` times
     ``max(minimum, smallest positive value)`` gets ``scale="log"``.
 
     The notes list every column with gaps, the columns that look like identifiers
-    (:func:`looks_like_id`, with a sentence on the unit of privacy) and the log-scale columns.
+    (:func:`looks_like_id`, with a sentence on the unit of privacy), the log-scale columns, the
+    columns given atoms and the numeric columns drafted as codes.
 
     Args:
         df: The table.
@@ -186,5 +233,6 @@ def infer_schema(df: pd.DataFrame, label: str | None = None) -> Schema:
     )
     columns = tuple(infer_column(name, df[name], name == label) for name in df.columns)
     ids = [c.name for c in columns if looks_like_id(c.name, df[c.name])]
-    notes = advice(gap_columns(df), ids, [c.name for c in columns if c.scale == "log"])
+    notes = advice(gap_columns(df), ids, [c.name for c in columns if c.scale == "log"],
+                   [c.name for c in columns if c.atoms], [c.name for c in columns if coded(df[c.name])])
     return Schema(columns, source="data-derived", notes=(_PROVENANCE, *notes))

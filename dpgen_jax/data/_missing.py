@@ -12,9 +12,16 @@ metric compares:
   followed by one more, :func:`missing_category`, that stands for the gap (bool categories become
   the ints 0 and 1, the gap 2), so "missing" is one more category and no value is filled anywhere.
 
-Decoding puts the gaps back (:func:`from_model_frame`). Neural methods thus see the indicator pair
-(continuous) or the extra category (discrete); marginal methods see "missing" as one more bin of
-the discretised column (``Discretizer``). ``docs/data.md`` ("Missing values").
+A continuous column that declares atoms (point masses, ``Column.atoms``) is modelled the same way:
+its value, then a categorical *state* column :func:`atom_name` whose categories are
+``"continuous"``, one per atom (:func:`atom_label`) and, when the column is also declared
+``missing=True``, ``"[missing]"`` (which then replaces the indicator). A row at an atom has that
+atom as its state and as its value; a gap has the lower bound as its value.
+
+Decoding puts the gaps and atoms back (:func:`from_model_frame`). Neural methods thus see the
+indicator pair or the state column (continuous) or the extra category (discrete); marginal methods
+see "missing" and each atom as one more code of the discretised column (``Discretizer``).
+``docs/data.md`` ("Missing values", "Point masses").
 """
 
 from __future__ import annotations
@@ -25,12 +32,14 @@ import numpy as np
 import pandas as pd
 
 from dpgen_jax.data._check import check_frame
-from dpgen_jax.data._schema import Column, Schema, indicator_name
+from dpgen_jax.data._schema import MAX_EXACT_INTEGER, Column, Schema, atom_name, indicator_name
 
-__all__ = ["from_model_frame", "has_missing", "indicator_name", "missing_category", "model_schema",
-           "to_model_frame"]
+__all__ = ["atom_label", "atom_name", "from_model_frame", "has_missing", "has_model_columns", "indicator_name",
+           "missing_category", "model_schema", "off_atoms", "to_model_frame"]
 
 _GAP_TEXT = "[missing]"
+#: The state (``atom_name``) of a value of a column with atoms that is at none of its atoms.
+CONTINUOUS_STATE = "continuous"
 
 
 def _declared(schema: Schema) -> list[Column]:
@@ -40,6 +49,50 @@ def _declared(schema: Schema) -> list[Column]:
 def has_missing(schema: Schema) -> bool:
     """Whether ``schema`` has a column (of any kind) declared ``missing=True``."""
     return bool(_declared(schema))
+
+
+def has_model_columns(schema: Schema) -> bool:
+    """Whether :func:`model_schema` differs from ``schema``: a column (of any kind) declared
+    ``missing=True`` or a continuous column with atoms. Frames of such a schema are compared as
+    model frames (:func:`to_model_frame`)."""
+    return any(c.missing is True or c.atoms for c in schema.columns)
+
+
+def atom_label(atom: float) -> str:
+    """The category of ``atom`` in a state column (:func:`atom_name`): the whole number without a
+    decimal point (``"0"``), else ``repr`` of the float (exact: ``float(atom_label(a)) == a``)."""
+    return str(int(atom)) if float(atom).is_integer() and abs(atom) <= MAX_EXACT_INTEGER else repr(float(atom))
+
+
+def _states(column: Column) -> tuple[str, ...]:
+    """The categories of the state column of a continuous column with atoms."""
+    gap = (_GAP_TEXT,) if column.missing is True else ()
+    return (CONTINUOUS_STATE, *(atom_label(a) for a in column.atoms), *gap)
+
+
+def off_atoms(values: np.ndarray, column: Column) -> np.ndarray:
+    """``values`` (of the continuous part of ``column``, inside its bounds) with every value that
+    equals an atom moved off it: to the next float towards ``upper``
+    (towards ``lower`` for an atom at ``upper``), or for an integer column the next whole number up
+    that is neither an atom nor beyond ``upper`` (else down). So the continuous part never puts mass
+    on an atom; in float columns such a value is a measure-zero event of clipping or a draw."""
+    out = np.array(values, copy=True)
+    atoms = np.asarray(column.atoms, dtype=np.float64)
+    if not atoms.size:
+        return out
+    hit = np.isin(out, atoms)
+    if not hit.any():
+        return out
+    if not column.integer:
+        up = np.nextafter(out[hit], column.upper)
+        out[hit] = np.where(out[hit] < column.upper, up, np.nextafter(out[hit], column.lower))
+        return out
+    for x in np.unique(out[hit]):
+        steps = [x + k for k in range(1, len(atoms) + 2)] + [x - k for k in range(1, len(atoms) + 2)]
+        free = [y for y in steps if column.lower <= y <= column.upper and y not in atoms]
+        if free:
+            out[out == x] = free[0]
+    return out
 
 
 def missing_category(column: Column) -> str | int:
@@ -91,6 +144,10 @@ def model_schema(schema: Schema) -> Schema:
     whose categories are its own (bool ones as ``0``/``1``) followed by :func:`missing_category`,
     which is its ``missing`` category.
 
+    A continuous column with atoms is followed by its state column ``atom_name(column)``
+    (categories ``"continuous"``, :func:`atom_label` of each atom, then ``"[missing]"`` if it is
+    declared ``missing=True``, in place of the indicator); the value column keeps no atoms.
+
     A schema without such a column is returned as it is (the same object).
 
     Example:
@@ -104,11 +161,16 @@ def model_schema(schema: Schema) -> Schema:
     """
     if not isinstance(schema, Schema):
         raise TypeError(f"schema must be a dpgen_jax.data.Schema, got {type(schema).__name__}.")
-    if not has_missing(schema):
+    if not has_model_columns(schema):
         return schema
     columns: list[Column] = []
     for c in schema.columns:
-        if c.missing is not True:
+        if c.atoms:
+            states = _states(c)
+            columns.append(dataclasses.replace(c, missing=None, atoms=()))
+            columns.append(Column(atom_name(c.name), "categorical", categories=states,
+                                  missing=_GAP_TEXT if c.missing is True else None))
+        elif c.missing is not True:
             columns.append(c)
         elif c.kind == "continuous":
             columns.append(dataclasses.replace(c, missing=None))
@@ -157,7 +219,9 @@ def to_model_frame(df: pd.DataFrame, schema: Schema, name: str = "df") -> pd.Dat
     is NaN, None or ``pd.NA``, and those values become the column's lower bound. For each discrete
     column declared ``missing=True``: gaps become :func:`missing_category` (bool values become
     ``0``/``1``). Other columns are passed on untouched (their values are checked where they are
-    encoded). A frame whose schema declares no such column is returned as it is.
+    encoded). For each continuous column with atoms: its state column is the atom's label where the
+    value equals an atom, ``"[missing]"`` at a gap (the value then the lower bound), else
+    ``"continuous"``. A frame whose schema declares no such column is returned as it is.
 
     Args:
         df: A frame with exactly the schema's columns (any order).
@@ -170,12 +234,14 @@ def to_model_frame(df: pd.DataFrame, schema: Schema, name: str = "df") -> pd.Dat
             that equals the gap category.
     """
     check_frame(df, schema, name)
-    if not has_missing(schema):
+    if not has_model_columns(schema):
         return df
     out: dict[str, object] = {}
     for c in schema.columns:
         s = df[c.name]
-        if c.missing is not True:
+        if c.atoms:
+            out[c.name], out[atom_name(c.name)] = _atoms_to_model(c, s)
+        elif c.missing is not True:
             out[c.name] = s
         elif c.kind == "continuous":
             isna = s.isna().to_numpy(dtype=bool)
@@ -184,6 +250,39 @@ def to_model_frame(df: pd.DataFrame, schema: Schema, name: str = "df") -> pd.Dat
         else:
             out[c.name] = _discrete_to_model(c, s, f"{name}: column {c.name!r}")
     return pd.DataFrame(out, index=df.index)
+
+
+def _atoms_to_model(c: Column, s: pd.Series) -> tuple[pd.Series, np.ndarray]:
+    """The value and the state of a continuous column with atoms; values that are not numbers are
+    passed on for the encoder to refuse."""
+    isna = s.isna().to_numpy(dtype=bool)
+    value = s.where(~isna, c.lower).infer_objects() if isna.any() else s
+    state = np.full(len(s), CONTINUOUS_STATE, dtype=object)
+    numeric = pd.to_numeric(value, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    for a, label in zip(c.atoms, _states(c)[1:], strict=False):
+        state[(numeric == a) & ~isna] = label
+    if c.missing is True:
+        state[isna] = _GAP_TEXT
+    elif isna.any():
+        value = s  # a gap in a column not declared missing: the encoder refuses it, naming the column
+    return value, state
+
+
+def _atoms_from_model(c: Column, df: pd.DataFrame) -> object:
+    """The user's values of a continuous column with atoms from its value and state columns."""
+    states = df[atom_name(c.name)].to_numpy(dtype=object)
+    raw = df[c.name].to_numpy(dtype=np.int64 if c.integer else np.float64)
+    values = off_atoms(raw, c)
+    for a, label in zip(c.atoms, _states(c)[1:], strict=False):
+        values[states == label] = a
+    if c.missing is not True:
+        return values
+    gap = states == _GAP_TEXT
+    if c.integer:
+        out = pd.array(values, dtype="Int64")
+        out[gap] = pd.NA
+        return out
+    return np.where(gap, np.nan, values)
 
 
 def _discrete_from_model(c: Column, values: pd.Series) -> object:
@@ -211,7 +310,8 @@ def from_model_frame(df: pd.DataFrame, schema: Schema) -> pd.DataFrame:
     column; ``pd.NA`` in a nullable ``Int64`` column for an integer column) and the indicators are
     dropped; a discrete column's gap category becomes ``pd.NA`` in a nullable ``Int64`` (int
     categories) or ``boolean`` (bool categories) column, and NaN in an object column (str
-    categories).
+    categories). A continuous column with atoms takes each atom where its state names it, a gap
+    where it says ``"[missing]"``, and elsewhere its value moved off the atoms (:func:`off_atoms`).
 
     Args:
         df: A frame with :func:`model_schema`'s columns.
@@ -220,12 +320,14 @@ def from_model_frame(df: pd.DataFrame, schema: Schema) -> pd.DataFrame:
     Raises:
         ValueError: if ``df`` does not have the model schema's columns.
     """
-    if not has_missing(schema):
+    if not has_model_columns(schema):
         return df
     check_frame(df, model_schema(schema), "the model's rows")
     out: dict[str, object] = {}
     for c in schema.columns:
-        if c.missing is not True:
+        if c.atoms:
+            out[c.name] = _atoms_from_model(c, df)
+        elif c.missing is not True:
             out[c.name] = df[c.name]
         elif c.kind != "continuous":
             out[c.name] = _discrete_from_model(c, df[c.name])

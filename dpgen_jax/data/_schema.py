@@ -27,7 +27,7 @@ ColumnScale = Literal["linear", "log"]
 _KINDS: tuple[str, ...] = ("binary", "categorical", "continuous")
 _SOURCES: tuple[str, ...] = ("public", "data-derived")
 _FORMAT_VERSION = 1
-_COLUMN_KEYS = ("name", "kind", "categories", "lower", "upper", "integer", "label", "missing", "scale")
+_COLUMN_KEYS = ("name", "kind", "categories", "lower", "upper", "integer", "label", "missing", "scale", "atoms")
 #: A column declared ``scale="log"`` resolves values down to this fraction of its span above its
 #: lower bound (``Column.log_unit``): its first log bin is that narrow, not one unit wide.
 LOG_RESOLUTION = 1e-3
@@ -78,6 +78,13 @@ def indicator_name(column: str) -> str:
     return f"{column} [missing]"
 
 
+def atom_name(column: str) -> str:
+    """The name of the state column of a continuous column that declares atoms:
+    ``"<column> [atom]"`` (a categorical column: ``"continuous"``, one category per atom, and
+    ``"[missing]"`` when the column is also declared ``missing=True``)."""
+    return f"{column} [atom]"
+
+
 @dataclasses.dataclass(frozen=True)
 class Column:
     """Public metadata of one column.
@@ -118,6 +125,12 @@ class Column:
             ``u = (upper - lower) * LOG_RESOLUTION`` (:attr:`log_unit`: the scale resolves three
             orders of magnitude below its span) and binned on log-spaced edges, so its many small
             values are not crowded into one bin and its bins do not crowd at the lower bound.
+        atoms: Continuous columns only: declared point masses, values inside the bounds that many
+            rows hold exactly (an income of 0). A public fact, like the bounds. Each atom is a code
+            of its own in every encoding (the model schema's state column
+            :func:`~dpgen_jax.data.atom_name`), so a synthetic value at an atom is exactly the atom
+            and the continuous part never lands on it. Finite, unique, within ``[lower, upper]``,
+            whole numbers in an integer column; stored sorted (``docs/data.md``, "Point masses").
 
     Raises:
         ValueError: if a field is inconsistent with ``kind`` (e.g. a binary column without
@@ -134,6 +147,7 @@ class Column:
     label: bool = False
     missing: str | int | bool | None = None
     scale: ColumnScale = "linear"
+    atoms: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -188,6 +202,26 @@ class Column:
                     )
         object.__setattr__(self, "lower", bounds[0])
         object.__setattr__(self, "upper", bounds[1])
+        self._check_atoms(where)
+
+    def _check_atoms(self, where: str) -> None:
+        """Atoms as a sorted tuple of floats: finite reals inside the bounds, unique, whole numbers
+        in an integer column."""
+        if self.atoms is None or isinstance(self.atoms, (str, bytes, Mapping)) or not isinstance(self.atoms, Sequence):
+            raise ValueError(f"{where}: atoms={self.atoms!r}; expected a list of numbers inside the bounds.")
+        atoms = []
+        for a in self.atoms:
+            if isinstance(a, (bool, np.bool_)) or not isinstance(a, numbers.Real) or not math.isfinite(float(a)):
+                raise ValueError(f"{where}: atom {a!r}; expected finite real numbers.")
+            if not self.lower <= float(a) <= self.upper:
+                raise ValueError(f"{where}: atom {a!r} lies outside the bounds [{self.lower:g}, {self.upper:g}].")
+            if self.integer and not float(a).is_integer():
+                raise ValueError(f"{where}: atom {a!r}; an integer column takes whole-number atoms.")
+            atoms.append(float(a))
+        if len(set(atoms)) != len(atoms):
+            dupes = sorted({a for a in atoms if atoms.count(a) > 1})
+            raise ValueError(f"{where}: duplicate atoms {show_values(dupes)}.")
+        object.__setattr__(self, "atoms", tuple(sorted(atoms)))
 
     def _check_discrete(self, where: str) -> None:
         if self.lower is not None or self.upper is not None:
@@ -197,6 +231,10 @@ class Column:
             )
         if self.integer:
             raise ValueError(f"{where}: integer=True applies to continuous columns only.")
+        if self.atoms:
+            raise ValueError(f"{where}: atoms apply to continuous columns only (a {self.kind} column's "
+                             "values are its categories).")
+        object.__setattr__(self, "atoms", ())
         if self.categories is None or isinstance(self.categories, (str, bytes, set, frozenset, Mapping)):
             raise ValueError(
                 f"{where}: a {self.kind} column needs an ordered sequence of categories, "
@@ -266,6 +304,7 @@ class Column:
             "label": self.label,
             "missing": self.missing,
             **({} if self.scale == "linear" else {"scale": self.scale}),
+            **({"atoms": list(self.atoms)} if self.atoms else {}),
         }
 
     @classmethod
@@ -284,8 +323,9 @@ class Column:
                 f"expected a subset of {list(_COLUMN_KEYS)}."
             )
         fields = dict(data)
-        if fields.get("categories") is not None and not isinstance(fields["categories"], (str, bytes)):
-            fields["categories"] = tuple(fields["categories"])
+        for key in ("categories", "atoms"):
+            if fields.get(key) is not None and not isinstance(fields[key], (str, bytes, Mapping)):
+                fields[key] = tuple(fields[key])
         return cls(**fields)
 
 
@@ -328,12 +368,13 @@ class Schema:
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"duplicate column names in schema: {dupes}.")
-        clashes = [indicator_name(c.name) for c in cols
-                   if c.kind == "continuous" and c.missing and indicator_name(c.name) in names]
+        clashes = [n for c in cols if c.kind == "continuous"
+                   for n in ((indicator_name(c.name),) if c.missing and not c.atoms else ())
+                   + ((atom_name(c.name),) if c.atoms else ()) if n in names]
         if clashes:
             raise ValueError(
-                f"column name(s) {show_values(clashes)} are the missingness indicators of continuous "
-                "columns declared missing=True; rename them."
+                f"column name(s) {show_values(clashes)} are the missingness indicators or atom states of "
+                "continuous columns declared missing=True or with atoms; rename them."
             )
         labels = [c.name for c in cols if c.label]
         if len(labels) > 1:
@@ -441,7 +482,7 @@ class Schema:
                 "The schema (column kinds, category lists, numeric bounds) was derived from the "
                 "data itself without any differential-privacy mechanism."
             ]
-        declared = [c.name for c in self.columns if c.kind == "continuous" and c.missing]
+        declared = [c.name for c in self.columns if c.kind == "continuous" and c.missing and not c.atoms]
         if declared:
             out.append(
                 f"That the continuous column(s) {show_values(declared, 10)} may be missing is declared as "
@@ -453,6 +494,13 @@ class Schema:
             out.append(
                 f"That the discrete column(s) {show_values(discrete, 10)} may be missing is declared as "
                 "public knowledge; each is modelled with \"missing\" as one more category."
+            )
+        atoms = [c.name for c in self.columns if c.atoms]
+        if atoms:
+            out.append(
+                f"That the column(s) {show_values(atoms, 10)} have point masses (atoms) at the declared values is "
+                "declared as public knowledge; each atom (and a gap, where the column may be missing) is "
+                "modelled as a category of its own."
             )
         logs = [c.name for c in self.columns if c.scale == "log"]
         if logs:

@@ -21,7 +21,7 @@ from dpgen_jax.metrics import _dimension_wise, _divergence, _downstream, _fideli
 from dpgen_jax.metrics._forest import warnings_once
 from dpgen_jax.metrics._registry import METRICS, MetricInputs, fingerprint_options, lookup, real_settings, route_options
 from dpgen_jax.metrics._dimension_wise import DIMENSION_WISE_TREES, is_all_binary
-from dpgen_jax.data import has_missing
+from dpgen_jax.data import has_model_columns
 from dpgen_jax.metrics._downstream import majority_rate
 from dpgen_jax.metrics._inputs import (
     Table,
@@ -170,7 +170,7 @@ def evaluate(
     check_same_columns(frames)
     label_name = check_label(schema, label, required=False)
     labelled = label_rows(schema, label_name, **frames)
-    if has_missing(schema):  # every metric compares gaps as values of their own
+    if has_model_columns(schema):  # every metric compares gaps and atoms as values of their own
         schema, frames = as_model(schema, frames)
         real_train, real_test, synthetic = frames["real_train"], frames["real_test"], frames["synthetic"]
     enc = TableEncoder(schema)

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dpgen_jax.data import Schema, TableEncoder, check_frame, has_missing, model_schema, to_model_frame
+from dpgen_jax.data import Schema, TableEncoder, check_frame, has_model_columns, model_schema, to_model_frame
 from dpgen_jax.data._check import show_values
 from dpgen_jax.metrics._forest import warnings_once
 
@@ -81,7 +81,7 @@ def label_rows(schema: Schema, label: str | None, **frames: pd.DataFrame) -> Lab
     if empty:
         return LabelRows(present_schema, reason=f"the label {label!r} is missing in every row of "
                                                 f"{' and '.join(empty)}")
-    model, frames = as_model(present_schema, present) if has_missing(present_schema) else (present_schema, present)
+    model, frames = as_model(present_schema, present) if has_model_columns(present_schema) else (present_schema, present)
     enc = TableEncoder(model)
     tables = {name: prepare(df, model, name, enc) for name, df in frames.items()}
     return LabelRows(model, tables["real_train"], tables["real_test"], tables["synthetic"])
@@ -112,7 +112,7 @@ def missing_as_value(fn: Callable | None = None, *, label_rows: bool = False) ->
             frames = {k: v for k, v in bound.arguments.items() if isinstance(v, pd.DataFrame)}
             schema, present = label_present(schema, label if label is not None else schema.label, frames)
             bound.arguments.update(present, schema=schema)
-        if isinstance(schema, Schema) and has_missing(schema):
+        if isinstance(schema, Schema) and has_model_columns(schema):
             model, frames = as_model(schema, bound.arguments)
             bound.arguments.update(frames, schema=model)
         with warnings_once():

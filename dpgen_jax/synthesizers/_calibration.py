@@ -44,7 +44,7 @@ import pandas as pd
 
 from dpgen_jax import privacy
 from dpgen_jax._random import host_rng
-from dpgen_jax.data import Discretizer, Schema, indicator_name
+from dpgen_jax.data import Discretizer, Schema, atom_name, indicator_name
 from dpgen_jax.synthesizers import _one_way
 from dpgen_jax.synthesizers._config import GeneratorConfig
 from dpgen_jax.synthesizers._hooks import Hooks, Stage
@@ -173,25 +173,28 @@ def match_one_way(frame: pd.DataFrame, disc: Discretizer, probs: Sequence[np.nda
         if col.kind != "continuous":
             new[:, j] = _reassign(codes[:, j], target, rng, np.delete(new, j, axis=1))
             continue
-        gap = disc.missing_codes.get(col.name)
+        # the codes after the bins (each atom's, then the gap's) are states like categories
+        n_bins = disc.sizes[j] - len(disc.atom_codes.get(col.name, ())) - (col.name in disc.missing_codes)
         present = np.ones(n, dtype=bool)
-        was_gap = np.zeros(n, dtype=bool)
-        if gap is not None:
-            was_gap = codes[:, j] == gap
-            is_gap = _reassign(was_gap.astype(np.int64), np.array([n - target[gap], target[gap]]), rng,
-                               np.delete(new, j, axis=1)).astype(bool)
-            new[is_gap, j] = gap
-            present = ~is_gap
+        was_gap = np.zeros(n, dtype=bool)  # or at an atom: no rank among the present values
+        if n_bins < disc.sizes[j]:
+            state = np.maximum(codes[:, j] - n_bins + 1, 0)
+            was_gap = state > 0
+            state = _reassign(state, np.concatenate([[target[:n_bins].sum()], target[n_bins:]]), rng,
+                              np.delete(new, j, axis=1))
+            new[state > 0, j] = n_bins + state[state > 0] - 1
+            present = state == 0
         values = pd.to_numeric(frame[col.name], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
         keys = values[present]
         # rows made present (a gap holds NaN in the user's frame, the fill value in the model
-        # frame: neither is a rank) take a random rank among the present values
+        # frame; an atom's value would pile them next to it: none is a rank) take a random rank
+        # among the present values
         unknown = np.isnan(keys) | was_gap[present]
         if unknown.any():
             known = keys[~unknown]
             keys[unknown] = (np.quantile(known, rng.random(int(unknown.sum()))) if known.size
                              else rng.random(int(unknown.sum())))
-        bins = target if gap is None else np.delete(target, gap)
+        bins = target[:n_bins]
         c, pos = _transport(keys, bins, rng)
         new[present, j], positions[present, j] = c, pos
     out = disc.decode_at(new, positions)
@@ -200,9 +203,9 @@ def match_one_way(frame: pd.DataFrame, disc: Discretizer, probs: Sequence[np.nda
         keep = new[:, j] == codes[:, j]
         if not keep.all():
             result[col.name] = _merge(frame[col.name], out[col.name], keep)
-            flag = indicator_name(col.name)
-            if col.name in disc.missing_codes and flag in frame.columns:  # the model frame's gap flag
-                result[flag] = _merge(frame[flag], out[flag], keep)
+            for flag in (indicator_name(col.name), atom_name(col.name)):  # the model frame's gap flag, state
+                if col.kind == "continuous" and flag in frame.columns and flag not in disc.schema.names:
+                    result[flag] = _merge(frame[flag], out[flag], keep)
     return result
 
 
