@@ -40,7 +40,6 @@ class TestMSTContract(SynthesizerContract):
     METHOD = "mst"
     OVERRIDES = TINY
     EPSILON = 3.0
-    HAS_SCHEDULE = False
 
     def zero_steps(self):
         return {}

@@ -398,7 +398,9 @@ class Synthesizer(abc.ABC):
         bars = {} if budget is None else _budget.runs(self, plan, mesh)
         cut = {} if budget is None else _budget.cut_steps(budget, plan.phases, bars)
         if cut:
-            plan = self._plan(schema, records, cut=cut, **target)
+            with warnings.catch_warnings():  # the plan's warnings were given by the first planning
+                warnings.simplefilter("ignore")
+                plan = self._plan(schema, records, cut=cut, **target)
         x = jax.numpy.asarray(self._encoder(plan.model_schema, plan.config).encode(frame))
         ckpt, run_key = _checkpoint.open_for_fit(self, plan, x, checkpoint_dir=checkpoint_dir,
                                                  resume=resume, seed=seed, every=checkpoint_every)
