@@ -329,13 +329,16 @@ class Synthesizer(abc.ABC):
             progress: progress bars with the phase, the steps and the epsilon spent.
             max_seconds: a time budget for training. Before any private row is read, the
                 method's training is timed on a stand-in table drawn from the public schema (once
-                per process and public setting) and the budget becomes a number of steps per phase,
-                earlier phases first (each phase runs at least one compiled chunk, shortened to a
-                twentieth of the budget); the steps cut thus depend on no private row, the report
-                accounts for the steps executed, and a warning says the schedule was cut. The fit
-                ends near ``max_seconds``, not exactly: the stand-in's time is an estimate and is
-                part of the budget. With ``checkpoint_dir`` it pauses the fit instead, once the
-                time is spent (:class:`FitPaused`; nothing is released). See docs/privacy.md.
+                per process and public setting); a budget below what the method needs at least
+                (that time, part of the budget, and the run's fixed costs) is refused, naming the
+                minimum. The budget becomes a number of units per phase, earlier phases first
+                (compiled chunks shortened to a twentieth of the budget); the accounted steps it
+                cuts become the plan, its noise calibrated to them for a target epsilon (a preset
+                keeps its noise), so the cut depends on no private row and the target is spent. A
+                warning and the report say what was cut (unaccounted work too, e.g. MST's final
+                estimate). The fit ends near ``max_seconds``, not exactly: the stand-in's time is
+                an estimate. With ``checkpoint_dir`` it pauses the fit instead, once the time is
+                spent (:class:`FitPaused`; nothing is released). See docs/privacy.md.
             allow_data_derived_schema: the explicit opt-out for a schema read from the data
                 (``schema.source == "data-derived"``, e.g. ``data.infer_schema``). Without it such a
                 schema is refused; with it the fit runs and its report says the result is not
@@ -359,7 +362,7 @@ class Synthesizer(abc.ABC):
 
         Raises:
             ValueError: bad arguments, a frame that does not match the schema, an unreachable
-                epsilon, a data-derived schema without ``allow_data_derived_schema=True``, a
+                epsilon, a ``max_seconds`` below the method's minimum, a data-derived schema without ``allow_data_derived_schema=True``, a
                 ``checkpoint_dir`` for a method without checkpoints, or a resume of another
                 training (the message lists the differences).
             FitPaused: a checkpointed fit spent its ``max_seconds``; its state is saved and
