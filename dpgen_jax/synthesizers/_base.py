@@ -362,9 +362,10 @@ class Synthesizer(abc.ABC):
 
         Raises:
             ValueError: bad arguments, a frame that does not match the schema, an unreachable
-                epsilon, a ``max_seconds`` below the method's minimum, a data-derived schema without ``allow_data_derived_schema=True``, a
-                ``checkpoint_dir`` for a method without checkpoints, or a resume of another
-                training (the message lists the differences).
+                epsilon, a ``max_seconds`` below the method's minimum, a data-derived schema
+                without ``allow_data_derived_schema=True``, a ``checkpoint_dir`` for a method
+                without checkpoints, or a resume of another training (the message lists the
+                differences).
             FitPaused: a checkpointed fit spent its ``max_seconds``; its state is saved and
                 nothing is released (resume it).
             ImportError: the method needs an optional package that is not installed

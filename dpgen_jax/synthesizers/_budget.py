@@ -55,7 +55,8 @@ def measure(model, plan, max_seconds: float, mesh=None) -> tuple[TimeBudget, obj
         except Exception as exc:  # noqa: BLE001  (public data only: the fit itself may still run)
             warnings.warn(f"max_seconds: {plan.method}'s training could not be timed on a stand-in "
                           f"drawn from the public schema ({type(exc).__name__}: {exc}); every "
-                          "phase stops after its first compiled chunk.", stacklevel=4)
+                          "phase is cut to one unit (the noise calibrated to that schedule).",
+                          stacklevel=4)
             return TimeBudget(default=0), plan.flags
     measured = _MEASURED[key]
     if max_seconds < measured.minimum:
