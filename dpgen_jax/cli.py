@@ -406,7 +406,9 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--seed", type=int, help="reproducible run (not fit for release); default: "
                      "OS entropy")
     fit.add_argument("--max-seconds", type=float, action=_v.flag(_v.non_negative),
-                     help="a time budget; the report accounts for the steps executed")
+                     help="a time budget: the schedule is cut before any row is read and the noise "
+                     "calibrated to the cut (a budget below the method's minimum is refused); the "
+                     "report says what was cut")
     fit.add_argument("--allow-data-derived-schema", action="store_true",
                      help="train on a schema read from the data (the result is NOT end-to-end DP, "
                           "and the report says so)")

@@ -98,8 +98,10 @@ def test_released_file_holds_only_generator_and_decoder(tmp_path):
 @pytest.mark.slow  # two fits
 def test_second_fit_starts_from_the_user_configuration():
     """A preset's schedule from a first fit is not mistaken for a user setting by a second fit
-    (the time budget cuts both fits to one short chunk per phase)."""
+    (a time budget a second above the minimum cuts both fits short)."""
     import warnings
+
+    from tests._budgets import above_minimum
 
     frame = data.mimic_like(n_rows=300, n_features=6, seed=0)
     schema = data.binary_schema(6)
@@ -108,9 +110,10 @@ def test_second_fit_starts_from_the_user_configuration():
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*keeps the configured.*")
         warnings.filterwarnings("ignore", message=".*cut the schedule.*")
-        model.fit(frame, schema, preset="paper-0.81", seed=0, max_seconds=0)
-        first = model.fitted_config
-        model.fit(frame, schema, preset="paper-1.33", seed=0, max_seconds=0)
+        for preset in ("paper-0.81", "paper-1.33"):
+            seconds = above_minimum(model, frame, schema, preset=preset, seed=0)
+            model.fit(frame, schema, preset=preset, seed=0, max_seconds=seconds)
+            first = first if preset == "paper-1.33" else model.fitted_config
     assert first.critic_steps == 6000 and model.fitted_config.critic_steps == 7000
     assert model.fitted_config.critic_noise_multiplier == 2.3
     assert model.config == user

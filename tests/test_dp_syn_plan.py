@@ -120,18 +120,23 @@ def test_the_plan_reads_no_data_and_the_model_keeps_no_hidden_state(two_fits):
     assert model.fitted_config.groups == ("p", "q")
 
 
-@pytest.mark.slow  # a cut fit; every contract test checks a time budget's report by default
-def test_time_budget_quotes_the_plan_of_the_run():
-    model = synthesizers.create("dp-syn", **TINY)
+@pytest.mark.slow  # a cut fit; tests/test_time_budget.py checks the cut schedules of every method
+def test_time_budget_cuts_the_plan_and_calibrates_its_noise():
+    from tests._budgets import above_minimum
+
+    model = synthesizers.create("dp-syn", **{**TINY, "epochs": 5_000.0})
+    frame = _frame(share_p=0.7)
+    seconds = above_minimum(model, frame, LABELLED, epsilon=EPS, seed=2)
     with pytest.warns(UserWarning, match="cut the schedule"):
-        model.fit(_frame(share_p=0.7), LABELLED, epsilon=EPS, seed=2, max_seconds=0)
-    plan = synthesizers.create("dp-syn", **TINY).plan(LABELLED, 300, epsilon=EPS)
+        model.fit(frame, LABELLED, epsilon=EPS, seed=2, max_seconds=seconds)
+    plan = synthesizers.create("dp-syn", **{**TINY, "epochs": 5_000.0}).plan(LABELLED, 300, epsilon=EPS)
     rep = model.privacy_report()
     planned, executed = _plan_phases(plan), _phases(rep)
     assert all(executed[k][2] <= planned[k][2] for k in planned)
     assert any(executed[k][2] < planned[k][2] for k in planned)
-    assert all(executed[k][:2] == planned[k][:2] for k in planned)  # the same rates and noise
-    assert any("fixed before any private row was read" in a for a in rep["assumptions"])
+    assert all(executed[k][0] == planned[k][0] for k in planned)  # the same rates
+    assert rep["epsilon"] == pytest.approx(EPS, rel=1e-4)  # the noise calibrated to the cut
+    assert any("noise was calibrated to the cut schedule" in a for a in rep["assumptions"])
 
 
 def test_a_batch_above_the_assumed_group_size_is_refused_before_any_data():

@@ -27,7 +27,6 @@ class TestIndependentContract(SynthesizerContract):
     METHOD = "independent"
     OVERRIDES = ind.Independent.SMOKE
     EPSILON = 2.0
-    HAS_SCHEDULE = False
 
     def zero_steps(self):
         return {}

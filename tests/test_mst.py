@@ -40,7 +40,6 @@ class TestMSTContract(SynthesizerContract):
     METHOD = "mst"
     OVERRIDES = TINY
     EPSILON = 3.0
-    HAS_SCHEDULE = False
 
     def zero_steps(self):
         return {}
@@ -51,8 +50,8 @@ class TestMSTContract(SynthesizerContract):
     def functional_released(self, model, frame, schema, phases):
         cfg = model.fitted_config
         disc = mst.discretizer(cfg, schema)
-        released, _ = mst.fit_released(cfg, disc.codes(frame), disc.sizes, jax.random.key(self.SEED),
-                                       phases=phases)
+        released, _, _ = mst.fit_released(cfg, disc.codes(frame), disc.sizes, jax.random.key(self.SEED),
+                                          phases=phases)
         return {"model": released._asdict()}
 
 

@@ -181,15 +181,22 @@ def test_cli_fit_prints_no_private_count(method, num_records, tmp_path, capsys):
 
 @pytest.mark.parametrize("method", sorted(N_FREE))
 def test_a_cut_schedule_publishes_no_private_count(method, recwarn):
-    """``max_seconds=0`` (a method with a schedule is cut after its first chunk): the warning and
-    the report's time-budget sentence, with its planned epsilon, name no count either."""
+    """A time budget: the refusal of one below the minimum, the warning of a cut and the report's
+    time-budget sentence name no count either."""
+    from tests._budgets import above_minimum
+
     cls = method_class(method)
     warnings.simplefilter("always")
-    model = synthesizers.create(method, **cls.SMOKE).fit(
-        FRAME, SCHEMA, epsilon=EPSILON, delta=DELTA, seed=1, max_seconds=0)
+    model = synthesizers.create(method, **cls.SMOKE)
+    with pytest.raises(ValueError) as refused:
+        model.fit(FRAME, SCHEMA, epsilon=EPSILON, delta=DELTA, seed=1, max_seconds=0)
+    seconds = above_minimum(model, FRAME, SCHEMA, 0.5, epsilon=EPSILON, delta=DELTA, seed=1)
+    model.fit(FRAME, SCHEMA, epsilon=EPSILON, delta=DELTA, seed=1, max_seconds=seconds)
     report = model.privacy_report()
     outputs = {"privacy report": json.dumps(report, allow_nan=False),
+               "refusal": str(refused.value),
                "warnings": "\n".join(f"{w.category.__name__}: {w.message}" for w in recwarn)}
     check_outputs(cls, None, outputs, report)
-    cut = any("cut the schedule" in str(w.message) for w in recwarn)
+    cut = any("cut the schedule" in str(w.message) or "cut unaccounted work" in str(w.message)
+              for w in recwarn)
     assert cut == any("time budget" in a for a in report["assumptions"])

@@ -76,8 +76,6 @@ class Synthesizer(abc.ABC):
     conversion for a method with phases only RDP interprets, such as the exponential mechanism),
     ``RELEASES_ONE_WAY`` (True for a method whose rows follow one-way marginals it released: ``sample``
     then does not warn about a column piled at a bound, which is what the release says),
-    ``STOP_POINTS`` (False for a method whose training never asks a stop test, e.g. one pass of
-    noisy marginals: ``max_seconds`` then has nothing to cut and no stand-in is timed),
     ``CHECKPOINTS`` (True for a method whose ``_train`` passes every phase its
     ``hooks.checkpoint`` hook, so that ``fit(checkpoint_dir=...)`` can resume it), ``FLAGS`` (the
     speed settings the method reads, with its defaults; ``plan.flags`` and ``hooks.phase_args`` pass
@@ -101,7 +99,6 @@ class Synthesizer(abc.ABC):
     ACCOUNTANT: ClassVar[str] = "pld"
     USES_NUM_RECORDS: ClassVar[bool] = True
     CHECKPOINTS: ClassVar[bool] = False
-    STOP_POINTS: ClassVar[bool] = True
     RELEASES_ONE_WAY: ClassVar[bool] = False
     FLAGS: ClassVar[Flags] = Flags()  # the speed settings the method reads, with their defaults
     # A tiny schedule (configuration fields and flags) that runs in seconds, for smoke runs: the
@@ -190,6 +187,11 @@ class Synthesizer(abc.ABC):
         return privacy.calibrate(phases, target_epsilon=epsilon, delta=delta, accountant=self.ACCOUNTANT,
                                  fixed=fixed)
 
+    def _cut_steps(self, config, schema: data_lib.Schema, cut: Mapping[str, int]) -> dict[str, int]:
+        """A time budget's cut (phase -> steps, ``_budget.cut_steps``) as the method runs it
+        (default: as given; a method whose units come in groups rounds down to whole groups)."""
+        return dict(cut)
+
     def _paper_accounting(self, config, phases: list, delta: float, report: dict) -> dict:
         """The published accounting of the method's paper, for comparison (label and epsilon)."""
         return {"label": "RDP with the classic conversion (the papers' accounting)",
@@ -272,7 +274,10 @@ class Synthesizer(abc.ABC):
         return self._plan(schema, records, epsilon=epsilon, delta=delta, preset=preset)
 
     def _plan(self, schema: data_lib.Schema, records: RecordCount, *, epsilon, delta, preset,
-              **run) -> Plan:
+              cut: Mapping[str, int] | None = None, **run) -> Plan:
+        """The plan (see :meth:`plan`); ``cut``: phase -> steps of a schedule a time budget cut
+        before any private row was read (``_budget.cut_steps``), planned and calibrated like any
+        schedule (a preset keeps its noise)."""
         _check_target(epsilon, delta, preset)
         _v.instance(data_lib.Schema, "a dpgen_jax.data.Schema", schema=schema)
         model_schema = data_lib.model_schema(schema)  # a column declared missing: value + indicator
@@ -282,11 +287,16 @@ class Synthesizer(abc.ABC):
         phases, fixed = self._stage(config).plan(model_schema, self._phases(config, model_schema, records.n, private),
                                                  private=private, epsilon=epsilon, delta=delta,
                                                  accountant=self.ACCOUNTANT)
+        uncut = None
+        if cut:
+            cut = self._cut_steps(config, model_schema, cut)
+            uncut = {p.name: p.steps for p in privacy.flat_phases(phases) if p.name in cut}
+            phases = privacy.with_steps(phases, cut)
         if private and epsilon is not None:
             phases = self._calibrate(config, model_schema, phases, float(epsilon), delta, fixed=fixed)
         return Plan(self.METHOD, config, tuple(phases), records, float(delta),
                     None if epsilon is None else float(epsilon), preset, private, self.ACCOUNTANT,
-                    self.USES_NUM_RECORDS, schema, self.flags, **run,
+                    self.USES_NUM_RECORDS, schema, self.flags, **run, uncut_steps=uncut,
                     paper_accountant=self._paper_accountant(config, float(delta)))
 
     # -- training ----------------------------------------------------------------------------
@@ -319,13 +329,16 @@ class Synthesizer(abc.ABC):
             progress: progress bars with the phase, the steps and the epsilon spent.
             max_seconds: a time budget for training. Before any private row is read, the
                 method's training is timed on a stand-in table drawn from the public schema (once
-                per process and public setting) and the budget becomes a number of steps per phase,
-                earlier phases first (each phase runs at least one compiled chunk, shortened to a
-                twentieth of the budget); the steps cut thus depend on no private row, the report
-                accounts for the steps executed, and a warning says the schedule was cut. The fit
-                ends near ``max_seconds``, not exactly: the stand-in's time is an estimate and is
-                part of the budget. With ``checkpoint_dir`` it pauses the fit instead, once the
-                time is spent (:class:`FitPaused`; nothing is released). See docs/privacy.md.
+                per process and public setting); a budget below what the method needs at least
+                (that time, part of the budget, and the run's fixed costs) is refused, naming the
+                minimum. The budget becomes a number of units per phase, earlier phases first
+                (compiled chunks shortened to a twentieth of the budget); the accounted steps it
+                cuts become the plan, its noise calibrated to them for a target epsilon (a preset
+                keeps its noise), so the cut depends on no private row and the target is spent. A
+                warning and the report say what was cut (unaccounted work too, e.g. MST's final
+                estimate). The fit ends near ``max_seconds``, not exactly: the stand-in's time is
+                an estimate. With ``checkpoint_dir`` it pauses the fit instead, once the time is
+                spent (:class:`FitPaused`; nothing is released). See docs/privacy.md.
             allow_data_derived_schema: the explicit opt-out for a schema read from the data
                 (``schema.source == "data-derived"``, e.g. ``data.infer_schema``). Without it such a
                 schema is refused; with it the fit runs and its report says the result is not
@@ -349,9 +362,10 @@ class Synthesizer(abc.ABC):
 
         Raises:
             ValueError: bad arguments, a frame that does not match the schema, an unreachable
-                epsilon, a data-derived schema without ``allow_data_derived_schema=True``, a
-                ``checkpoint_dir`` for a method without checkpoints, or a resume of another
-                training (the message lists the differences).
+                epsilon, a ``max_seconds`` below the method's minimum, a data-derived schema
+                without ``allow_data_derived_schema=True``, a ``checkpoint_dir`` for a method
+                without checkpoints, or a resume of another training (the message lists the
+                differences).
             FitPaused: a checkpointed fit spent its ``max_seconds``; its state is saved and
                 nothing is released (resume it).
             ImportError: the method needs an optional package that is not installed
@@ -375,15 +389,22 @@ class Synthesizer(abc.ABC):
         # that uses it, kept to itself by one that does not: RecordCount.shown, privacy rule 10).
         records = (RecordCount(_v.whole(minimum=1, num_records=num_records), public=True)
                    if num_records is not None else RecordCount(len(frame), public=False))
-        plan = self._plan(schema, records, epsilon=epsilon, delta=delta, preset=preset,
-                          max_seconds=None if max_seconds is None else float(max_seconds),
-                          seeded=seed is not None)
+        target = dict(epsilon=epsilon, delta=delta, preset=preset,
+                      max_seconds=None if max_seconds is None else float(max_seconds),
+                      seeded=seed is not None)
+        plan = self._plan(schema, records, **target)
         start = time.monotonic()
         # A time budget without checkpoints: units per phase fixed now, before any private row is
-        # read, from public values and the method's time on a public stand-in (docs/privacy.md).
+        # read, from public values and the method's time on a public stand-in (docs/privacy.md);
+        # the accounted steps it cuts become the plan, its noise calibrated to them.
         budget, run_flags = (_budget.measure(self, plan, float(max_seconds), mesh)
-                             if max_seconds is not None and checkpoint_dir is None and self.STOP_POINTS
-                             else (None, self.flags))
+                             if max_seconds is not None and checkpoint_dir is None else (None, self.flags))
+        bars = {} if budget is None else _budget.runs(self, plan, mesh)
+        cut = {} if budget is None else _budget.cut_steps(budget, plan.phases, bars)
+        if cut:
+            with warnings.catch_warnings():  # the plan's warnings were given by the first planning
+                warnings.simplefilter("ignore")
+                plan = self._plan(schema, records, cut=cut, **target)
         x = jax.numpy.asarray(self._encoder(plan.model_schema, plan.config).encode(frame))
         ckpt, run_key = _checkpoint.open_for_fit(self, plan, x, checkpoint_dir=checkpoint_dir,
                                                  resume=resume, seed=seed, every=checkpoint_every)
@@ -405,6 +426,8 @@ class Synthesizer(abc.ABC):
 
         try:
             release = self._stage(plan.config).train(plan, frame, key, hooks, train)
+            if budget is not None:
+                release = _budget.note_unaccounted_cuts(release, budget, plan, bars)
             resumed = ckpt is not None and ckpt.resumed is not None
             self._report = plan.report(release, resumed=resumed)
             epsilon = self._report.get("epsilon")

@@ -6,8 +6,11 @@ reading a row: the method's own ``_train`` runs on a table drawn uniformly from 
 may be shown) with short chunks, every phase stopped at its second question, and is timed; the
 budget becomes a :class:`~dpgen_jax.synthesizers._progress.TimeBudget` (units per phase, earlier
 phases first) and the speed flags of the run (chunks shortened to :data:`CHUNK_SHARE` of the
-budget). The measurement is kept per public setting of a process, so every fit with the same public
-facts and budget stops at the same steps (``docs/privacy.md``, "Time budget").
+budget). A budget below what the method needs at least (the stand-in's time and the run's fixed
+costs) is refused. :func:`cut_steps` turns the budget into the accounted steps of the cut schedule,
+which the fit then plans (and calibrates the noise for) like any schedule. The measurement is kept
+per public setting of a process, so every fit with the same public facts and budget stops at the
+same steps (``docs/privacy.md``, "Time budget").
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import warnings
 import jax
 
 from dpgen_jax import data as data_lib
-from dpgen_jax import dpsgd
+from dpgen_jax import dpsgd, privacy
 from dpgen_jax.synthesizers._hooks import STANDIN_ROWS, Hooks
 from dpgen_jax.synthesizers._plan import RecordCount
 from dpgen_jax.synthesizers._progress import TimeBudget
@@ -39,11 +42,12 @@ def measure(model, plan, max_seconds: float, mesh=None) -> tuple[TimeBudget, obj
     Public values only: the plan (schema, configuration, phases, flags and N as it may be shown),
     ``max_seconds``, the device ``mesh`` and the time the method's ``_train`` takes on rows drawn
     uniformly from the public schema (N rows; ``STANDIN_ROWS`` for a method that uses no record
-    count and was given none). ``max_seconds=0`` needs no measurement: every phase stops after its
-    first chunk.
+    count and was given none).
+
+    Raises:
+        ValueError: ``max_seconds`` is below the least the method needs here (the stand-in's time
+            and the run's fixed costs: compilation, work outside the phases, one chunk per phase).
     """
-    if max_seconds <= 0:
-        return TimeBudget(default=0), plan.flags
     key = _probe_key(model, plan, mesh)
     if key not in _MEASURED:
         try:
@@ -51,9 +55,64 @@ def measure(model, plan, max_seconds: float, mesh=None) -> tuple[TimeBudget, obj
         except Exception as exc:  # noqa: BLE001  (public data only: the fit itself may still run)
             warnings.warn(f"max_seconds: {plan.method}'s training could not be timed on a stand-in "
                           f"drawn from the public schema ({type(exc).__name__}: {exc}); every "
-                          "phase stops after its first compiled chunk.", stacklevel=4)
+                          "phase is cut to one unit (the noise calibrated to that schedule).",
+                          stacklevel=4)
             return TimeBudget(default=0), plan.flags
-    return _MEASURED[key].budget(max_seconds, plan.flags)
+    measured = _MEASURED[key]
+    if max_seconds < measured.minimum:
+        raise ValueError(
+            f"max_seconds={max_seconds:g} is below the {measured.minimum:.1f} s {plan.method} needs at "
+            f"least here with this schema, configuration and number of records: timing its training "
+            f"on a stand-in drawn from the public schema took {measured.probe:.1f} s, and the run's "
+            f"compilation, one chunk per phase and its work outside the phases take "
+            f"{measured.fixed:.1f} s more. Pass max_seconds >= {math.ceil(measured.minimum)}, a "
+            "smaller schedule, or no max_seconds.")
+    return measured.budget(max_seconds, plan.flags)
+
+
+def cut_steps(budget: TimeBudget, phases, runs: dict | None = None) -> dict[str, int]:
+    """``{phase: steps}`` of every accounted phase (of ``phases``) that ``budget`` cuts: the cap of
+    the progress name the phase reports under (its own name, or a bar that declares it among the
+    phases it runs, ``runs``: bar -> phase names), at least 1 (a phase runs at least one unit), when
+    below the phase's planned steps. A phase counts its steps in the units of its bar, as the
+    progress bars' epsilon does (``_progress.Progress``). Public: the caps and the plan only."""
+    bars: dict = {}
+    for bar, names in dict(runs or {}).items():
+        for name in names:
+            bars.setdefault(name, []).append(bar)
+    out = {}
+    for p in privacy.flat_phases(list(phases)):
+        caps = [c for c in (budget.cap(b) for b in [p.name, *bars.get(p.name, [])]) if c is not None]
+        if caps and min(caps) < p.steps:
+            out[p.name] = max(1, min(caps))
+    return out
+
+
+def note_unaccounted_cuts(release, budget: TimeBudget, plan, bars: dict):
+    """``release`` with a report note, and a warning, for the work the budget cut that no accounted
+    phase counts (e.g. MST's mbi estimate, GS-WGAN's pretraining): ``{name: (done, planned)}``
+    units of every progress name that stopped short and is neither a planned phase nor a bar that
+    runs planned phases (``bars``). Cutting it changes no epsilon."""
+    import warnings
+
+    accounted = {p.name for p in privacy.flat_phases(list(plan.phases))} | set(bars)
+    cut = {n: (budget.done[n], t) for n, t in budget.totals.items()
+           if n not in accounted and budget.done.get(n, t) < t}
+    if not cut:
+        return release
+    note = (f"The time budget (max_seconds={plan.max_seconds}) also cut work that no accounted "
+            f"phase counts, at units fixed before any private row was read: (done, planned) {cut}; "
+            "this changes no epsilon.")
+    warnings.warn(f"max_seconds={plan.max_seconds} cut unaccounted work: (done, planned) {cut}.",
+                  stacklevel=3)
+    return dataclasses.replace(release, notes=(*release.notes, note))
+
+
+def runs(model, plan, mesh=None) -> dict:
+    """Bar -> the planned phases it runs under another name, as the method's training on the
+    stand-in declared them (empty before :func:`measure`)."""
+    measured = _MEASURED.get(_probe_key(model, plan, mesh))
+    return {} if measured is None else dict(measured.runs)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,6 +129,12 @@ class _Measurement:
     phases: tuple          # _PhaseTiming in the order the phases ran
     fixed: float           # seconds of the probe that no cap can shorten (first chunks, tail)
     probe: float           # wall seconds of the whole probe
+    runs: tuple = ()       # (bar, the planned phases it runs under another name)
+
+    @property
+    def minimum(self) -> float:
+        """The least budget the method can meet: the probe (part of the budget) and the fixed costs."""
+        return self.probe + self.fixed
 
     def budget(self, max_seconds: float, flags) -> tuple[TimeBudget, object]:
         spare = max_seconds - self.probe - self.fixed
@@ -115,9 +180,12 @@ def _probe(model, plan, mesh) -> _Measurement:
     x = jax.numpy.asarray(model._encoder(model_schema, plan.config).encode(frame))
     events: list = []   # (time, phase, units)
     totals: dict = {}
+    declared: dict = {}  # bar -> the phases it runs under another name
     budget = TimeBudget()
 
     def progress(name, unit="step", phases=()):
+        if phases:
+            declared[name] = tuple(phases)
         record = budget.progress(name, None)
 
         def update(done, total):
@@ -155,7 +223,7 @@ def _probe(model, plan, mesh) -> _Measurement:
         fixed += first
         previous = mine[-1][0]
     fixed += end - previous
-    return _Measurement(tuple(phases), fixed, end - start)
+    return _Measurement(tuple(phases), fixed, end - start, tuple(declared.items()))
 
 
-__all__ = ["CHUNK_SHARE", "PROBE_CHUNK", "measure"]
+__all__ = ["CHUNK_SHARE", "PROBE_CHUNK", "cut_steps", "measure", "note_unaccounted_cuts", "runs"]

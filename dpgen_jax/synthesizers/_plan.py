@@ -104,6 +104,9 @@ class Plan:
         schema: the user's public schema (its assumptions go into the report).
         flags: the speed settings of the fit (never part of the result).
         max_seconds: the fit's time budget, or None.
+        uncut_steps: when the time budget cut the schedule before any private row was read,
+            phase -> its steps in the schedule before the cut (``phases`` then hold the cut
+            steps, their noise calibrated to them when there is a target); None otherwise.
         seeded: the keys come from a user seed (the report then says the run is not for release).
         paper_accountant: the method's published accounting, set by the synthesizer that builds
             the plan (``Synthesizer._paper_accounting`` of its configuration and delta): a function
@@ -126,6 +129,7 @@ class Plan:
     flags: Flags = Flags()
     max_seconds: float | None = None
     seeded: bool = False
+    uncut_steps: Mapping[str, int] | None = None
     paper_accountant: Callable[[list, Mapping[str, Any]], dict | None] | None = dataclasses.field(
         default=None, compare=False, repr=False)
 
@@ -168,10 +172,17 @@ class Plan:
 
     def cut_steps(self, release: Release) -> dict[str, tuple[int, int]]:
         """``{phase: (executed, planned) steps}`` for every phase a time budget cut (empty when
-        the schedule ran whole)."""
+        the schedule ran whole); planned: the schedule before the cut (``uncut_steps``)."""
         executed = privacy.flat_phases(self.executed_phases(release))
         planned = privacy.flat_phases(self.executed_phases(release, planned_steps=True))
-        return {p.name: (p.steps, q.steps) for p, q in zip(executed, planned) if p.steps != q.steps}
+        before = dict(self.uncut_steps or {})
+        return {p.name: (p.steps, before.get(q.name, q.steps)) for p, q in zip(executed, planned)
+                if p.steps != before.get(q.name, q.steps)}
+
+    @property
+    def recalibrated(self) -> bool:
+        """The noise was calibrated to a schedule the time budget cut (a target, not a preset)."""
+        return bool(self.uncut_steps) and self.private and self.target_epsilon is not None
 
     def report(self, release: Release, *, resumed: bool = False) -> dict:
         """The privacy report of ``release``, a run of this plan: the phases as run, the
@@ -182,8 +193,11 @@ class Plan:
         """
         phases, cut = self.executed_phases(release), self.cut_steps(release)
         if cut:
-            warnings.warn(f"max_seconds={self.max_seconds} cut the schedule: (executed, planned) steps "
-                          f"{cut}; the report accounts for the executed steps.", stacklevel=3)
+            calibrated = (" (fixed before any private row was read; the noise was calibrated to "
+                          "the cut schedule, so the target epsilon is spent)" if self.recalibrated else "")
+            warnings.warn(f"max_seconds={self.max_seconds} cut the schedule{calibrated}: (executed, "
+                          f"planned) steps {cut}; the report accounts for the executed steps.",
+                          stacklevel=3)
         assumptions = list(self.schema.assumptions()) + self._record_sentences()
         assumptions.extend(release.notes)
         if resumed:
@@ -192,14 +206,7 @@ class Plan:
                 "distinct step executed across the runs; mechanisms before the saved point were "
                 "replayed with the same keys on the same inputs (the same outputs) or restored.")
         if cut and self.private:
-            assumptions.append(
-                f"A time budget (max_seconds={self.max_seconds}) ended training early, after the "
-                "executed steps listed, which this report accounts for. Where each phase stopped "
-                "was fixed before any private row was read, from max_seconds and the time the "
-                "method's training took on a stand-in table drawn from the public schema (with the "
-                f"number of records above, or {STANDIN_ROWS:,} rows for a method that uses none); it depends "
-                "on no private row, so the epsilon of the executed steps bounds the run, the stop "
-                "included.")
+            assumptions.append(self._cut_sentence())
         # dataset_size only when N may be shown: privacy.report writes it into a sentence and a
         # warning when delta >= 1/n (and the sentence's absence would say n < 1/delta).
         report = privacy.report(phases, self.delta, accountant=self.accountant,
@@ -215,6 +222,24 @@ class Plan:
         report["released"] = sorted(release.arrays) + sorted(release.statistics) + ["schema", "config"]
         report["paper_accounting"] = self.paper_accounting(phases, report)
         return report
+
+    def _cut_sentence(self) -> str:
+        how = ("from max_seconds and the time the method's training took on a stand-in table drawn "
+               "from the public schema (with the number of records above, or "
+               f"{STANDIN_ROWS:,} rows for a method that uses none)")
+        if self.recalibrated:
+            return (f"A time budget (max_seconds={self.max_seconds}) cut the schedule to the steps "
+                    "listed. The schedule was cut from public timing before any private row was "
+                    f"read ({how}), and the noise was calibrated to the cut schedule, so the "
+                    f"epsilon spent is the target {self.target_epsilon:g}; the cut depends on no "
+                    "private row, so that epsilon bounds the run, the cut included.")
+        kept = (" The preset's noise multipliers were kept (a preset has no target to meet), so "
+                "the epsilon is that of the executed steps, below the preset's."
+                if self.uncut_steps and self.preset is not None else "")
+        return (f"A time budget (max_seconds={self.max_seconds}) ended training early, after the "
+                "executed steps listed, which this report accounts for. Where each phase stopped "
+                f"was fixed before any private row was read, {how}; it depends on no private row, "
+                "so the epsilon of the executed steps bounds the run, the stop included." + kept)
 
     def _record_sentences(self) -> list[str]:
         n, public = self.records.n, self.records.public
@@ -244,7 +269,8 @@ class Plan:
                 "target_epsilon": phase_to_json(self.target_epsilon), "preset": self.preset, "private": self.private,
                 "accountant": self.accountant, "uses_records": self.uses_records,
                 "num_records": self.records.shown(self.uses_records), "num_records_public": self.records.public,
-                "max_seconds": self.max_seconds, "seeded": self.seeded}
+                "max_seconds": self.max_seconds, "seeded": self.seeded,
+                "uncut_steps": None if self.uncut_steps is None else dict(self.uncut_steps)}
 
     @classmethod
     def from_record(cls, method: str, config: SynthesizerConfig, schema: data_lib.Schema,
@@ -255,7 +281,8 @@ class Plan:
                    delta=float(record["delta"]), target_epsilon=phase_from_json(record["target_epsilon"]),
                    preset=record["preset"], private=bool(record["private"]), accountant=record["accountant"],
                    uses_records=bool(record["uses_records"]), schema=schema,
-                   max_seconds=record["max_seconds"], seeded=bool(record["seeded"]))
+                   max_seconds=record["max_seconds"], seeded=bool(record["seeded"]),
+                   uncut_steps=record.get("uncut_steps"))
 
 
 def _phase_types() -> dict[str, type]:

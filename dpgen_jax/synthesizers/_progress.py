@@ -113,6 +113,7 @@ class TimeBudget:
     def __init__(self, caps: dict | None = None, default: float = math.inf):
         self.caps, self.default = dict(caps or {}), default
         self.done: dict = {}
+        self.totals: dict = {}
         self.asked: dict = {}
         self.current = None
 
@@ -121,7 +122,7 @@ class TimeBudget:
 
     def progress(self, name, inner: ProgressFn | None) -> ProgressFn:
         def update(done: int, total: int) -> None:
-            self.done[name], self.current = int(done), name
+            self.done[name], self.totals[name], self.current = int(done), int(total), name
             if inner is not None:
                 inner(done, total)
 

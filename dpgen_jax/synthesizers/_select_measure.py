@@ -255,13 +255,15 @@ def unit_phases(d: int, rounds: int, one_way: float, selection: float, measure: 
 
 
 
-def tick(progress: Callable[[str], Callable[[int, int], None] | None] | None, phase: str,
-         done: int, total: int) -> None:
+def tick(progress: Callable[..., Callable[[int, int], None] | None] | None, phase: str,
+         done: int, total: int, runs: tuple[str, ...] = ()) -> None:
     """Moves the progress bar of accounted phase ``phase`` to ``done`` of ``total`` steps;
     ``progress`` is a fit's ``hooks.progress`` (None, or one returning None: no bars). A bar's
     epsilon composes the steps reported so far of every phase, so a method ticks each of its
-    phases (e.g. the one-way release as 1 of 1) for the last bar to end at the epsilon spent."""
-    update = None if progress is None else progress(phase)
+    phases (e.g. the one-way release as 1 of 1) for the last bar to end at the epsilon spent.
+    ``runs``: other planned phases the bar's units count too (the rounds' "measure" bar runs the
+    "selection" phase: one selection per unit; a time budget's cap of the bar cuts both)."""
+    update = None if progress is None else (progress(phase, phases=runs) if runs else progress(phase))
     if update is not None:
         update(int(done), int(total))
 

@@ -373,7 +373,7 @@ def fit_released(config: AIMConfig, codes: np.ndarray, sizes: Sequence[int], key
         if annealed:
             level *= 4
         rounds.append(Round(r, m, len(allowed), annealed))
-        sm.tick(progress, "measure", spent, total_units)
+        sm.tick(progress, "measure", spent, total_units, runs=("selection",))
     sm.tick(progress, "selection", spent, total_units)
     model = estimate(sizes, log, config.estimation_iters, warm_start=model)
     cliques = maximal_cliques(sizes, measured)

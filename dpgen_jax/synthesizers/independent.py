@@ -107,7 +107,6 @@ class Independent(Synthesizer):
     DESCRIPTION = ("Every column's histogram with Gaussian noise (continuous columns on public bins), "
                    "columns sampled independently: the reference floor")
     CONFIG = IndependentConfig
-    STOP_POINTS = False  # one pass of measurements: a time budget has nothing to cut
     SMOKE = dict(bins=16)
     USES_NUM_RECORDS = False
     RELEASES_ONE_WAY = True  # its rows are drawn from the released one-way marginals

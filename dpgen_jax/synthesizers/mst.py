@@ -188,9 +188,15 @@ def select_tree(scores: np.ndarray, epsilon: float | None, key: jax.Array,
     return edges
 
 
+#: Mirror-descent iterations per call of a final estimate that a time budget may cut (a multiple
+#: of mbi's fused block of 50 iterations).
+ESTIMATE_CHUNK = 100
+
+
 def estimate(sizes: Sequence[int], maps: Sequence[np.ndarray],
              one_way: Sequence[tuple[np.ndarray, float]],
-             two_way: Sequence[tuple[tuple[int, int], np.ndarray, float]], iters: int):
+             two_way: Sequence[tuple[tuple[int, int], np.ndarray, float]], iters: int,
+             warm_start=None):
     """An ``mbi`` graphical model (mirror descent) on the compressed domain from noisy marginals.
 
     Args:
@@ -201,6 +207,7 @@ def estimate(sizes: Sequence[int], maps: Sequence[np.ndarray],
             the weights that keep the noise i.i.d.).
         two_way: (pair, noisy flattened counts on the compressed codes, noise std).
         iters: mirror-descent iterations.
+        warm_start: a previous model of the same measurements to continue from.
     """
     mbi = sm.load_mbi("MST")
     names = [str(j) for j in range(len(sizes))]
@@ -213,7 +220,7 @@ def estimate(sizes: Sequence[int], maps: Sequence[np.ndarray],
     out += [mbi.LinearMeasurement(np.asarray(y, np.float64), (names[a], names[b]), float(std))
             for (a, b), y, std in two_way]
     small = mbi.Domain(names, [int(m.max()) + 1 for m in maps])
-    return mbi.estimation.MirrorDescent().estimate(small, out, iters=iters)
+    return mbi.estimation.MirrorDescent().estimate(small, out, iters=iters, warm_start=warm_start)
 
 
 class Released(NamedTuple):
@@ -233,14 +240,18 @@ def _expand(table: np.ndarray, maps: Sequence[np.ndarray]) -> np.ndarray:
 
 def fit_released(config: MSTConfig, codes: np.ndarray, sizes: Sequence[int], key: jax.Array, *,
                  private: bool = True, phases: Sequence | None = None,
-                 progress: Callable[[str], Any] | None = None) -> tuple[Released, list[tuple[int, int]]]:
+                 progress: Callable[[str], Any] | None = None,
+                 should_stop: Callable[[], bool] | None = None) -> tuple[Released, list[tuple[int, int]], int]:
     """The whole of MST on the private codes: one-way measurements, compression, selection,
     two-way measurements and the final estimate. Returns the released tree marginals (on the
     original public bins) and the selected edges. ``private=False``: exact counts and the maximum
     spanning tree. ``phases``: the accounted phases the noise and selection budgets are read from
     (a fit's calibrated plan; default :func:`privacy_phases` of ``config`` on these columns).
     ``progress``: a fit's ``hooks.progress``; each phase's bar moves as it runs (the selections
-    one by one)."""
+    one by one). ``should_stop``: a time budget's stop test of the final estimate (post-processing),
+    which then runs in chunks of :data:`ESTIMATE_CHUNK` warm-started iterations, reported under
+    "estimate", and may end after any chunk; None: one call of ``estimation_iters``. Also returns
+    the iterations the final estimate ran."""
     d = len(sizes)
     k1, k_sel, k2 = jax.random.split(key, 3)
     # The noise scales come from the accounted phases themselves (noise multiplier x sensitivity).
@@ -263,7 +274,19 @@ def fit_released(config: MSTConfig, codes: np.ndarray, sizes: Sequence[int], key
         std2 = phases["two_way"].noise_std if private else None
         log2 = [(e, y, std2 or 1.0) for e, y in zip(edges, sm.measure(ccodes, small, edges, std2, k2))]
         sm.tick(progress, "two_way", 1, 1)
-    model = estimate(sizes, maps, log1, log2, config.estimation_iters)
+    iters = config.estimation_iters
+    if should_stop is None:
+        model, ran = estimate(sizes, maps, log1, log2, iters), iters
+    else:
+        done = [0]
+
+        def run_chunk(model, start, n):
+            done[0] = start + n
+            return estimate(sizes, maps, log1, log2, n, warm_start=model)
+
+        model = dpsgd.run_chunks(run_chunk, None, iters, ESTIMATE_CHUNK, should_stop=should_stop,
+                                 after_chunk=lambda _, n: sm.tick(progress, "estimate", n, iters))
+        ran = done[0]
     big = max(sizes)
     pairs = np.zeros((d - 1, big, big), np.float32)
     for i, (a, b) in enumerate(edges):
@@ -272,7 +295,7 @@ def fit_released(config: MSTConfig, codes: np.ndarray, sizes: Sequence[int], key
     margs = np.zeros((d, big), np.float32)
     for j in range(d):
         margs[j, :sizes[j]] = _expand(np.asarray(model.project((str(j),)).datavector()), [maps[j]])
-    return Released(np.asarray(edges, np.int32).reshape(-1, 2), pairs, margs), edges
+    return Released(np.asarray(edges, np.int32).reshape(-1, 2), pairs, margs), edges, ran
 
 
 def sample_codes(released: Mapping[str, Any], sizes: Sequence[int], n: int, key: jax.Array) -> np.ndarray:
@@ -322,7 +345,6 @@ class MST(sm.MarginalSynthesizer):
     DESCRIPTION = ("Noisy 1-way marginals, a maximum spanning tree of 2-way marginals chosen with "
                    "the exponential mechanism, a graphical model (McKenna et al. 2021; needs mbi)")
     CONFIG = MSTConfig
-    STOP_POINTS = False  # one pass of measurements: a time budget has nothing to cut
     SMOKE = dict(bins=16, estimation_iters=200, selection_iters=100)
     PAPER_ACCOUNTING = PAPER_ACCOUNTING
 
@@ -334,9 +356,11 @@ class MST(sm.MarginalSynthesizer):
         t0 = time.perf_counter()
         disc = discretizer(config, plan.model_schema)
         codes = disc.codes_from_encoded(x)
-        released, edges = fit_released(config, codes, disc.sizes, key, private=plan.private,
-                                       phases=list(plan.phases) if plan.private else None,
-                                       progress=hooks.progress)
+        # A time budget (or its stand-in timing) may cut the final estimate, post-processing.
+        released, edges, iters = fit_released(
+            config, codes, disc.sizes, key, private=plan.private,
+            phases=list(plan.phases) if plan.private else None, progress=hooks.progress,
+            should_stop=None if hooks.stop_test is None else hooks.stop("estimate"))
         names = disc.schema.names
         notes = [
             sm.bins_note(disc),
@@ -345,7 +369,9 @@ class MST(sm.MarginalSynthesizer):
             "Post-processing, not accounted because it reads only released values: the domain "
             "compression of values with noisy one-way count below 3 noise standard deviations"
             f"{'' if config.compress else ' (disabled)'}, the mbi estimate "
-            f"({config.estimation_iters} mirror-descent iterations) and sampling.",
+            f"({iters} mirror-descent iterations"
+            f"{'' if iters == config.estimation_iters else f' of the {config.estimation_iters} configured'}"
+            ") and sampling.",
         ]
         return Release(arrays={"model": dict(released._asdict())},
                            steps={"one_way": 1, "selection": len(edges), "two_way": int(bool(edges))},

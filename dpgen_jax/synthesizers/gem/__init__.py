@@ -124,6 +124,15 @@ class GEM(_marginal.MarginalSynthesizer):
     def _phases(self, config, schema, num_records, private):
         return privacy_phases(config, discretizer(config, schema).sizes, private=private)
 
+    def _cut_steps(self, config, schema, cut):
+        """A time budget's cut of the units in whole rounds (a multiple of the measurements per
+        round, at least one round; annealed rounds spend any number of units)."""
+        k = config.for_sizes(discretizer(config, schema).sizes).measurements_per_round
+        if config.anneal:
+            return dict(cut)
+        return {name: max(k, steps // k * k) if name in ("measure", "selection") else steps
+                for name, steps in cut.items()}
+
     def _train(self, plan, x, key, hooks) -> Release:
         t0 = time.perf_counter()
         disc, finer = discretizer(plan.config, plan.model_schema), fine_discretizer(plan.config, plan.model_schema)
@@ -133,8 +142,11 @@ class GEM(_marginal.MarginalSynthesizer):
         annealed = bool(config.anneal and plan.private)
         stop = hooks.stop("measure")  # the rounds report their units under "measure"
         cap = _progress.round_budget(config.max_rounds, stop) if annealed else None  # public, before any row
+        # the rounds of the planned schedule (one a time budget cut: a multiple of the round's units)
+        rounds_cap = None if annealed else plan.phase("measure").steps // config.measurements_per_round
         fitted = fit_released(
-            config, codes, disc.sizes, key, private=plan.private, max_units=cap, should_stop=stop,
+            config, codes, disc.sizes, key, private=plan.private,
+            max_units=cap if annealed else rounds_cap, should_stop=stop,
             phases=list(plan.phases) if plan.private else None, progress=hooks.progress, fine=fine)
         params, total, rounds = fitted.params, fitted.total, fitted.rounds
         names = disc.schema.names

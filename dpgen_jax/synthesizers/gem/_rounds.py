@@ -51,10 +51,11 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
     ``fine``: ``(codes on the finer bins, refinement)`` (``one_way_refine``): the one-way
     release is measured on the finer bins (one record still adds one to one cell of each
     column's histogram) and summed onto the model's.
-    ``private=False``: exact counts and the best candidate each round. ``max_units`` (with
-    ``anneal``): a public cap on the units, fixed before any row is read (a fit's time budget,
-    ``_progress.round_budget``); the annealed rounds then spend exactly min(max_rounds, max_units)
-    units, no round overshooting it, whatever the released values. ``should_stop`` is asked
+    ``private=False``: exact counts and the best candidate each round. ``max_units``: a public cap
+    on the units (with ``anneal``; on the rounds without), fixed before any row is read (a fit's
+    time budget, ``_progress.round_budget``, or its cut schedule); the annealed rounds then spend
+    exactly min(max_rounds, max_units) units, no round overshooting it, whatever the released
+    values. ``should_stop`` is asked
     before every round after the first (units not spent are not spent at all; with ``anneal``
     where it stops may follow released values, so the caller accounts for the whole cap). ``phases``: the
     accounted phases the noise is read from (default: :func:`privacy_phases` of ``config``).
@@ -120,7 +121,7 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
     sigma_u, eps_u = sigma, eps
     level, spent, t, used = 1, 0, 0, 0  # used: the units of every selection and measurement
     budget = config.max_rounds  # public: the units of every path, decided before the rounds
-    if anneal and max_units is not None:
+    if max_units is not None:
         budget = max(1, min(budget, _v.whole(minimum=0, max_units=max_units)))
     while spent < budget:
         if rounds and should_stop is not None and should_stop():
@@ -163,7 +164,7 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
         rounds.append(Round(picked, time.perf_counter() - t0, m, annealed))
         spent, t = spent + m, t + 1
         used += m * len(picked)
-        sm.tick(progress, "measure", used, config.units())
+        sm.tick(progress, "measure", used, config.units(), runs=("selection",))
     sm.tick(progress, "selection", used, config.units())
     params, _ = fit(params, state, jax.random.fold_in(k_rounds, 10**6 + 1), config.final_steps)
     if config.calibrate_iterations:
