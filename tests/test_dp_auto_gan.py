@@ -74,7 +74,7 @@ def test_pinned_encoded_sample(tmp_path):
     CPU code differs between processors (e.g. fused multiply-adds), and a clean CI machine gave
     values one ulp away from the pinned ones; any change of keys or arithmetic moves far more.
     Pinned in the paper's form (its encoding: width 6 on this schema)."""
-    model = synthesizers.create("dp-auto-gan", **TINY, continuous_encoding="paper", calibration_share=0.0).fit(
+    model = synthesizers.create("dp-auto-gan", **TINY, continuous_encoding="paper", matching_share=0.0).fit(
         _tables.mixed_frame(300, 0), _tables.MIXED_SCHEMA, epsilon=4.0, seed=0)
     cfg, r = model.fitted_config, model.released
     assert tuple(p.noise_multiplier for p in model.fitted_phases()) == pytest.approx(
@@ -90,7 +90,7 @@ def test_released_file_holds_only_generator_and_decoder(tmp_path):
     with np.load(tmp_path / "m.npz", allow_pickle=False) as npz:
         groups = {k.split("/")[0] for k in npz.files if k != "__meta__"}
     assert groups == {"generator", "decoder"}
-    # the calibration stage's noisy one-way counts are released too (a statistic in the file's record)
+    # the matching stage's noisy one-way counts are released too (a statistic in the file's record)
     assert model.privacy_report()["released"] == ["decoder", "generator", "one_way", "schema", "config"]
     assert synthesizers.load(tmp_path / "m.npz").privacy_report()["released"] == model.privacy_report()["released"]
 

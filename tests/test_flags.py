@@ -102,8 +102,8 @@ def test_release_files_with_speed_settings_in_their_configuration_still_load(nam
         stored = json.loads(str(npz["__meta__"]))["config"]
     assert set(stored) & set(FORMER_CONFIG_FIELDS)
     model = synthesizers.load(path)
-    # a file from before the calibration stage loads with it off (as it was fitted)
-    assert dataclasses.asdict(model.fitted_config) == {"calibration_share": 0.0, "calibration_bins": 20,
+    # a file from before the matching stage loads with it off (as it was fitted)
+    assert dataclasses.asdict(model.fitted_config) == {"matching_share": 0.0, "matching_bins": 20,
                                                        **{k: (tuple(v) if isinstance(v, list) else v)
                                                           for k, v in stored.items()
                                                           if k not in FORMER_CONFIG_FIELDS}}

@@ -119,7 +119,7 @@ def test_progress_shows_the_headline_epsilon_spent():
     bar.executed = {"autoencoder": 500}
     ae_only = privacy.epsilon([plan.phases[0]], plan.delta)
     assert bar.epsilon_spent() == pytest.approx(ae_only, rel=1e-9)
-    bar.executed = {"autoencoder": 500, "critic": 900, "one-way": 1}  # and the calibration's release
+    bar.executed = {"autoencoder": 500, "critic": 900, "one-way": 1}  # and the matching stage's release
     done = bar.epsilon_spent()
     assert done == pytest.approx(plan.epsilon(), rel=1e-12) and done <= 1.0
     assert privacy.epsilon(plan.phases, plan.delta, accountant="rdp") > done
@@ -129,7 +129,7 @@ def test_plan_needs_no_data_and_refuses_bad_arguments():
     model = synthesizers.create("dp-auto-gan")
     plan = model.plan(_tables.MIXED_SCHEMA, 32561, epsilon=1.0)
     assert plan.private and plan.records.n == 32561 and plan.epsilon() <= 1.0
-    # the default AE batch is N // 32; the calibration stage's one-way release last
+    # the default AE batch is N // 32; the matching stage's one-way release last
     assert [(p.name, p.steps) for p in plan.phases] == [("autoencoder", 629), ("critic", 15_000), ("one-way", 1)]
     nonprivate = model.plan(_tables.MIXED_SCHEMA, 100, epsilon=float("inf"))
     assert not nonprivate.private and {p.mechanism for p in nonprivate.phases} == {"non_private"}
@@ -160,8 +160,8 @@ def test_one_seam_runs_the_one_way_stage_and_nothing_for_other_methods():
     plan = vae.plan(_tables.MIXED_SCHEMA, 1000, epsilon=1.0)
     stage = vae._stage(plan.config)
     assert stage.releases_one_way and [p.name for p in plan.phases][-1] == "one-way"
-    assert stage.preset({"steps": 3}) == {"calibration_share": 0.0, "steps": 3}
-    off = vae._stage(plan.config.replace(calibration_share=0.0))
+    assert stage.preset({"steps": 3}) == {"matching_share": 0.0, "steps": 3}
+    off = vae._stage(plan.config.replace(matching_share=0.0))
     assert not off.releases_one_way
     assert off.plan(plan.model_schema, ["x"], private=True, epsilon=1.0, delta=1e-5,
                     accountant="pld") == (["x"], ())

@@ -38,7 +38,7 @@ from dpgen_jax._typing import PyTree
 from dpgen_jax import data as data_lib
 from dpgen_jax import dpsgd, privacy
 from dpgen_jax import _validate as _v
-from dpgen_jax.synthesizers import _budget, _calibration, _checkpoint, _degenerate, _release
+from dpgen_jax.synthesizers import _budget, _matching, _checkpoint, _degenerate, _release
 from dpgen_jax.synthesizers._config import Flags, SynthesizerConfig, split_overrides
 from dpgen_jax.synthesizers._hooks import Hooks, Stage
 from dpgen_jax.synthesizers._plan import Plan, RecordCount, Release
@@ -207,8 +207,8 @@ class Synthesizer(abc.ABC):
         """The one seam through which the base runs a stage around the method's training, at plan
         (``Stage.preset``, ``Stage.plan``), train (``Stage.train``) and sample time
         (``Stage.sample``, ``Stage.releases_one_way``): the neural generators' one-way stage for
-        their configurations (``_calibration.stage``), a stage that changes nothing otherwise."""
-        return _calibration.stage(config)
+        their configurations (``_matching.stage``), a stage that changes nothing otherwise."""
+        return _matching.stage(config)
 
     # -- configuration -----------------------------------------------------------------------
     def _explicit_fields(self, default: SynthesizerConfig) -> set[str]:

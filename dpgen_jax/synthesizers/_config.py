@@ -63,42 +63,42 @@ class SynthesizerConfig:
         return cls(**out)
 
 
-# The budget share of the neural generators' one-way calibration in the library's configurations
-# (docs/calibration.md: chosen on generated tables, never on the scored ones).
-CALIBRATION_SHARE = 0.35
-CALIBRATION_BINS = 20
+# The budget share of the neural generators' one-way marginal matching in the library's configurations
+# (docs/matching.md: chosen on generated tables, never on the scored ones).
+MATCHING_SHARE = 0.35
+MATCHING_BINS = 20
 
 
 @dataclasses.dataclass(frozen=True)
 class GeneratorConfig(SynthesizerConfig):
-    """Base of the neural generators' configurations: their shared one-way calibration stage
-    (``synthesizers._calibration``, docs/calibration.md).
+    """Base of the neural generators' configurations: their shared one-way matching stage
+    (``synthesizers._matching``, docs/matching.md).
 
     Attributes:
-        calibration_share: the share of the target epsilon spent on a Gaussian release of every
+        matching_share: the share of the target epsilon spent on a Gaussian release of every
             column's one-way histogram (a phase ``"one-way"`` of the plan, its noise set so that
-            alone it spends ``calibration_share * epsilon``; the training phases are then
+            alone it spends ``matching_share * epsilon``; the training phases are then
             calibrated with it held fixed so that the composition meets the target). Every sampled
             batch is then matched to the released marginals. 0 turns the stage off (the paper
             presets do).
-        calibration_bins: public bins per continuous column of the one-way release
+        matching_bins: public bins per continuous column of the one-way release
             (``data.Discretizer``, automatic spacing).
     """
 
-    calibration_share: float = CALIBRATION_SHARE
-    calibration_bins: int = CALIBRATION_BINS
+    matching_share: float = MATCHING_SHARE
+    matching_bins: int = MATCHING_BINS
 
     def validate(self) -> GeneratorConfig:
-        if self.calibration_share != 0:
-            _v.fraction(calibration_share=self.calibration_share)
-        _v.whole(minimum=2, calibration_bins=self.calibration_bins)
+        if self.matching_share != 0:
+            _v.fraction(matching_share=self.matching_share)
+        _v.whole(minimum=2, matching_bins=self.matching_bins)
         return super().validate()
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> GeneratorConfig:
         """As :meth:`SynthesizerConfig.from_dict`; a configuration written before the calibration
-        stage existed (no ``calibration_share``) loads with it off, as it was fitted."""
-        return super().from_dict({"calibration_share": 0.0, **d})
+        stage existed (no ``matching_share``) loads with it off, as it was fitted."""
+        return super().from_dict({"matching_share": 0.0, **d})
 
 
 @dataclasses.dataclass(frozen=True)

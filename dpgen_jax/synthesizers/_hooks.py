@@ -5,7 +5,7 @@ is imported here).
   checkpoints, speed flags): the last argument of a method's ``_train``.
 - :class:`Stage`: a step the base runs around every method's own training through one seam, at
   plan, train and sample time; this base class is the stage of a method without one (it changes
-  nothing). The neural generators' one-way stage is ``synthesizers._calibration.OneWayStage``.
+  nothing). The neural generators' one-way stage is ``synthesizers._matching.OneWayStage``.
 - :data:`STANDIN_ROWS`: the rows of a time budget's stand-in table when no N may be shown (the
   probe draws them, ``synthesizers._budget``; the report states them, ``synthesizers._plan``).
 """

@@ -210,8 +210,8 @@ class Plan:
         report["target_epsilon"] = (None if self.target_epsilon is None or math.isinf(self.target_epsilon)
                                     else self.target_epsilon)
         report["num_records_public"] = self.records.public
-        # the arrays, then the released statistics (DP outputs saved beside them: the calibration
-        # stage's one-way counts, DP-SYN's counts, AIM's cliques), then the public parts
+        # the arrays, then the released statistics (DP outputs saved beside them: the one-way
+        # matching stage's counts, DP-SYN's counts, AIM's cliques), then the public parts
         report["released"] = sorted(release.arrays) + sorted(release.statistics) + ["schema", "config"]
         report["paper_accounting"] = self.paper_accounting(phases, report)
         return report
