@@ -16,7 +16,7 @@ A method supplies pure pieces and this module composes them the same way for all
 configuration and calibrates the phases' noise to a target epsilon before any data is touched;
 the method's ``_train`` runs the plan; the report is the plan's report of the release. The noise
 lives in the phases only: a configuration is never rewritten. A release file stores the plan and
-the release's record, so a loaded model has the same report and phases. See
+the release's run facts (``Plan.to_json``, ``Release.to_json``), so a loaded model has the same report and phases. See
 ``docs/architecture.md``.
 """
 

@@ -73,16 +73,17 @@ class Release:
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
     diagnostics: dict[str, Any] = dataclasses.field(default_factory=dict)
 
-    def record(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         """The run facts saved beside the arrays (JSON): steps, clip norms, statistics, notes."""
         return {"steps": dict(self.steps), "clip_norms": dict(self.clip_norms),
                 "statistics": dict(self.statistics), "notes": list(self.notes)}
 
     @classmethod
-    def from_record(cls, arrays: dict[str, PyTree], record: Mapping[str, Any]) -> Release:
-        return cls(arrays=arrays, steps={k: int(v) for k, v in record["steps"].items()},
-                   clip_norms={k: float(v) for k, v in record.get("clip_norms", {}).items()},
-                   statistics=dict(record.get("statistics", {})), notes=tuple(record.get("notes", ())))
+    def from_json(cls, arrays: dict[str, PyTree], doc: Mapping[str, Any]) -> Release:
+        """Inverse of :meth:`to_json`, with the released ``arrays``."""
+        return cls(arrays=arrays, steps={k: int(v) for k, v in doc["steps"].items()},
+                   clip_norms={k: float(v) for k, v in doc["clip_norms"].items()},
+                   statistics=dict(doc["statistics"]), notes=tuple(doc["notes"]))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -235,27 +236,32 @@ class Plan:
                 "rates q = expected batch size / n (and a schedule given in epochs). Pass num_records=N "
                 "(a public count) to avoid this assumption."]
 
-    # -- the release file's record of the plan (public values only) --------------------------
-    def record(self) -> dict[str, Any]:
+    # -- the plan as saved in a release file (public values only) ----------------------------
+    def to_json(self) -> dict[str, Any]:
         """The plan as saved in a release file (JSON): the phases, delta, the target, the preset
         and N when it may be shown (a private count of a method that does not use it is left out,
         privacy rule 10). The configuration and schema are saved beside it."""
-        return {"phases": [phase_to_json(p) for p in self.phases], "delta": self.delta,
+        phases = None if self.phases is None else [phase_to_json(p) for p in self.phases]
+        return {"phases": phases, "delta": self.delta,
                 "target_epsilon": phase_to_json(self.target_epsilon), "preset": self.preset, "private": self.private,
                 "accountant": self.accountant, "uses_records": self.uses_records,
                 "num_records": self.records.shown(self.uses_records), "num_records_public": self.records.public,
                 "max_seconds": self.max_seconds, "seeded": self.seeded}
 
     @classmethod
-    def from_record(cls, method: str, config: SynthesizerConfig, schema: data_lib.Schema,
-                    record: Mapping[str, Any]) -> Plan:
-        n = record["num_records"]
-        return cls(method=method, config=config, phases=tuple(phase_from_json(p) for p in record["phases"]),
-                   records=RecordCount(0 if n is None else int(n), bool(record["num_records_public"])),
-                   delta=float(record["delta"]), target_epsilon=phase_from_json(record["target_epsilon"]),
-                   preset=record["preset"], private=bool(record["private"]), accountant=record["accountant"],
-                   uses_records=bool(record["uses_records"]), schema=schema,
-                   max_seconds=record["max_seconds"], seeded=bool(record["seeded"]))
+    def from_json(cls, method: str, config: SynthesizerConfig, schema: data_lib.Schema,
+                  doc: Mapping[str, Any]) -> Plan:
+        """Inverse of :meth:`to_json`, with the configuration and schema saved beside it. Its
+        ``phases`` are None for a file whose phases were never saved (a release written before
+        files held their plan): its report is then shown as stored, unchecked."""
+        n = doc["num_records"]
+        phases = None if doc["phases"] is None else tuple(phase_from_json(p) for p in doc["phases"])
+        return cls(method=method, config=config, phases=phases,
+                   records=RecordCount(0 if n is None else int(n), bool(doc["num_records_public"])),
+                   delta=float(doc["delta"]), target_epsilon=phase_from_json(doc["target_epsilon"]),
+                   preset=doc["preset"], private=bool(doc["private"]), accountant=doc["accountant"],
+                   uses_records=bool(doc["uses_records"]), schema=schema,
+                   max_seconds=doc["max_seconds"], seeded=bool(doc["seeded"]))
 
 
 def _phase_types() -> dict[str, type]:

@@ -123,7 +123,7 @@ def write_model(path, model) -> pathlib.Path:
     plan = model.fitted_plan
     return save_release(path, model.METHOD, model.fitted_release.arrays, {
         "config": plan.config.to_dict(), "schema": plan.schema.to_dict(),
-        "privacy_report": model._report, "plan": plan.record(), "run": model.fitted_release.record()})
+        "privacy_report": model._report, "plan": plan.to_json(), "run": model.fitted_release.to_json()})
 
 
 def read_model(path, cls=None):
@@ -146,7 +146,7 @@ def read_model(path, cls=None):
         config = target.CONFIG.from_dict(stored).validate()
         schema = data_lib.Schema.from_dict(meta["schema"])
         report = meta["privacy_report"]
-        plan = (Plan.from_record(target.METHOD, config, schema, meta["plan"]) if "plan" in meta else
+        plan = (Plan.from_json(target.METHOD, config, schema, meta["plan"]) if "plan" in meta else
                 Plan(target.METHOD, config, None, RecordCount(0, False), report["delta"], None, None,
                      True, schema=schema))  # a file written before plans were saved
         record = meta.get("run", {"steps": {}, "statistics": {k: v for k, v in legacy.items()
@@ -155,7 +155,7 @@ def read_model(path, cls=None):
         raise ValueError(f"{str(path)!r} has an invalid {target.METHOD} record: {exc}") from exc
     model = target(config)
     plan = dataclasses.replace(plan, paper_accountant=model._paper_accountant(config, plan.delta))
-    release = Release.from_record({}, record)
+    release = Release.from_json({}, record)
     check_report(path, plan, release, report)
     expected = model._release_shapes(config, data_lib.model_schema(schema), release.statistics)
     for name, want in expected.items():
