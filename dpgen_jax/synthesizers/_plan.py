@@ -264,23 +264,42 @@ class Plan:
                    max_seconds=doc["max_seconds"], seeded=bool(doc["seeded"]))
 
 
-def _phase_types() -> dict[str, type]:
-    """Every phase kind defined so far, by class name (the subclasses of ``privacy.Phase``), so a
-    new kind needs no entry here."""
-    found, todo = {}, [privacy.Phase]
+def phase_kinds() -> dict[str, type]:
+    """Every phase kind defined so far, by its stable name (``KIND``) among the subclasses of
+    ``privacy.Phase``, so a new kind needs no entry here (a subclass without a ``KIND`` cannot be
+    saved).
+
+    Raises:
+        ValueError: two kinds share a name.
+    """
+    found: dict[str, type] = {}
+    todo = [privacy.Phase]
     while todo:
         for sub in todo.pop().__subclasses__():
-            found[sub.__name__] = sub
             todo.append(sub)
+            kind = getattr(sub, "KIND", None)
+            if kind is None:
+                continue
+            if found.get(kind, sub) is not sub:
+                raise ValueError(f"Phase kinds {found[kind].__name__} and {sub.__name__} share KIND={kind!r}.")
+            found[kind] = sub
     return found
 
 
 def phase_to_json(value: Any) -> Any:
-    """A phase (or a field of one) as JSON: ``{"phase": class name, "fields": {...}}``; tuples as
+    """A phase (or a field of one) as JSON: ``{"kind": its KIND, "fields": {...}}``; tuples as
     lists; a non-finite float as ``{"float": "inf"}`` (JSON has none). Floats keep their exact
-    value (JSON writes their shortest round-trip form)."""
+    value (JSON writes their shortest round-trip form).
+
+    Raises:
+        ValueError: a phase class without a ``KIND``.
+    """
     if isinstance(value, privacy.Phase):
-        return {"phase": type(value).__name__,
+        kind = getattr(type(value), "KIND", None)
+        if kind is None:
+            raise ValueError(f"Phase {type(value).__name__} has no KIND (its stable name in files); "
+                             "set KIND on the class to save it.")
+        return {"kind": kind,
                 "fields": {f.name: phase_to_json(getattr(value, f.name))
                            for f in dataclasses.fields(value) if f.init}}
     if isinstance(value, (tuple, list)):
@@ -292,10 +311,12 @@ def phase_to_json(value: Any) -> Any:
 
 def phase_from_json(value: Any) -> Any:
     """Inverse of :func:`phase_to_json` (lists back to tuples)."""
-    if isinstance(value, dict) and set(value) == {"phase", "fields"}:
-        cls = _phase_types().get(value["phase"])
+    if isinstance(value, dict) and set(value) == {"kind", "fields"}:
+        kinds = phase_kinds()
+        cls = kinds.get(value["kind"])
         if cls is None:
-            raise ValueError(f"Unknown privacy phase {value['phase']!r} in a saved plan.")
+            raise ValueError(f"Unknown privacy phase kind {value['kind']!r} in a saved plan; this library "
+                             f"knows {sorted(kinds)}.")
         return cls(**{k: phase_from_json(v) for k, v in value["fields"].items()})
     if isinstance(value, dict) and set(value) == {"float"}:
         return float(value["float"])
@@ -304,4 +325,4 @@ def phase_from_json(value: Any) -> Any:
     return value
 
 
-__all__ = ["Plan", "RecordCount", "Release", "phase_from_json", "phase_to_json"]
+__all__ = ["Plan", "RecordCount", "Release", "phase_from_json", "phase_kinds", "phase_to_json"]
