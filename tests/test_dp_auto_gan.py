@@ -12,7 +12,7 @@ import jax
 import numpy as np
 import pytest
 
-from dpgen_jax import data, synthesizers
+from dpgen_jax import _migrate, data, synthesizers
 from dpgen_jax.synthesizers import DPAutoGAN, DPAutoGANConfig
 from dpgen_jax.synthesizers import dp_auto_gan as dag
 from tests import _tables
@@ -169,9 +169,11 @@ def test_decode_field_sets_sampling_default_and_old_files_keep_argmax(tmp_path):
     by_default, explicit = model.sample(400, seed=5), model.sample(400, seed=5, mode="sample")
     assert by_default.equals(explicit)
     assert not by_default.equals(model.sample(400, seed=5, mode="argmax"))
-    legacy = model.fitted_config.to_dict()
+    legacy = model.fitted_config.to_dict()  # a release file (format version 2) without the field
     del legacy["decode"]
-    assert DPAutoGANConfig.from_dict(legacy).decode == "argmax"
+    meta = _migrate.upgrade({"format_version": 2, "method": "dp-auto-gan", "config": legacy,
+                             "privacy_report": {"delta": 1e-5}})
+    assert DPAutoGANConfig.from_dict(meta["config"]).decode == "argmax"
     assert DPAutoGANConfig.from_dict(json.loads(json.dumps(model.fitted_config.to_dict()))) == \
         model.fitted_config
 

@@ -55,7 +55,7 @@ def _with_meta(src, dst, **changes):
 
 def test_release_file_metadata(saved):
     meta = json.loads(str(_npz_arrays(saved)["__meta__"]))
-    assert meta["method"] == "dp-auto-gan" and meta["format_version"] == 2
+    assert meta["method"] == "dp-auto-gan" and meta["format_version"] == 3
     assert meta["groups"] == ["decoder", "generator"]
     assert {"config", "schema", "privacy_report", "versions"} <= set(meta)
     assert "seed" not in meta and "key" not in meta
@@ -82,7 +82,7 @@ def test_load_refuses_bad_files(saved, tmp_path):
     _write_npz(bad_json, arrays)
     with pytest.raises(ValueError, match="corrupt '__meta__'"):
         load(bad_json)
-    with pytest.raises(ValueError, match=r"release format version 1 .*reads version 2"):
+    with pytest.raises(ValueError, match=r"release format version 1 .*reads versions 2 to 3"):
         load(_with_meta(saved, tmp_path / "v1.npz", format_version=1))
     with pytest.raises(ValueError, match="Unknown method 'gs-wgan-9'"):
         load(_with_meta(saved, tmp_path / "other.npz", method="gs-wgan-9"))
