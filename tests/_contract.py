@@ -97,10 +97,9 @@ class SynthesizerContract:
         return self.functional_calibration(config, schema, [*phases, *one], fixed=("one-way",))
 
     def train_key(self, config) -> jax.Array:
-        """The key a fit with ``seed=SEED`` hands the method's training: the seed's key, or its
-        first half when the matching stage takes the second for its release."""
-        key = jax.random.key(self.SEED)
-        return jax.random.split(key)[0] if getattr(config, "matching_share", 0.0) else key
+        """The key a fit with ``seed=SEED`` hands the method's training (the library's own split,
+        ``synthesizers.training_key``, of the seed's key)."""
+        return synthesizers.training_key(config, jax.random.key(self.SEED))
 
     def functional_released(self, model, frame, schema, phases: list) -> dict:
         """The released pytrees of ``model``'s fit, recomputed with the functional API and the

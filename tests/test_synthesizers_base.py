@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import jax
 import numpy as np
 import pytest
 
@@ -170,6 +171,24 @@ def test_one_seam_runs_the_one_way_stage_and_nothing_for_other_methods():
     assert type(none) is _hooks.Stage and not none.releases_one_way
     assert none.train(None, None, "key", synthesizers.Hooks(), lambda key: key) == "key"
     assert none.sample(None, {}, "key", lambda key: key) == "key"
+
+
+def test_training_key_is_the_split_fit_uses():
+    """The key a method's training gets: the fit's key whole without the one-way stage, else its
+    first half (the stage's release gets the second), as ``fit`` splits it."""
+    key = jax.random.key(7)
+    first, second = jax.random.split(key)
+    vae = synthesizers.create("dp-vae")
+    on = vae.plan(_tables.MIXED_SCHEMA, 1000, epsilon=1.0).config
+    off = on.replace(matching_share=0.0)
+    same = lambda a, b: bool((jax.random.key_data(a) == jax.random.key_data(b)).all())  # noqa: E731
+    assert same(synthesizers.training_key(on, key), first)
+    assert same(synthesizers.training_key(off, key), key)
+    k_train, k_stage = vae._stage(on).keys(key)
+    assert same(k_train, first) and same(k_stage, second)
+    indep = synthesizers.create("independent")
+    cfg = indep.plan(_tables.MIXED_SCHEMA, 1000, epsilon=1.0).config
+    assert same(synthesizers.training_key(cfg, key), key)
 
 
 def test_config_round_trips_through_its_dict():

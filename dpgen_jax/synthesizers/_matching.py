@@ -49,7 +49,8 @@ from dpgen_jax.synthesizers import _one_way
 from dpgen_jax.synthesizers._config import GeneratorConfig
 from dpgen_jax.synthesizers._hooks import Hooks, Stage
 
-__all__ = ["PHASE", "STATISTIC", "OneWayStage", "match_one_way", "rounded_counts", "share", "stage"]
+__all__ = ["PHASE", "STATISTIC", "OneWayStage", "match_one_way", "rounded_counts", "share", "stage",
+           "training_key"]
 
 PHASE = "one-way"
 STATISTIC = "one_way"  # the key of the released counts in Release.statistics
@@ -227,6 +228,14 @@ def discretizer(config: Any, schema: Schema) -> Discretizer:
     return Discretizer(schema, config.matching_bins)
 
 
+def training_key(config: Any, key: jax.Array) -> jax.Array:
+    """The key the method's own training receives in a fit with ``config`` whose key is ``key``
+    (``dpsgd.make_key(seed).key`` for ``fit(seed=...)``): the whole key, or its first half when
+    the one-way stage takes the second (:meth:`Stage.keys` of :func:`stage`, the split ``fit``
+    itself uses), so a test recomputing a fit with the functional API splits as ``fit`` does."""
+    return stage(config).keys(key)[0]
+
+
 def stage(config: Any) -> Stage:
     """The stage the base runs around a fit with ``config``: the one-way stage of a neural
     generator's configuration (a ``GeneratorConfig``), the empty :class:`Stage` of any other."""
@@ -276,6 +285,14 @@ class OneWayStage(Stage):
             one = privacy.calibrate([one], s * float(epsilon), delta, accountant, max_noise_multiplier=1e7)[0]
         return [*phases, one], (PHASE,)
 
+    def keys(self, key: jax.Array) -> tuple[jax.Array, jax.Array | None]:
+        """``(the method's training key, the one-way release's key)``: the two halves of the fit's
+        ``key`` when the stage is on (the release gets a key of its own), else ``(key, None)``."""
+        if not share(self.config):
+            return key, None
+        k_train, k_one = jax.random.split(key)
+        return k_train, k_one
+
     def train(self, plan: Any, frame: pd.DataFrame, key: jax.Array, hooks: Hooks,
               train: Callable[[jax.Array], Any]) -> Any:
         """The method's release (``train``, on the first half of ``key``) with the one-way release
@@ -283,8 +300,8 @@ class OneWayStage(Stage):
         added: its noisy counts in the statistics, its step and a report note; the fit's progress
         is told of it."""
         if not share(self.config):
-            return train(key)
-        key, k_one = jax.random.split(key)  # the stage's release gets a key of its own
+            return train(self.keys(key)[0])
+        key, k_one = self.keys(key)
         fitted = train(key)
         disc = discretizer(plan.config, plan.model_schema)
         std = plan.phase(PHASE).noise_std if plan.private else None
