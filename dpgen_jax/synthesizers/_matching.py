@@ -299,9 +299,9 @@ class OneWayStage(Stage):
         of ``frame`` (the private rows of the plan's model schema, the second half of ``key``)
         added: its noisy counts in the statistics, its step and a report note; the fit's progress
         is told of it."""
-        if not share(self.config):
-            return train(self.keys(key)[0])
         key, k_one = self.keys(key)
+        if k_one is None:  # the stage is off
+            return train(key)
         fitted = train(key)
         disc = discretizer(plan.config, plan.model_schema)
         std = plan.phase(PHASE).noise_std if plan.private else None
