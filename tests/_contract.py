@@ -79,25 +79,24 @@ class SynthesizerContract:
 
     def calibrated_phases(self, config, schema, num_records: int) -> list:
         """The fit's phases rebuilt without the class: the method's own (:meth:`functional_phases`)
-        and, for a neural method with the calibration stage on (docs/calibration.md), the one-way
+        and, for a neural method with the matching stage on (docs/matching.md), the one-way
         release written out here: d Gaussian histograms of L2 sensitivity sqrt(d), its noise
-        calibrated alone to ``calibration_share * EPSILON`` and held while the method calibrates
+        calibrated alone to ``matching_share * EPSILON`` and held while the method calibrates
         the rest."""
         phases = self.functional_phases(config, schema, num_records)
-        share = getattr(config, "calibration_share", 0.0)
+        share = getattr(config, "matching_share", 0.0)
         if not share:
             return self.functional_calibration(config, schema, phases)
-        d = len(data.Discretizer(data.model_schema(schema), config.calibration_bins).sizes)
+        d = len(data.Discretizer(data.model_schema(schema), config.matching_bins).sizes)
         one = privacy.calibrate([privacy.GaussianPhase("one-way", 1.0, 1, sensitivity=math.sqrt(d))],
                                 share * self.EPSILON, DELTA, synthesizers.get(self.METHOD).ACCOUNTANT,
                                 max_noise_multiplier=1e7)
         return self.functional_calibration(config, schema, [*phases, *one], fixed=("one-way",))
 
     def train_key(self, config) -> jax.Array:
-        """The key a fit with ``seed=SEED`` hands the method's training: the seed's key, or its
-        first half when the calibration stage takes the second for its release."""
-        key = jax.random.key(self.SEED)
-        return jax.random.split(key)[0] if getattr(config, "calibration_share", 0.0) else key
+        """The key a fit with ``seed=SEED`` hands the method's training (the library's own split,
+        ``synthesizers.training_key``, of the seed's key)."""
+        return synthesizers.training_key(config, jax.random.key(self.SEED))
 
     def functional_released(self, model, frame, schema, phases: list) -> dict:
         """The released pytrees of ``model``'s fit, recomputed with the functional API and the
@@ -153,18 +152,18 @@ class SynthesizerContract:
             assert len(said) == 1 and repr(leaf.name) in said[0], (leaf.name, kind)
 
     def test_calibrated_samples_have_the_released_one_way_marginals(self, fitted, table):
-        """A neural method with the calibration stage on (docs/calibration.md): its one-way release
-        alone spends ``calibration_share * EPSILON``, and every sampled batch has, per column, the
+        """A neural method with the matching stage on (docs/matching.md): its one-way release
+        alone spends ``matching_share * EPSILON``, and every sampled batch has, per column, the
         released marginal's counts up to the rounding to the batch's rows (at most one row per
         code), read on the release's public bins."""
         config = fitted.fitted_config
-        if not getattr(config, "calibration_share", 0.0):
-            pytest.skip("no calibration stage in this configuration")
+        if not getattr(config, "matching_share", 0.0):
+            pytest.skip("no matching stage in this configuration")
         one = next(p for p in fitted.fitted_phases() if p.name == "one-way")
         alone = privacy.epsilon([one], DELTA, synthesizers.get(self.METHOD).ACCOUNTANT)
-        assert alone == pytest.approx(config.calibration_share * self.EPSILON, rel=1e-3)
+        assert alone == pytest.approx(config.matching_share * self.EPSILON, rel=1e-3)
         counts = fitted.fitted_release.statistics["one_way"]
-        disc = data.Discretizer(data.model_schema(table[1]), config.calibration_bins)
+        disc = data.Discretizer(data.model_schema(table[1]), config.matching_bins)
         assert [len(c) for c in counts] == list(disc.sizes)
         n = 257
         codes = disc.codes(data.to_model_frame(fitted.sample(n, seed=4), table[1]))

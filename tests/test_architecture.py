@@ -22,7 +22,7 @@ PACKAGE = "dpgen_jax"
 DOC = ROOT / "docs" / "architecture.md"
 
 #: Modules below every layer: they import nothing of ours, and any layer may import them.
-LEAVES = frozenset({"_versions", "_validate", "_typing", "_random", "_machine"})
+LEAVES = frozenset({"_versions", "_validate", "_typing", "_random", "_machine", "_migrate"})
 #: Layer -> the layers it may import (docs/architecture.md, the table under the tree). A layer is a
 #: subpackage or a top-level module; ``_audit_mechanisms`` is part of ``audit``.
 MAY_IMPORT = {

@@ -418,9 +418,9 @@ def test_privacy_calibrates_the_noise_to_a_target(env, tmp_path):
     sigma_ae, sigma_critic = float(noise["autoencoder"]), float(noise["critic"])
     assert sigma_critic / sigma_ae == pytest.approx(3.5 / 1.5, rel=1e-5)  # one common factor
     # The default's autoencoder batch N // 32 = 1,017 over the paper's epochs: 629 steps.
-    # and the calibration stage's one-way release (Adult: 15 histograms), alone at its share of the target
+    # and the matching stage's one-way release (Adult: 15 histograms), alone at its share of the target
     one = privacy.calibrate([privacy.GaussianPhase("one-way", 1.0, 1, sensitivity=15 ** 0.5)],
-                            synthesizers.DPAutoGANConfig().calibration_share * 1.0, 1e-5, max_noise_multiplier=1e7)
+                            synthesizers.DPAutoGANConfig().matching_share * 1.0, 1e-5, max_noise_multiplier=1e7)
     assert float(noise["one-way"]) == pytest.approx(one[0].noise_multiplier, rel=1e-5)
     phases = [privacy.DPSGDPhase.from_batch_size("autoencoder", 1_017, 32561, sigma_ae, 629),
               privacy.DPSGDPhase.from_batch_size("critic", 128, 32561, sigma_critic, 5_000), *one]

@@ -12,7 +12,7 @@ import jax
 import numpy as np
 import pytest
 
-from dpgen_jax import data, synthesizers
+from dpgen_jax import _migrate, data, synthesizers
 from dpgen_jax.synthesizers import DPAutoGAN, DPAutoGANConfig
 from dpgen_jax.synthesizers import dp_auto_gan as dag
 from tests import _tables
@@ -74,7 +74,7 @@ def test_pinned_encoded_sample(tmp_path):
     CPU code differs between processors (e.g. fused multiply-adds), and a clean CI machine gave
     values one ulp away from the pinned ones; any change of keys or arithmetic moves far more.
     Pinned in the paper's form (its encoding: width 6 on this schema)."""
-    model = synthesizers.create("dp-auto-gan", **TINY, continuous_encoding="paper", calibration_share=0.0).fit(
+    model = synthesizers.create("dp-auto-gan", **TINY, continuous_encoding="paper", matching_share=0.0).fit(
         _tables.mixed_frame(300, 0), _tables.MIXED_SCHEMA, epsilon=4.0, seed=0)
     cfg, r = model.fitted_config, model.released
     assert tuple(p.noise_multiplier for p in model.fitted_phases()) == pytest.approx(
@@ -90,7 +90,7 @@ def test_released_file_holds_only_generator_and_decoder(tmp_path):
     with np.load(tmp_path / "m.npz", allow_pickle=False) as npz:
         groups = {k.split("/")[0] for k in npz.files if k != "__meta__"}
     assert groups == {"generator", "decoder"}
-    # the calibration stage's noisy one-way counts are released too (a statistic in the file's record)
+    # the matching stage's noisy one-way counts are released too (a statistic in the file's record)
     assert model.privacy_report()["released"] == ["decoder", "generator", "one_way", "schema", "config"]
     assert synthesizers.load(tmp_path / "m.npz").privacy_report()["released"] == model.privacy_report()["released"]
 
@@ -172,9 +172,11 @@ def test_decode_field_sets_sampling_default_and_old_files_keep_argmax(tmp_path):
     by_default, explicit = model.sample(400, seed=5), model.sample(400, seed=5, mode="sample")
     assert by_default.equals(explicit)
     assert not by_default.equals(model.sample(400, seed=5, mode="argmax"))
-    legacy = model.fitted_config.to_dict()
+    legacy = model.fitted_config.to_dict()  # a release file (format version 2) without the field
     del legacy["decode"]
-    assert DPAutoGANConfig.from_dict(legacy).decode == "argmax"
+    meta = _migrate.upgrade({"format_version": 2, "method": "dp-auto-gan", "config": legacy,
+                             "privacy_report": {"delta": 1e-5}})
+    assert DPAutoGANConfig.from_dict(meta["config"]).decode == "argmax"
     assert DPAutoGANConfig.from_dict(json.loads(json.dumps(model.fitted_config.to_dict()))) == \
         model.fitted_config
 

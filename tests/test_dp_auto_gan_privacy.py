@@ -22,7 +22,7 @@ ADULT_N, MIMIC_N = 32561, 27912
 ZERO = dict(ae_steps=0, critic_steps=0)
 TINY = dict(ae_steps=3, critic_steps=2, critic_steps_per_generator_step=1, chunk_size=4,
             ae_batch_size=16, critic_batch_size=16, generator_batch_size=16, ae_clip_norm=0.05,
-            calibration_share=0.0)  # the paper's two phases (the stage: tests/test_calibration_stage.py)
+            matching_share=0.0)  # the paper's two phases (the stage: tests/test_matching_stage.py)
 
 
 @pytest.fixture(scope="module")
@@ -143,18 +143,18 @@ def test_public_clip_norm_does_not_depend_on_the_private_rows():
 
 def test_the_default_schedule_is_the_papers_epochs_on_any_table_size():
     # The paper's batches give its step counts on Adult.
-    paper_batches = DPAutoGAN(ae_batch_size=64, calibration_share=0.0).plan(data.adult_schema(), ADULT_N, epsilon=1.0)
+    paper_batches = DPAutoGAN(ae_batch_size=64, matching_share=0.0).plan(data.adult_schema(), ADULT_N, epsilon=1.0)
     assert dag.schedule(paper_batches.config, ADULT_N) == {"autoencoder": 10_000, "critic": 15_000}
     # The default AE batch grows with N: N // 32 between 64 and 1,024 (1,017 on Adult).
     assert [dag.ae_batch_size_for(DPAutoGANConfig(), n) for n in (100, 2_048, 2_080, ADULT_N, 10**6)] == [
         64, 64, 65, 1_017, 1_024]
     assert dag.ae_batch_size_for(DPAutoGANConfig(ae_batch_size=7), 10**6) == 7
-    adult = DPAutoGAN(calibration_share=0.0).plan(data.adult_schema(), ADULT_N, epsilon=1.0)
+    adult = DPAutoGAN(matching_share=0.0).plan(data.adult_schema(), ADULT_N, epsilon=1.0)
     (ae, critic) = adult.phases
     assert (ae.steps, critic.steps) == (round(10_000 * 64 / 1_017), 15_000) == (629, 15_000)
     assert ae.sample_rate == pytest.approx(1_017 / ADULT_N, rel=1e-12)
     # 800 rows: the paper's ~19.7 + ~59 epochs, not 800 + 2,400 of them; epsilon 1 is reachable.
-    small = DPAutoGAN(calibration_share=0.0).plan(data.adult_schema(), 800, epsilon=1.0)
+    small = DPAutoGAN(matching_share=0.0).plan(data.adult_schema(), 800, epsilon=1.0)
     assert [p.steps for p in small.phases] == [round(10_000 * 64 / ADULT_N * 800 / 64),
                                                round(15_000 * 128 / ADULT_N * 800 / 128)] == [246, 369]
     assert small.epsilon() <= 1.0
@@ -168,6 +168,6 @@ def test_the_default_schedule_is_the_papers_epochs_on_any_table_size():
     with pytest.raises(ValueError, match="unreachable"):  # the paper's step counts on 800 rows
         DPAutoGAN(ae_steps=10_000, critic_steps=15_000).plan(data.adult_schema(), 800, epsilon=1.0)
     # Explicit counts and presets are used as given.
-    assert [p.steps for p in DPAutoGAN(ae_steps=7, calibration_share=0.0).plan(data.adult_schema(), 800, epsilon=1.0).phases] == [7, 369]
+    assert [p.steps for p in DPAutoGAN(ae_steps=7, matching_share=0.0).plan(data.adult_schema(), 800, epsilon=1.0).phases] == [7, 369]
     preset = DPAutoGAN().plan(data.adult_schema(), 800, preset="paper-1.01")
     assert [p.steps for p in preset.phases] == [10_000, 15_000]

@@ -48,7 +48,7 @@ TARGET_EPSILON = 0.25  # large noise for a 3 + 2 step schedule
 def _tiny_adult(**overrides) -> DPAutoGANConfig:
     base = dict(ae_steps=AE_STEPS, critic_steps=CRITIC_STEPS, critic_steps_per_generator_step=1,
                 ae_clip_norm=0.05, clip_calibration_steps=5,
-                calibration_share=0.0)  # the paper's two phases and key splits (docs/calibration.md)
+                matching_share=0.0)  # the paper's two phases and key splits (docs/matching.md)
     base.update(overrides)
     return DPAutoGANConfig.adult(**base)
 

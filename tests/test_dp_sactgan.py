@@ -51,7 +51,7 @@ def _labelled_rows(n=200, seed=0):
 
 
 def _train_phase(phases):
-    """The training phase of a plan's phases (the last one, the calibration stage's one-way
+    """The training phase of a plan's phases (the last one, the matching stage's one-way
     release aside)."""
     return [p for p in phases if p.name != "one-way"][-1]
 

@@ -74,8 +74,8 @@ def parallel_fit():
 
 @pytest.fixture(scope="module")
 def uncalibrated_fit():
-    """As ``parallel_fit``, without the calibration stage: the label's share is DP-SYN's own."""
-    return synthesizers.create("dp-syn", **TINY, bins=8, calibration_share=0.0).fit(
+    """As ``parallel_fit``, without the matching stage: the label's share is DP-SYN's own."""
+    return synthesizers.create("dp-syn", **TINY, bins=8, matching_share=0.0).fit(
         _frame(), LABELLED, epsilon=2.0, seed=0)
 
 
@@ -187,7 +187,7 @@ def test_adult_experiment_end_to_end(adult_dir, tmp_path):
 
 
 def test_original_budget_split_for_comparison():
-    model = synthesizers.create("dp-syn", **{**TINY, "budget_split": "original", "calibration_share": 0.0}).fit(
+    model = synthesizers.create("dp-syn", **{**TINY, "budget_split": "original", "matching_share": 0.0}).fit(
         _frame(), LABELLED, epsilon=2.0, seed=0)
     rep = model.privacy_report()
     flat = {p["name"]: p for g in rep["phases"][1]["groups"] for p in g["phases"]}
@@ -245,7 +245,7 @@ def test_the_autoencoders_progress_bar_shows_their_spent_epsilon(monkeypatch):
             pass
 
     monkeypatch.setattr(tqdm.auto, "tqdm", Bar)
-    synthesizers.create("dp-syn", **TINY, bins=8, calibration_share=0.0).fit(
+    synthesizers.create("dp-syn", **TINY, bins=8, matching_share=0.0).fit(
         _frame(), LABELLED, epsilon=2.0, seed=0, progress=True)
     during = [float(t.split("=")[1]) for d, t in shown if d == "autoencoders" and not t.endswith("spent")]
     assert during and during[-1] > 0.0

@@ -159,7 +159,7 @@ def test_one_dp_step_matches_a_per_example_reference():
 def test_public_clip_norm_reads_no_private_row():
     """The same seed gives the same clip norm whatever the private rows are (it is computed on
     rows drawn from the public schema), and the report says how it was chosen."""
-    over = dict(steps=0, batch_size=16, calibration_share=0.0)  # the fit key unsplit
+    over = dict(steps=0, batch_size=16, matching_share=0.0)  # the fit key unsplit
     fits = [synthesizers.create("dp-vae", **over).fit(frame, _tables.MIXED_SCHEMA, epsilon=2.0, seed=0)
             for frame in _unlike_frames()]
     clips = [m.fitted_release.clip_norms["vae"] for m in fits]
@@ -173,7 +173,7 @@ def test_public_clip_norm_reads_no_private_row():
 
 
 def test_default_sampling_draws_categories_from_the_decoder_probabilities():
-    model = synthesizers.create("dp-vae", **{**TINY, "steps": 0, "calibration_share": 0.0}).fit(  # the decoder's own draws
+    model = synthesizers.create("dp-vae", **{**TINY, "steps": 0, "matching_share": 0.0}).fit(  # the decoder's own draws
         _tables.mixed_frame(100, 0), _tables.MIXED_SCHEMA, epsilon=4.0, seed=0)
     n = 4000
     probs = dv.sample_encoded(model.fitted_config, model.schema, model.released["decoder"], n,

@@ -243,9 +243,9 @@ def _fit_worker(out: dict) -> dict:
     # A whole fit: DP-auto-GAN (autoencoder phase, then the critic phase with its batch_fn)
     # with fit(mesh=), against the sample pinned for fit() with the same seed and schedule
     # (tests/test_dp_auto_gan.py::test_pinned_encoded_sample, the paper's encoding: width 6, no
-    # one-way calibration stage); and its accounting.
+    # one-way matching stage); and its accounting.
     smoke = synthesizers.get("dp-auto-gan").SMOKE  # the pinned fit's schedule and settings
-    model = synthesizers.create("dp-auto-gan", **smoke, continuous_encoding="paper", calibration_share=0.0).fit(
+    model = synthesizers.create("dp-auto-gan", **smoke, continuous_encoding="paper", matching_share=0.0).fit(
         _tables.mixed_frame(300, 0), _tables.MIXED_SCHEMA, epsilon=4.0, seed=0,
         mesh=dpsgd.data_mesh(4))
     cfg, rel = model.fitted_config, model.released

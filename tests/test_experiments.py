@@ -339,13 +339,13 @@ def test_throughput_quick_writes_rows_with_the_documented_keys(tmp_path):
 
 
 @pytest.mark.slow
-def test_calibration_share_study_writes_its_summary(tmp_path, xla_cache_home):
-    """``experiments.studies.calibration_share --quick``: one benchmark run per share into its own
+def test_matching_share_study_writes_its_summary(tmp_path, xla_cache_home):
+    """``experiments.studies.matching_share --quick``: one benchmark run per share into its own
     folder (``independent`` only with share 0), and a summary whose rows are the cells' medians."""
-    from experiments.studies import calibration_share
+    from experiments.studies import matching_share
 
     out = tmp_path / "share"
-    rows = calibration_share.main(["--quick", "--methods", "dp-vae", "--shares", "0", "0.35",
+    rows = matching_share.main(["--quick", "--methods", "dp-vae", "--shares", "0", "0.35",
                                    "--datasets", "adult-like-3k", "--epsilons", "1", "--out", str(out)])
     got = {(r["method"], r["share"]) for r in rows}
     assert got == {("dp-vae", 0.0), ("dp-vae", 0.35), ("independent", 0.0)}

@@ -14,8 +14,9 @@ import pandas as pd
 import pytest
 
 from dpgen_jax import synthesizers
+from dpgen_jax._migrate import FLAGS_FROM_CONFIG
 from dpgen_jax.synthesizers import Flags
-from dpgen_jax.synthesizers._config import FLAG_NAMES, FORMER_CONFIG_FIELDS
+from dpgen_jax.synthesizers._config import FLAG_NAMES
 from tests import _tables
 
 DATA = pathlib.Path(__file__).parent / "data"
@@ -25,7 +26,7 @@ DATA = pathlib.Path(__file__).parent / "data"
 def test_no_configuration_holds_a_speed_setting(name):
     cls = synthesizers.get(name)
     fields = {f.name for f in dataclasses.fields(cls.CONFIG)}
-    assert not fields & (FLAG_NAMES | set(FORMER_CONFIG_FIELDS))
+    assert not fields & (FLAG_NAMES | set(FLAGS_FROM_CONFIG))
     assert cls.FLAGS.validate() is cls.FLAGS
     assert synthesizers.create(name).flags == cls.FLAGS  # defaults resolved
 
@@ -94,21 +95,30 @@ def test_flags_are_not_released(tmp_path):
 
 @pytest.mark.xla_default  # a release pin: also at XLA's default optimisation (.ci/run)
 @pytest.mark.parametrize("name", ["dp_vae", "gs_wgan"])
-def test_release_files_with_speed_settings_in_their_configuration_still_load(name):
-    # Written by the library before the speed settings left the configuration (their stored
-    # configurations hold method/chunk_size, resp. chunk_size/shard_group/pretrain_chunk).
+def test_release_files_with_speed_settings_in_their_configuration_still_load(name, tmp_path):
+    # Written by the library (release format version 2, read through dpgen_jax._migrate) before the
+    # speed settings left the configuration (their stored configurations hold method/chunk_size,
+    # resp. chunk_size/shard_group/pretrain_chunk) and before the one-way stage existed.
     path = DATA / f"release_v2_{name}.npz"
     with np.load(path, allow_pickle=False) as npz:
         stored = json.loads(str(npz["__meta__"]))["config"]
-    assert set(stored) & set(FORMER_CONFIG_FIELDS)
+    assert set(stored) & set(FLAGS_FROM_CONFIG)
     model = synthesizers.load(path)
-    # a file from before the calibration stage loads with it off (as it was fitted)
-    assert dataclasses.asdict(model.fitted_config) == {"calibration_share": 0.0, "calibration_bins": 20,
+    # a file from before the matching stage loads with it off (as it was fitted)
+    assert dataclasses.asdict(model.fitted_config) == {"matching_share": 0.0, "matching_bins": 20,
                                                        **{k: (tuple(v) if isinstance(v, list) else v)
                                                           for k, v in stored.items()
-                                                          if k not in FORMER_CONFIG_FIELDS}}
+                                                          if k not in FLAGS_FROM_CONFIG}}
     want = pd.DataFrame(json.loads((DATA / "release_v2_samples.json").read_text())[name])
     got = model.sample(5, seed=3)
     # float32 network outputs: XLA's CPU kernels may differ in the last bits between machines and
     # thread counts (seen: 1.2e-7 on a value of 7.8e-3, past assert_frame_equal's rtol of 1e-5)
     pd.testing.assert_frame_equal(got.reset_index(drop=True), want, check_dtype=False, rtol=1e-4, atol=1e-6)
+    # saved again, it is a file of the current format with the same model
+    model.save(tmp_path / "again.npz")
+    with np.load(tmp_path / "again.npz", allow_pickle=False) as npz:
+        assert json.loads(str(npz["__meta__"]))["format_version"] == 3
+    with pytest.warns(UserWarning, match="cannot be recomputed"):  # its plan still has no phases
+        again = synthesizers.load(tmp_path / "again.npz")
+    assert again.fitted_config == model.fitted_config
+    pd.testing.assert_frame_equal(again.sample(5, seed=3), got)

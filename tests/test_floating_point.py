@@ -107,7 +107,7 @@ def clipped_gaussian_pvalue(t, std: float) -> float:
 
 
 def one_way(c: int, std: float, key, cells: int = CELLS):
-    """``_one_way.release_histograms`` (the calibration stage of every neural generator; ``independent``'s
+    """``_one_way.release_histograms`` (the matching stage of every neural generator; ``independent``'s
     release is the same function): d = 4 histograms of cells / 4 codes at noise std ``std``."""
     k = cells // 4
     codes = np.tile(np.arange(k, dtype=np.int64)[:, None], (c, 4))   # c rows in every cell

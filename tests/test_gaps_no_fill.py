@@ -65,8 +65,8 @@ if "gem" in METHODS:  # the default's finer one-way release nests the missing co
     CASES.append(("gem", dict(EXTRA["gem"], one_way_refine=1)))  # code; and without it
 
 
-# The neural methods' default configurations match every sampled batch to their calibration stage's
-# released one-way marginals (docs/calibration.md): a gap moves with its indicator and the values
+# The neural methods' default configurations match every sampled batch to their matching stage's
+# released one-way marginals (docs/matching.md): a gap moves with its indicator and the values
 # follow the released bins, so neither the fill nor a generator's pile at the lower bound (DP-SACTGAN
 # put 22 % / 35 % of ages / hours there under this budget before the stage) reaches a present value.
 CASES += [pytest.param(m, None, id=f"{m}-default", marks=pytest.mark.slow) for m in NEURAL]
@@ -90,7 +90,7 @@ def test_no_fill_value_in_rows_that_are_not_missing(method, extra):
     for col in ("age", "hours"):
         assert _share_near_lower(syn[col]) <= 0.01, (method, col, _share_near_lower(syn[col]))
     # missing rates: a marginal method's are one-way marginals it releases; a neural method's
-    # default configuration matches its rows to its calibration stage's released one-way marginals
+    # default configuration matches its rows to its matching stage's released one-way marginals
     for col in ("age", "hours", "smoker", "grade"):
         real, fake = df[col].isna().mean(), syn[col].isna().mean()
         assert abs(fake - real) <= 0.06, (method, col, real, fake)

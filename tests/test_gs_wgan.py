@@ -57,7 +57,7 @@ class TestGSWGANContract(SynthesizerContract):
 
     def test_report_has_both_accountings_and_no_secret(self, fitted):
         rep = fitted.privacy_report()
-        phase, one_way = rep["phases"]  # the generator, then the calibration stage's release
+        phase, one_way = rep["phases"]  # the generator, then the matching stage's release
         assert one_way["name"] == "one-way" and one_way["mechanism"] == "gaussian"
         assert phase["accounting"] == "proven" and phase["num_shards"] == 6
         proven = privacy.ShardedSanitizerPhase("generator", 6, TINY["generator_steps"], 8,
@@ -394,7 +394,7 @@ def test_presets_on_cardios_training_rows_use_the_theses_shard_count(preset, k, 
 
 def test_calibration_meets_the_target_under_the_proven_bound():
     thesis = gw.THESIS_PRESETS["thesis-M1500"]
-    plan = synthesizers.create("gs-wgan", records_per_shard=thesis["records_per_shard"], calibration_share=0.0,
+    plan = synthesizers.create("gs-wgan", records_per_shard=thesis["records_per_shard"], matching_share=0.0,
                                generator_steps=thesis["generator_steps"]).plan(data.binary_schema(3), 70_000,
                                                                                epsilon=6.45)
     sigma = plan.phases[0].noise_multiplier

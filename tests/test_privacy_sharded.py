@@ -191,7 +191,7 @@ def test_calibration_to_the_proven_headline_never_exceeds_the_target(method, tar
         warnings.simplefilter("ignore", UserWarning)  # DP-SACTGAN warns that such updates are noise
         sharded = {"mechanism": "hook"} if method == "dp-sactgan" else {}  # the critic has no shards
         # the generator's own calibration (the numbers of docs/gs-wgan.md): no one-way stage
-        plan = synthesizers.create(method, **sharded, calibration_share=0.0).plan(schema, 32_561, epsilon=target)
+        plan = synthesizers.create(method, **sharded, matching_share=0.0).plan(schema, 32_561, epsilon=target)
     eps = plan.epsilon()
     assert target * 0.99 <= eps <= target
     gen = next(p for p in plan.phases if p.name == "generator")

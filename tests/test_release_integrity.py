@@ -12,11 +12,14 @@ import json
 import math
 import pathlib
 import re
+import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from dpgen_jax import privacy, synthesizers
+from dpgen_jax.synthesizers import _plan
 from tests import _tables
 
 DATA = pathlib.Path(__file__).resolve().parent / "data"
@@ -142,3 +145,62 @@ def test_files_written_before_plans_were_saved_load_with_a_warning(name):
     with pytest.warns(UserWarning, match="cannot be recomputed"):
         model = synthesizers.load(DATA / f"release_v2_{name}.npz")
     assert model.privacy_report()["epsilon"] > 1
+
+
+def _library_phase_classes() -> list[type]:
+    found, todo = [], [privacy.Phase]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            todo.append(sub)
+            if sub.__module__.startswith("dpgen_jax."):
+                found.append(sub)
+    return found
+
+
+def test_every_phase_kind_has_its_own_stable_name_in_files(vae_file):
+    classes = _library_phase_classes()
+    kinds = [c.__dict__.get("KIND") for c in classes]  # set on the class itself, not inherited
+    assert len(classes) >= 6 and all(isinstance(k, str) and k for k in kinds), dict(zip(classes, kinds))
+    assert len(set(kinds)) == len(kinds), kinds
+    assert {k: c for k, c in _plan.phase_kinds().items() if c in classes} == dict(zip(kinds, classes))
+    _, path = vae_file
+    with np.load(path, allow_pickle=False) as npz:
+        phases = json.loads(str(npz["__meta__"]))["plan"]["phases"]
+    assert [p["kind"] for p in phases] == ["dpsgd", "gaussian"]  # the VAE's phase, the one-way release
+
+
+def _as_version_2(meta: dict) -> None:
+    """``meta`` rewritten as format version 2 wrote it: phases under their class names, the one-way
+    stage's fields under their version-2 names (calibration_*), speed settings in the configuration."""
+    classes = _plan.phase_kinds()
+
+    def phases(value):
+        if isinstance(value, dict) and set(value) == {"kind", "fields"}:
+            return {"phase": classes[value["kind"]].__name__, "fields": phases(value["fields"])}
+        if isinstance(value, dict):
+            return {k: phases(v) for k, v in value.items()}
+        return [phases(v) for v in value] if isinstance(value, list) else value
+
+    meta["format_version"] = 2
+    meta["plan"] = phases(meta["plan"])
+    meta["config"] = {{"matching_share": "calibration_share", "matching_bins": "calibration_bins"}.get(k, k): v
+                      for k, v in meta["config"].items()}
+    meta["config"]["chunk_size"] = 2
+
+
+def test_a_version_2_file_with_a_plan_loads_checked_and_samples_as_fitted(vae_file, tmp_path):
+    model, path = vae_file
+    assert model.fitted_config.matching_share > 0  # the one-way stage on: its fields were renamed
+    old = tmp_path / "v2.npz"
+    old.write_bytes(path.read_bytes())
+    _edit(old, _as_version_2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # its report is checked against its plan: no warning
+        loaded = synthesizers.load(old)
+    assert loaded.fitted_config == model.fitted_config
+    assert loaded.fitted_phases() == model.fitted_phases()
+    assert loaded.privacy_report() == model.privacy_report()
+    pd.testing.assert_frame_equal(loaded.sample(50, seed=4), model.sample(50, seed=4))
+    _edit(old, lambda meta: meta["privacy_report"].update(epsilon=0.01))  # still checked
+    with pytest.raises(ValueError, match="says epsilon = 0.01"):
+        synthesizers.load(old)

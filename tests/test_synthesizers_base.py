@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import jax
 import numpy as np
 import pytest
 
@@ -55,7 +56,7 @@ def _with_meta(src, dst, **changes):
 
 def test_release_file_metadata(saved):
     meta = json.loads(str(_npz_arrays(saved)["__meta__"]))
-    assert meta["method"] == "dp-auto-gan" and meta["format_version"] == 2
+    assert meta["method"] == "dp-auto-gan" and meta["format_version"] == 3
     assert meta["groups"] == ["decoder", "generator"]
     assert {"config", "schema", "privacy_report", "versions"} <= set(meta)
     assert "seed" not in meta and "key" not in meta
@@ -82,7 +83,7 @@ def test_load_refuses_bad_files(saved, tmp_path):
     _write_npz(bad_json, arrays)
     with pytest.raises(ValueError, match="corrupt '__meta__'"):
         load(bad_json)
-    with pytest.raises(ValueError, match=r"release format version 1 .*reads version 2"):
+    with pytest.raises(ValueError, match=r"release format version 1 .*reads versions 2 to 3"):
         load(_with_meta(saved, tmp_path / "v1.npz", format_version=1))
     with pytest.raises(ValueError, match="Unknown method 'gs-wgan-9'"):
         load(_with_meta(saved, tmp_path / "other.npz", method="gs-wgan-9"))
@@ -119,7 +120,7 @@ def test_progress_shows_the_headline_epsilon_spent():
     bar.executed = {"autoencoder": 500}
     ae_only = privacy.epsilon([plan.phases[0]], plan.delta)
     assert bar.epsilon_spent() == pytest.approx(ae_only, rel=1e-9)
-    bar.executed = {"autoencoder": 500, "critic": 900, "one-way": 1}  # and the calibration's release
+    bar.executed = {"autoencoder": 500, "critic": 900, "one-way": 1}  # and the matching stage's release
     done = bar.epsilon_spent()
     assert done == pytest.approx(plan.epsilon(), rel=1e-12) and done <= 1.0
     assert privacy.epsilon(plan.phases, plan.delta, accountant="rdp") > done
@@ -129,7 +130,7 @@ def test_plan_needs_no_data_and_refuses_bad_arguments():
     model = synthesizers.create("dp-auto-gan")
     plan = model.plan(_tables.MIXED_SCHEMA, 32561, epsilon=1.0)
     assert plan.private and plan.records.n == 32561 and plan.epsilon() <= 1.0
-    # the default AE batch is N // 32; the calibration stage's one-way release last
+    # the default AE batch is N // 32; the matching stage's one-way release last
     assert [(p.name, p.steps) for p in plan.phases] == [("autoencoder", 629), ("critic", 15_000), ("one-way", 1)]
     nonprivate = model.plan(_tables.MIXED_SCHEMA, 100, epsilon=float("inf"))
     assert not nonprivate.private and {p.mechanism for p in nonprivate.phases} == {"non_private"}
@@ -160,8 +161,8 @@ def test_one_seam_runs_the_one_way_stage_and_nothing_for_other_methods():
     plan = vae.plan(_tables.MIXED_SCHEMA, 1000, epsilon=1.0)
     stage = vae._stage(plan.config)
     assert stage.releases_one_way and [p.name for p in plan.phases][-1] == "one-way"
-    assert stage.preset({"steps": 3}) == {"calibration_share": 0.0, "steps": 3}
-    off = vae._stage(plan.config.replace(calibration_share=0.0))
+    assert stage.preset({"steps": 3}) == {"matching_share": 0.0, "steps": 3}
+    off = vae._stage(plan.config.replace(matching_share=0.0))
     assert not off.releases_one_way
     assert off.plan(plan.model_schema, ["x"], private=True, epsilon=1.0, delta=1e-5,
                     accountant="pld") == (["x"], ())
@@ -170,6 +171,24 @@ def test_one_seam_runs_the_one_way_stage_and_nothing_for_other_methods():
     assert type(none) is _hooks.Stage and not none.releases_one_way
     assert none.train(None, None, "key", synthesizers.Hooks(), lambda key: key) == "key"
     assert none.sample(None, {}, "key", lambda key: key) == "key"
+
+
+def test_training_key_is_the_split_fit_uses():
+    """The key a method's training gets: the fit's key whole without the one-way stage, else its
+    first half (the stage's release gets the second), as ``fit`` splits it."""
+    key = jax.random.key(7)
+    first, second = jax.random.split(key)
+    vae = synthesizers.create("dp-vae")
+    on = vae.plan(_tables.MIXED_SCHEMA, 1000, epsilon=1.0).config
+    off = on.replace(matching_share=0.0)
+    same = lambda a, b: bool((jax.random.key_data(a) == jax.random.key_data(b)).all())  # noqa: E731
+    assert same(synthesizers.training_key(on, key), first)
+    assert same(synthesizers.training_key(off, key), key)
+    k_train, k_stage = vae._stage(on).keys(key)
+    assert same(k_train, first) and same(k_stage, second)
+    indep = synthesizers.create("independent")
+    cfg = indep.plan(_tables.MIXED_SCHEMA, 1000, epsilon=1.0).config
+    assert same(synthesizers.training_key(cfg, key), key)
 
 
 def test_config_round_trips_through_its_dict():

@@ -48,7 +48,7 @@ TERMS = {
 }
 """The cost terms of each family's time models: a model is a nonnegative combination of them.
 Gradient methods: a fixed cost (compilation), the examples processed times the encoded width
-(per-example gradients), the rows times the width (encoding, calibration, sampling), the steps'
+(per-example gradients), the rows times the width (encoding, marginal matching, sampling), the steps'
 work alone, and the sharded sanitisers' shards (GS-WGAN pretrains one discriminator per shard). Marginal methods: a fixed cost, counting one-way marginals (N x columns), counting the
 candidate pairs (N x columns^2: MST's selection), the candidate triples' bookkeeping (columns^3:
 AIM's and GEM's workloads), the plan's rounds of work on the encoded width (GEM's steps), and N x

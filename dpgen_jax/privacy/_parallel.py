@@ -40,6 +40,7 @@ class ParallelPhases(Phase):
         :mod:`dpgen_jax.privacy` handle this phase themselves. Valid under add/remove-one only
         (under replace-one a record may move between two groups).
     """
+    KIND = "parallel"  # Phase.KIND, a ClassVar
 
     name: str
     groups: tuple

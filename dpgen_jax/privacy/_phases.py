@@ -83,6 +83,7 @@ class Phase(abc.ABC):
     (:meth:`assumed_accounting`). The accounting and report code of :mod:`dpgen_jax.privacy` only
     calls these.
     """
+    KIND: ClassVar[str]  # the stable name of the phase kind in saved files (each kind sets its own)
 
     name: str
     steps: int
@@ -216,6 +217,7 @@ class DPSGDPhase(Phase):
         >>> phase.event().count
         15000
     """
+    KIND: ClassVar[str] = "dpsgd"
 
     name: str
     sample_rate: float
@@ -355,6 +357,7 @@ class GaussianPhase(Phase):
         >>> GaussianPhase("histograms", noise_multiplier=5.0, steps=1).event()
         SelfComposedDpEvent(event=GaussianDpEvent(noise_multiplier=5.0), count=1)
     """
+    KIND: ClassVar[str] = "gaussian"
 
     name: str
     noise_multiplier: float
@@ -449,6 +452,7 @@ class ExponentialMechanismPhase(Phase):
         >>> ExponentialMechanismPhase("selection", epsilon=0.4, steps=2).event()
         SelfComposedDpEvent(event=ZCDpEvent(rho=0.020000000000000004, xi=0.0), count=2)
     """
+    KIND: ClassVar[str] = "exponential-mechanism"
 
     name: str
     epsilon: float
@@ -544,6 +548,7 @@ class NonPrivatePhase(Phase):
         ``NonPrivateDpEvent()`` (``NoOpDpEvent()`` when ``steps == 0``); compatible with any
         neighbouring relation.
     """
+    KIND: ClassVar[str] = "non-private"
 
     name: str
     steps: int

@@ -121,6 +121,7 @@ class ShardedSanitizerPhase(Phase):
         proven: a valid (eps, delta) bound under add/remove-one. assumed: valid only under the
         fresh-subsampling assumption. paper: unsound; comparison only.
     """
+    KIND = "sharded-sanitizer"  # Phase.KIND, a ClassVar
 
     name: str
     num_shards: int

@@ -4,7 +4,8 @@ a thin class).
 - :func:`create` / :func:`available` / :func:`load`: the registry (``create("dp-auto-gan")``).
 - :class:`Synthesizer`, :class:`SynthesizerConfig`, :class:`Plan`: the shared skeleton
   (``fit``, ``plan``, ``sample``, ``privacy_report``, ``save``, ``load``); :class:`Flags`: the
-  speed settings, outside the configuration.
+  speed settings, outside the configuration; :func:`training_key`: the key a method's own
+  training receives from a fit's key (the one split between a method and its stage).
 - :mod:`~dpgen_jax.synthesizers.dp_auto_gan`: :class:`DPAutoGAN` and its functional API.
 - :mod:`~dpgen_jax.synthesizers.dp_wgan`, :mod:`~dpgen_jax.synthesizers.dp_vae`: DP-auto-GAN's
   baselines :class:`DPWGAN` and :class:`DPVAE`.
@@ -29,6 +30,7 @@ from dpgen_jax.synthesizers._checkpoint import FitPaused
 from dpgen_jax.synthesizers._degenerate import DegenerateReleaseWarning, check_release
 from dpgen_jax.synthesizers._overrides import config_overrides
 from dpgen_jax.synthesizers._hooks import Hooks
+from dpgen_jax.synthesizers._matching import training_key
 from dpgen_jax.synthesizers._base import (
     Flags,
     Plan,
@@ -105,4 +107,5 @@ __all__ = [
     "get",
     "load",
     "register",
+    "training_key",
 ]

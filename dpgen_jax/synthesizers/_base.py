@@ -16,7 +16,7 @@ A method supplies pure pieces and this module composes them the same way for all
 configuration and calibrates the phases' noise to a target epsilon before any data is touched;
 the method's ``_train`` runs the plan; the report is the plan's report of the release. The noise
 lives in the phases only: a configuration is never rewritten. A release file stores the plan and
-the release's record, so a loaded model has the same report and phases. See
+the release's run facts (``Plan.to_json``, ``Release.to_json``), so a loaded model has the same report and phases. See
 ``docs/architecture.md``.
 """
 
@@ -38,7 +38,7 @@ from dpgen_jax._typing import PyTree
 from dpgen_jax import data as data_lib
 from dpgen_jax import dpsgd, privacy
 from dpgen_jax import _validate as _v
-from dpgen_jax.synthesizers import _budget, _calibration, _checkpoint, _degenerate, _release
+from dpgen_jax.synthesizers import _budget, _matching, _checkpoint, _degenerate, _release
 from dpgen_jax.synthesizers._config import Flags, SynthesizerConfig, split_overrides
 from dpgen_jax.synthesizers._hooks import Hooks, Stage
 from dpgen_jax.synthesizers._plan import Plan, RecordCount, Release
@@ -209,8 +209,8 @@ class Synthesizer(abc.ABC):
         """The one seam through which the base runs a stage around the method's training, at plan
         (``Stage.preset``, ``Stage.plan``), train (``Stage.train``) and sample time
         (``Stage.sample``, ``Stage.releases_one_way``): the neural generators' one-way stage for
-        their configurations (``_calibration.stage``), a stage that changes nothing otherwise."""
-        return _calibration.stage(config)
+        their configurations (``_matching.stage``), a stage that changes nothing otherwise."""
+        return _matching.stage(config)
 
     # -- configuration -----------------------------------------------------------------------
     def _explicit_fields(self, default: SynthesizerConfig) -> set[str]:

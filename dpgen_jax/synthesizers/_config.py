@@ -18,6 +18,7 @@ from typing import Any
 
 from dpgen_jax import _validate as _v
 from dpgen_jax import dpsgd
+from dpgen_jax._migrate import FLAGS_FROM_CONFIG
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,15 +47,11 @@ class SynthesizerConfig:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SynthesizerConfig:
-        """Inverse of :meth:`to_dict` (JSON lists become tuples where the field holds a tuple).
-
-        A configuration written before the speed settings became :class:`Flags` (release files of
-        format version 2 store ``method``, ``chunk_size``, ``shard_group`` or ``pretrain_chunk``
-        in it) loads without them: they never changed what was computed.
-        """
-        names = {f.name: f for f in dataclasses.fields(cls)}
-        d = {k: v for k, v in d.items() if k in names or k not in FORMER_CONFIG_FIELDS}
-        unknown = sorted(set(d) - set(names))
+        """Inverse of :meth:`to_dict` (JSON lists become tuples where the field holds a tuple); a
+        field ``d`` lacks takes its default (a stored configuration of an earlier release format
+        is brought to the current one by ``dpgen_jax._migrate`` before it gets here)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - names)
         if unknown:
             raise ValueError(f"{cls.__name__} has no field(s) {unknown}.")
         out = {}
@@ -63,42 +60,36 @@ class SynthesizerConfig:
         return cls(**out)
 
 
-# The budget share of the neural generators' one-way calibration in the library's configurations
-# (docs/calibration.md: chosen on generated tables, never on the scored ones).
-CALIBRATION_SHARE = 0.35
-CALIBRATION_BINS = 20
+# The budget share of the neural generators' one-way marginal matching in the library's configurations
+# (docs/matching.md: chosen on generated tables, never on the scored ones).
+MATCHING_SHARE = 0.35
+MATCHING_BINS = 20
 
 
 @dataclasses.dataclass(frozen=True)
 class GeneratorConfig(SynthesizerConfig):
-    """Base of the neural generators' configurations: their shared one-way calibration stage
-    (``synthesizers._calibration``, docs/calibration.md).
+    """Base of the neural generators' configurations: their shared one-way matching stage
+    (``synthesizers._matching``, docs/matching.md).
 
     Attributes:
-        calibration_share: the share of the target epsilon spent on a Gaussian release of every
+        matching_share: the share of the target epsilon spent on a Gaussian release of every
             column's one-way histogram (a phase ``"one-way"`` of the plan, its noise set so that
-            alone it spends ``calibration_share * epsilon``; the training phases are then
+            alone it spends ``matching_share * epsilon``; the training phases are then
             calibrated with it held fixed so that the composition meets the target). Every sampled
             batch is then matched to the released marginals. 0 turns the stage off (the paper
             presets do).
-        calibration_bins: public bins per continuous column of the one-way release
+        matching_bins: public bins per continuous column of the one-way release
             (``data.Discretizer``, automatic spacing).
     """
 
-    calibration_share: float = CALIBRATION_SHARE
-    calibration_bins: int = CALIBRATION_BINS
+    matching_share: float = MATCHING_SHARE
+    matching_bins: int = MATCHING_BINS
 
     def validate(self) -> GeneratorConfig:
-        if self.calibration_share != 0:
-            _v.fraction(calibration_share=self.calibration_share)
-        _v.whole(minimum=2, calibration_bins=self.calibration_bins)
+        if self.matching_share != 0:
+            _v.fraction(matching_share=self.matching_share)
+        _v.whole(minimum=2, matching_bins=self.matching_bins)
         return super().validate()
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> GeneratorConfig:
-        """As :meth:`SynthesizerConfig.from_dict`; a configuration written before the calibration
-        stage existed (no ``calibration_share``) loads with it off, as it was fitted."""
-        return super().from_dict({"calibration_share": 0.0, **d})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,17 +146,14 @@ class Flags:
 
 
 FLAG_NAMES = frozenset(f.name for f in dataclasses.fields(Flags))
-# Configuration fields that became flags (the old name -> the flag).
-FORMER_CONFIG_FIELDS = {"method": "clip_method", "chunk_size": "chunk_size",
-                        "shard_group": "shard_group", "pretrain_chunk": "pretrain_chunk"}
 
 
 def moved_hint(names) -> str:
     """The sentence for names that were configuration fields and are flags now ('' if none)."""
-    moved = [n for n in names if n in FORMER_CONFIG_FIELDS]
+    moved = [n for n in names if n in FLAGS_FROM_CONFIG]
     if not moved:
         return ""
-    pairs = ", ".join(f"{n!r} -> {FORMER_CONFIG_FIELDS[n]!r}" for n in moved)
+    pairs = ", ".join(f"{n!r} -> {FLAGS_FROM_CONFIG[n]!r}" for n in moved)
     return (f" Speed settings are flags now, outside the configuration ({pairs}): pass them as "
             "keywords of create() or in flags=Flags(...), or as --set NAME=VALUE (docs/architecture.md).")
 
@@ -181,7 +169,7 @@ def split_overrides(overrides: Mapping[str, Any], config_cls: type[SynthesizerCo
             config[name] = value
         elif name in FLAG_NAMES:
             flags[name] = value
-        elif name in FORMER_CONFIG_FIELDS:
+        elif name in FLAGS_FROM_CONFIG:
             raise ValueError(f"{config_cls.__name__} has no field {name!r}.{moved_hint([name])}")
         else:
             config[name] = value  # refused by the configuration's replace, naming its fields

@@ -5,7 +5,7 @@ is imported here).
   checkpoints, speed flags): the last argument of a method's ``_train``.
 - :class:`Stage`: a step the base runs around every method's own training through one seam, at
   plan, train and sample time; this base class is the stage of a method without one (it changes
-  nothing). The neural generators' one-way stage is ``synthesizers._calibration.OneWayStage``.
+  nothing). The neural generators' one-way stage is ``synthesizers._matching.OneWayStage``.
 - :data:`STANDIN_ROWS`: the rows of a time budget's stand-in table when no N may be shown (the
   probe draws them, ``synthesizers._budget``; the report states them, ``synthesizers._plan``).
 """
@@ -94,11 +94,18 @@ class Stage:
         schema)."""
         return phases, ()
 
+    def keys(self, key: Any) -> tuple[Any, Any]:
+        """``(the key of the method's own training, the stage's own key or None)`` from a fit's
+        key: the one place a fit's key is split between the method and its stage (what
+        ``synthesizers.training_key`` returns, and what :meth:`train` hands the method). This
+        stage draws nothing: the method gets the fit's key whole."""
+        return key, None
+
     def train(self, plan: Any, frame: Any, key: Any, hooks: Hooks, train: Callable[[Any], Any]) -> Any:
-        """The fit's ``Release``: ``train(key)`` runs the method's own training; the stage may take
-        a part of ``key`` first and add to the release after (``frame``: the private rows of the
-        plan's model schema)."""
-        return train(key)
+        """The fit's ``Release`` from the fit's ``key``: ``train(k)`` runs the method's own
+        training on its part of the key (:meth:`keys`); the stage may add to the release after,
+        with its own part (``frame``: the private rows of the plan's model schema)."""
+        return train(self.keys(key)[0])
 
     def sample(self, schema: Any, statistics: dict[str, Any], key: Any, draw: Callable[[Any], Any]) -> Any:
         """Rows of the model ``schema``: ``draw(key)`` draws them from the method's release (whose

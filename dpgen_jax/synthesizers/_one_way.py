@@ -1,8 +1,8 @@
 """The one-way release: every column's histogram on public codes with Gaussian noise, one mechanism.
 
 ``independent`` releases it as its whole model, GEM as its first measurement and every neural
-generator as its calibration stage (:mod:`~dpgen_jax.synthesizers._calibration`); all of them use
-this module (``docs/independent.md``, ``docs/calibration.md``).
+generator as its matching stage (:mod:`~dpgen_jax.synthesizers._matching`); all of them use
+this module (``docs/independent.md``, ``docs/matching.md``).
 
 The mechanism: the d histograms of a table's codes (``data.Discretizer``: discrete columns over the
 schema's categories, continuous ones over public bins, a gap as a code of its own) with

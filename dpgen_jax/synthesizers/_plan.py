@@ -73,16 +73,17 @@ class Release:
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
     diagnostics: dict[str, Any] = dataclasses.field(default_factory=dict)
 
-    def record(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         """The run facts saved beside the arrays (JSON): steps, clip norms, statistics, notes."""
         return {"steps": dict(self.steps), "clip_norms": dict(self.clip_norms),
                 "statistics": dict(self.statistics), "notes": list(self.notes)}
 
     @classmethod
-    def from_record(cls, arrays: dict[str, PyTree], record: Mapping[str, Any]) -> Release:
-        return cls(arrays=arrays, steps={k: int(v) for k, v in record["steps"].items()},
-                   clip_norms={k: float(v) for k, v in record.get("clip_norms", {}).items()},
-                   statistics=dict(record.get("statistics", {})), notes=tuple(record.get("notes", ())))
+    def from_json(cls, arrays: dict[str, PyTree], doc: Mapping[str, Any]) -> Release:
+        """Inverse of :meth:`to_json`, with the released ``arrays``."""
+        return cls(arrays=arrays, steps={k: int(v) for k, v in doc["steps"].items()},
+                   clip_norms={k: float(v) for k, v in doc["clip_norms"].items()},
+                   statistics=dict(doc["statistics"]), notes=tuple(doc["notes"]))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -217,8 +218,8 @@ class Plan:
         report["target_epsilon"] = (None if self.target_epsilon is None or math.isinf(self.target_epsilon)
                                     else self.target_epsilon)
         report["num_records_public"] = self.records.public
-        # the arrays, then the released statistics (DP outputs saved beside them: the calibration
-        # stage's one-way counts, DP-SYN's counts, AIM's cliques), then the public parts
+        # the arrays, then the released statistics (DP outputs saved beside them: the one-way
+        # matching stage's counts, DP-SYN's counts, AIM's cliques), then the public parts
         report["released"] = sorted(release.arrays) + sorted(release.statistics) + ["schema", "config"]
         report["paper_accounting"] = self.paper_accounting(phases, report)
         return report
@@ -260,12 +261,13 @@ class Plan:
                 "rates q = expected batch size / n (and a schedule given in epochs). Pass num_records=N "
                 "(a public count) to avoid this assumption."]
 
-    # -- the release file's record of the plan (public values only) --------------------------
-    def record(self) -> dict[str, Any]:
+    # -- the plan as saved in a release file (public values only) ----------------------------
+    def to_json(self) -> dict[str, Any]:
         """The plan as saved in a release file (JSON): the phases, delta, the target, the preset
         and N when it may be shown (a private count of a method that does not use it is left out,
         privacy rule 10). The configuration and schema are saved beside it."""
-        return {"phases": [phase_to_json(p) for p in self.phases], "delta": self.delta,
+        phases = None if self.phases is None else [phase_to_json(p) for p in self.phases]
+        return {"phases": phases, "delta": self.delta,
                 "target_epsilon": phase_to_json(self.target_epsilon), "preset": self.preset, "private": self.private,
                 "accountant": self.accountant, "uses_records": self.uses_records,
                 "num_records": self.records.shown(self.uses_records), "num_records_public": self.records.public,
@@ -273,35 +275,58 @@ class Plan:
                 "uncut_steps": None if self.uncut_steps is None else dict(self.uncut_steps)}
 
     @classmethod
-    def from_record(cls, method: str, config: SynthesizerConfig, schema: data_lib.Schema,
-                    record: Mapping[str, Any]) -> Plan:
-        n = record["num_records"]
-        return cls(method=method, config=config, phases=tuple(phase_from_json(p) for p in record["phases"]),
-                   records=RecordCount(0 if n is None else int(n), bool(record["num_records_public"])),
-                   delta=float(record["delta"]), target_epsilon=phase_from_json(record["target_epsilon"]),
-                   preset=record["preset"], private=bool(record["private"]), accountant=record["accountant"],
-                   uses_records=bool(record["uses_records"]), schema=schema,
-                   max_seconds=record["max_seconds"], seeded=bool(record["seeded"]),
-                   uncut_steps=record.get("uncut_steps"))
+    def from_json(cls, method: str, config: SynthesizerConfig, schema: data_lib.Schema,
+                  doc: Mapping[str, Any]) -> Plan:
+        """Inverse of :meth:`to_json`, with the configuration and schema saved beside it. Its
+        ``phases`` are None for a file whose phases were never saved (a release written before
+        files held their plan): its report is then shown as stored, unchecked."""
+        n = doc["num_records"]
+        phases = None if doc["phases"] is None else tuple(phase_from_json(p) for p in doc["phases"])
+        return cls(method=method, config=config, phases=phases,
+                   records=RecordCount(0 if n is None else int(n), bool(doc["num_records_public"])),
+                   delta=float(doc["delta"]), target_epsilon=phase_from_json(doc["target_epsilon"]),
+                   preset=doc["preset"], private=bool(doc["private"]), accountant=doc["accountant"],
+                   uses_records=bool(doc["uses_records"]), schema=schema,
+                   max_seconds=doc["max_seconds"], seeded=bool(doc["seeded"]),
+                   uncut_steps=doc["uncut_steps"])
 
 
-def _phase_types() -> dict[str, type]:
-    """Every phase kind defined so far, by class name (the subclasses of ``privacy.Phase``), so a
-    new kind needs no entry here."""
-    found, todo = {}, [privacy.Phase]
+def phase_kinds() -> dict[str, type]:
+    """Every phase kind defined so far, by its stable name (``KIND``) among the subclasses of
+    ``privacy.Phase``, so a new kind needs no entry here (a subclass without a ``KIND`` cannot be
+    saved).
+
+    Raises:
+        ValueError: two kinds share a name.
+    """
+    found: dict[str, type] = {}
+    todo = [privacy.Phase]
     while todo:
         for sub in todo.pop().__subclasses__():
-            found[sub.__name__] = sub
             todo.append(sub)
+            kind = getattr(sub, "KIND", None)
+            if kind is None:
+                continue
+            if found.get(kind, sub) is not sub:
+                raise ValueError(f"Phase kinds {found[kind].__name__} and {sub.__name__} share KIND={kind!r}.")
+            found[kind] = sub
     return found
 
 
 def phase_to_json(value: Any) -> Any:
-    """A phase (or a field of one) as JSON: ``{"phase": class name, "fields": {...}}``; tuples as
+    """A phase (or a field of one) as JSON: ``{"kind": its KIND, "fields": {...}}``; tuples as
     lists; a non-finite float as ``{"float": "inf"}`` (JSON has none). Floats keep their exact
-    value (JSON writes their shortest round-trip form)."""
+    value (JSON writes their shortest round-trip form).
+
+    Raises:
+        ValueError: a phase class without a ``KIND``.
+    """
     if isinstance(value, privacy.Phase):
-        return {"phase": type(value).__name__,
+        kind = getattr(type(value), "KIND", None)
+        if kind is None:
+            raise ValueError(f"Phase {type(value).__name__} has no KIND (its stable name in files); "
+                             "set KIND on the class to save it.")
+        return {"kind": kind,
                 "fields": {f.name: phase_to_json(getattr(value, f.name))
                            for f in dataclasses.fields(value) if f.init}}
     if isinstance(value, (tuple, list)):
@@ -313,10 +338,12 @@ def phase_to_json(value: Any) -> Any:
 
 def phase_from_json(value: Any) -> Any:
     """Inverse of :func:`phase_to_json` (lists back to tuples)."""
-    if isinstance(value, dict) and set(value) == {"phase", "fields"}:
-        cls = _phase_types().get(value["phase"])
+    if isinstance(value, dict) and set(value) == {"kind", "fields"}:
+        kinds = phase_kinds()
+        cls = kinds.get(value["kind"])
         if cls is None:
-            raise ValueError(f"Unknown privacy phase {value['phase']!r} in a saved plan.")
+            raise ValueError(f"Unknown privacy phase kind {value['kind']!r} in a saved plan; this library "
+                             f"knows {sorted(kinds)}.")
         return cls(**{k: phase_from_json(v) for k, v in value["fields"].items()})
     if isinstance(value, dict) and set(value) == {"float"}:
         return float(value["float"])
@@ -325,4 +352,4 @@ def phase_from_json(value: Any) -> Any:
     return value
 
 
-__all__ = ["Plan", "RecordCount", "Release", "phase_from_json", "phase_to_json"]
+__all__ = ["Plan", "RecordCount", "Release", "phase_from_json", "phase_kinds", "phase_to_json"]

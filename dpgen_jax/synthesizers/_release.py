@@ -4,7 +4,10 @@ A release file is a NumPy ``.npz`` archive read with ``allow_pickle=False``: par
 under ``"<group>/<path>"`` keys and one JSON document under ``"__meta__"`` (method, format version,
 config, schema, privacy report, library versions). Only what a synthesizer releases goes in (for
 DP-auto-GAN: generator and decoder); no optimizer state, no critic, no encoder, no key.
-``FORMAT_VERSION`` 2 stores the method under its registry name (``synthesizers.available()``).
+``FORMAT_VERSION`` 3 stores the method under its registry name (``synthesizers.available()``), the
+plan's phases under their stable kind (``privacy.Phase.KIND``) and the neural generators' one-way
+stage as ``matching_share`` / ``matching_bins``; a file of an earlier version this library still
+reads is brought to it by ``dpgen_jax._migrate`` as it is loaded, and read as the current format.
 :func:`write_model` and :func:`read_model` put a fitted synthesizer in such a file and back
 (``Synthesizer.save`` / ``load``): its released arrays and statistics, configuration, schema, plan
 and privacy report, so a loaded model samples and reports as the fitted one did.
@@ -23,18 +26,17 @@ from typing import Any
 import jax
 import numpy as np
 
+from dpgen_jax import _migrate
 from dpgen_jax import data as data_lib
 from dpgen_jax import privacy
 from dpgen_jax._versions import library_versions
-from dpgen_jax.synthesizers._plan import Plan, RecordCount, Release
+from dpgen_jax.synthesizers._plan import Plan, Release
 from dpgen_jax.synthesizers._registry import get
 
 FORMAT = "dpgen_jax.release"
-# Version 2: the method is stored under its registry name (e.g. "dp-auto-gan").
-FORMAT_VERSION = 2
+# Version 3: phases under their KIND, the matching stage's fields (dpgen_jax._migrate upgrades 2).
+FORMAT_VERSION = _migrate.CURRENT
 _SEP = "/"
-# Configuration fields of files written before the Release that are released statistics now.
-LEGACY_STATISTICS = ("model_cliques", "released_counts")
 # How far a stored epsilon may be from the one recomputed from the stored plan: JSON keeps a
 # float's exact value, so only the accountant's own float arithmetic may differ (relative).
 EPSILON_RTOL = 1e-9
@@ -86,7 +88,11 @@ def load_release(path: str | pathlib.Path, method: str | None) -> tuple[dict[str
     Raises:
         FileNotFoundError: no file at ``path``.
         ValueError: the file is not a dpgen_jax release, is corrupt, holds another method, or was
-            written with an incompatible format version.
+            written with a format version this library does not read.
+
+    Returns:
+        ``(groups, meta)``: the arrays by group, and the metadata in the current format
+        (``_migrate.upgrade``).
     """
     path = pathlib.Path(path)
     if not path.is_file():
@@ -104,12 +110,14 @@ def load_release(path: str | pathlib.Path, method: str | None) -> tuple[dict[str
         raise ValueError(f"{str(path)!r} has a corrupt '__meta__' record ({exc}).") from exc
     if meta.get("format") != FORMAT:
         raise ValueError(f"{str(path)!r} is not a dpgen_jax model file (format {meta.get('format')!r}).")
-    if meta.get("format_version") != FORMAT_VERSION:
-        raise ValueError(
-            f"{str(path)!r} was saved with release format version {meta.get('format_version')!r} "
-            f"(dpgen-jax {meta.get('versions', {}).get('dpgen-jax')}); this dpgen-jax reads version "
-            f"{FORMAT_VERSION}. Load it with the dpgen-jax version that wrote it."
-        )
+    version = meta.get("format_version")
+    try:
+        meta = _migrate.upgrade(meta)
+    except ValueError as exc:  # a format version this library does not read, or a bad old one
+        raise ValueError(f"{str(path)!r}: {exc}") from exc
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"{str(path)!r}: a release file of format version {version!r} without a valid "
+                         f"{exc} field.") from exc
     if method is not None and meta.get("method") != method:
         raise ValueError(f"{str(path)!r} holds a {meta.get('method')!r} model, not {method!r}.")
     groups = {name: _unflatten(arrays, name) for name in meta.get("groups", [])}
@@ -123,7 +131,7 @@ def write_model(path, model) -> pathlib.Path:
     plan = model.fitted_plan
     return save_release(path, model.METHOD, model.fitted_release.arrays, {
         "config": plan.config.to_dict(), "schema": plan.schema.to_dict(),
-        "privacy_report": model._report, "plan": plan.record(), "run": model.fitted_release.record()})
+        "privacy_report": model._report, "plan": plan.to_json(), "run": model.fitted_release.to_json()})
 
 
 def read_model(path, cls=None):
@@ -140,22 +148,15 @@ def read_model(path, cls=None):
     groups, meta = load_release(path, None if cls is None else cls.METHOD)
     target = get(meta["method"]) if cls is None else cls
     try:
-        stored = dict(meta["config"])
-        # Released statistics that files written before the Release held in the configuration.
-        legacy = {k: stored.pop(k) for k in LEGACY_STATISTICS if k in stored}
-        config = target.CONFIG.from_dict(stored).validate()
+        config = target.CONFIG.from_dict(meta["config"]).validate()
         schema = data_lib.Schema.from_dict(meta["schema"])
         report = meta["privacy_report"]
-        plan = (Plan.from_record(target.METHOD, config, schema, meta["plan"]) if "plan" in meta else
-                Plan(target.METHOD, config, None, RecordCount(0, False), report["delta"], None, None,
-                     True, schema=schema))  # a file written before plans were saved
-        record = meta.get("run", {"steps": {}, "statistics": {k: v for k, v in legacy.items()
-                                                              if v is not None}})
+        plan = Plan.from_json(target.METHOD, config, schema, meta["plan"])
+        release = Release.from_json({}, meta["run"])
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{str(path)!r} has an invalid {target.METHOD} record: {exc}") from exc
     model = target(config)
     plan = dataclasses.replace(plan, paper_accountant=model._paper_accountant(config, plan.delta))
-    release = Release.from_record({}, record)
     check_report(path, plan, release, report)
     expected = model._release_shapes(config, data_lib.model_schema(schema), release.statistics)
     for name, want in expected.items():

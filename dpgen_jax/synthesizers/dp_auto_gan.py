@@ -204,13 +204,6 @@ class DPAutoGANConfig(GeneratorConfig):
                              f"noise_dim={self.noise_dim}.")
         return super().validate()
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> DPAutoGANConfig:
-        """As the base, but a configuration saved before the library's defaults changed keeps
-        what it meant then: no ``decode`` field (argmax decoding) and no ``continuous_encoding``
-        field (the paper's encoding)."""
-        return super().from_dict({"decode": "argmax", "continuous_encoding": "paper", **d})
-
 
 def encoder(config: DPAutoGANConfig, schema: data_lib.Schema):
     """The row encoding of ``config.continuous_encoding`` (``TableEncoder`` or ``BinnedEncoder``)."""

@@ -271,7 +271,7 @@ def calibrate(config: DPSYNConfig, phases: list, epsilon: float, delta: float,
               fixed: Sequence[str] = ()) -> list:
     """DP-EM noise for ``em_share * epsilon`` alone, then each group's autoencoder noise so that
     every group (with the counts) meets ``epsilon``; the phases named in ``fixed`` (the
-    calibration stage's one-way release) are held as they are.
+    matching stage's one-way release) are held as they are.
 
     ``budget_split="original"`` (comparison only): the original code's split instead, DP-EM and
     each autoencoder alone at (epsilon / 2, delta / 2), to be added by basic composition; the
@@ -463,7 +463,7 @@ class DPSYN(Synthesizer):
         groups = {p.name.split("/", 1)[1] for p in flat if "/" in p.name}
         eps = max(sum(privacy.epsilon([p], delta / 2) for p in flat if p.name.endswith("/" + g))
                   for g in groups)
-        eps += sum(privacy.epsilon([p], delta / 2) for p in flat if "/" not in p.name)  # calibration
+        eps += sum(privacy.epsilon([p], delta / 2) for p in flat if "/" not in p.name)  # the one-way matching release
         return {"label": "DP-SYN's original split: the autoencoder and DP-EM each at (epsilon/2, "
                          "delta/2) by PLD, added by basic composition; the label counts public",
                 "epsilon": eps}

@@ -8,7 +8,7 @@ changes one cell of every histogram by one, so the joint release has L2 sensitiv
 the noise standard deviation per cell is ``noise_multiplier * sqrt(d)``. Calibration, the PLD
 headline and the report are the toolkit's defaults. The mechanism and its post-processing are the
 shared one-way release (``synthesizers._one_way``, also GEM's first measurement and the neural
-generators' calibration stage). Sampling projects each noisy histogram onto the probability
+generators' matching stage). Sampling projects each noisy histogram onto the probability
 simplex (``_one_way.probabilities``) and draws every column independently; a continuous value is drawn
 uniformly inside its bin. Joint structure is lost by design: any joint model should beat this
 method on joint metrics (label accuracy, 3-way marginals, TSTR).

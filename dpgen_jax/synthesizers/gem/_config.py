@@ -138,12 +138,6 @@ class GEMConfig(_marginal.MarginalConfig):
     selection_noise_multiplier: float | None = None
     measure_noise_multiplier: float | None = None
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> GEMConfig:
-        """As ``SynthesizerConfig.from_dict``; a configuration written before ``fixed_noise``
-        existed loads with it off (fresh noise), as it was fitted."""
-        return super().from_dict({"fixed_noise": False, **d})
-
     def validate(self) -> GEMConfig:
         _v.one_of(SPACINGS, bin_spacing=self.bin_spacing)
         for name in ("bins", "workload_degree", "max_cells", "noise_dim", "batch_size", "score_samples",

@@ -99,7 +99,7 @@ class GSWGAN(Synthesizer):
 
     def _paper_accounting(self, config, phases, delta, report):
         # the generator's phase only: the thesis's accounting (replace-one) has no term for the
-        # calibration stage's one-way release (add/remove-one), which the headline includes
+        # matching stage's one-way release (add/remove-one), which the headline includes
         paper = [dataclasses.replace(p, accounting="paper") for p in phases if hasattr(p, "accounting")]
         return {"label": ("GS-WGAN / thesis accounting (autodp recipe: steps * B per-row releases, each "
                           "subsampled at 1/K, RDP classic conversion); NOT a valid bound, for "

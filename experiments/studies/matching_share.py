@@ -1,13 +1,13 @@
-"""How much of the budget the neural generators' one-way calibration should take.
+"""How much of the budget the neural generators' one-way marginal matching should take.
 
-The calibration stage (docs/calibration.md) spends ``calibration_share * epsilon`` on a one-way
+The matching stage (docs/matching.md) spends ``matching_share * epsilon`` on a one-way
 release and matches every sampled batch to it; the training phases get the rest. The share is a
 public choice, so it is chosen here on generated tables only (``data.adult_like`` and
 ``data.cardio_like`` at several sizes), never on the scored benchmark tables (Adult, cardio).
 
 Usage::
 
-    python -m experiments.studies.calibration_share --out runs/calibration-share \\
+    python -m experiments.studies.matching_share --out runs/matching-share \\
         --methods dp-auto-gan dp-syn dp-vae --shares 0 0.1 0.2 0.35 --epsilons 1 3 --seeds 0 1 2
 
 Every share is one run of ``experiments.benchmark`` over the generated datasets registered here
@@ -93,7 +93,7 @@ def summarise(out: pathlib.Path) -> list[dict]:
 
 
 def main(argv=None) -> list[dict]:
-    p = argparse.ArgumentParser(prog="python -m experiments.studies.calibration_share", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m experiments.studies.matching_share", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--methods", nargs="+", default=["dp-auto-gan", "dp-syn", "dp-vae"])
     p.add_argument("--shares", type=float, nargs="+", default=[0.0, 0.1, 0.2, 0.35])
@@ -108,10 +108,10 @@ def main(argv=None) -> list[dict]:
             p.error(f"--shares: expected values in [0, 1), got {s}")
     for s in args.shares:
         methods = list(args.methods) + (["independent"] if s == 0.0 else [])
-        sets = [x for m in args.methods for x in ("--set", f"{m}:calibration_share={s:g}")]
+        sets = [x for m in args.methods for x in ("--set", f"{m}:matching_share={s:g}")]
         benchmark.main(["--methods", *methods, "--datasets", *args.datasets,
                         "--epsilons", *map(str, args.epsilons), "--seeds", *map(str, args.seeds),
-                        "--dataset-module", "experiments.studies.calibration_share", *sets, *(["--quick"] if args.quick else []),
+                        "--dataset-module", "experiments.studies.matching_share", *sets, *(["--quick"] if args.quick else []),
                         "--out", str(args.out / f"share-{s:g}")])
     return summarise(args.out)
 

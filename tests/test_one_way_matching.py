@@ -1,4 +1,4 @@
-"""Rows matched to released one-way marginals (``synthesizers/_calibration.py``, issue 49).
+"""Rows matched to released one-way marginals (``synthesizers/_matching.py``, issue 49).
 
 References: the counts are recomputed independently with ``Discretizer.codes`` and ``np.bincount``;
 the least change is the surplus a counting argument gives (no fewer rows can move); the order of
@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from dpgen_jax import data
-from dpgen_jax.synthesizers._calibration import match_one_way, rounded_counts
+from dpgen_jax.synthesizers._matching import match_one_way, rounded_counts
 from tests.test_gaps_no_fill import _frame, _schema
 
 

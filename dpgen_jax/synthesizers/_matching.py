@@ -21,12 +21,12 @@ of rows), and keeps the rest of each row:
 Matching reads the generator's rows and the released marginals only: it is post-processing, with
 no privacy cost.
 
-The stage around it, shared by every neural generator (``GeneratorConfig.calibration_share``,
-docs/calibration.md), is :class:`OneWayStage`, which the base runs through its one seam
+The stage around it, shared by every neural generator (``GeneratorConfig.matching_share``,
+docs/matching.md), is :class:`OneWayStage`, which the base runs through its one seam
 (``Synthesizer._stage``, a ``synthesizers._hooks.Stage``): at plan time it puts the one-way release
 into the plan as the phase ``"one-way"`` (the shared mechanism of ``synthesizers._one_way``, d
-histograms on ``calibration_bins`` public bins, L2 sensitivity sqrt(d)) with its noise set so that
-alone it spends ``calibration_share * epsilon``, held fixed while the method calibrates its training
+histograms on ``matching_bins`` public bins, L2 sensitivity sqrt(d)) with its noise set so that
+alone it spends ``matching_share * epsilon``, held fixed while the method calibrates its training
 phases to the target; at train time it measures it on the private rows after the method's training
 and stores the noisy counts in the release's statistics (saved with the model); at sample time it
 matches every batch that ``sample`` draws to them.
@@ -49,7 +49,8 @@ from dpgen_jax.synthesizers import _one_way
 from dpgen_jax.synthesizers._config import GeneratorConfig
 from dpgen_jax.synthesizers._hooks import Hooks, Stage
 
-__all__ = ["PHASE", "STATISTIC", "OneWayStage", "match_one_way", "rounded_counts", "share", "stage"]
+__all__ = ["PHASE", "STATISTIC", "OneWayStage", "match_one_way", "rounded_counts", "share", "stage",
+           "training_key"]
 
 PHASE = "one-way"
 STATISTIC = "one_way"  # the key of the released counts in Release.statistics
@@ -221,13 +222,21 @@ def _merge(old: pd.Series, new: pd.Series, keep: np.ndarray) -> pd.Series:
 
 
 def share(config: Any) -> float:
-    """The configuration's calibration share (0 for a method without the stage)."""
-    return float(getattr(config, "calibration_share", 0.0) or 0.0)
+    """The configuration's matching share (0 for a method without the stage)."""
+    return float(getattr(config, "matching_share", 0.0) or 0.0)
 
 
 def discretizer(config: Any, schema: Schema) -> Discretizer:
-    """The public bins of the one-way release (``calibration_bins`` per continuous column)."""
-    return Discretizer(schema, config.calibration_bins)
+    """The public bins of the one-way release (``matching_bins`` per continuous column)."""
+    return Discretizer(schema, config.matching_bins)
+
+
+def training_key(config: Any, key: jax.Array) -> jax.Array:
+    """The key the method's own training receives in a fit with ``config`` whose key is ``key``
+    (``dpsgd.make_key(seed).key`` for ``fit(seed=...)``): the whole key, or its first half when
+    the one-way stage takes the second (:meth:`Stage.keys` of :func:`stage`, the split ``fit``
+    itself uses), so a test recomputing a fit with the functional API splits as ``fit`` does."""
+    return stage(config).keys(key)[0]
 
 
 def stage(config: Any) -> Stage:
@@ -240,7 +249,7 @@ def stage(config: Any) -> Stage:
 class OneWayStage(Stage):
     """The neural generators' one-way stage, as the base runs it (``Stage``): the release in the
     plan (:meth:`plan`), measured after training (:meth:`train`) and matched at sampling time
-    (:meth:`sample`); ``calibration_share=0`` leaves every step unchanged.
+    (:meth:`sample`); ``matching_share=0`` leaves every step unchanged.
 
     Attributes:
         config: the resolved configuration (a ``GeneratorConfig``).
@@ -254,7 +263,7 @@ class OneWayStage(Stage):
 
     def preset(self, values: dict[str, Any]) -> dict[str, Any]:
         """A paper's setting runs as published: without the stage unless the preset says so."""
-        return {"calibration_share": 0.0, **values}
+        return {"matching_share": 0.0, **values}
 
     def plan(self, schema: Schema, phases: list, *, private: bool, epsilon: float | None, delta: float,
              accountant: str) -> tuple[list, tuple[str, ...]]:
@@ -271,13 +280,21 @@ class OneWayStage(Stage):
         if s == 0.0:
             return phases, ()
         if private and epsilon is None:
-            raise ValueError(f"calibration_share={s} needs a target epsilon to take its share of; a preset "
-                             "fixes every noise multiplier. Set calibration_share=0 with a preset, or fit "
+            raise ValueError(f"matching_share={s} needs a target epsilon to take its share of; a preset "
+                             "fixes every noise multiplier. Set matching_share=0 with a preset, or fit "
                              "to epsilon=...")
         one = _one_way.phase(PHASE, len(discretizer(self.config, schema).sizes), private)
         if private:
             one = privacy.calibrate([one], s * float(epsilon), delta, accountant, max_noise_multiplier=1e7)[0]
         return [*phases, one], (PHASE,)
+
+    def keys(self, key: jax.Array) -> tuple[jax.Array, jax.Array | None]:
+        """``(the method's training key, the one-way release's key)``: the two halves of the fit's
+        ``key`` when the stage is on (the release gets a key of its own), else ``(key, None)``."""
+        if not share(self.config):
+            return key, None
+        k_train, k_one = jax.random.split(key)
+        return k_train, k_one
 
     def train(self, plan: Any, frame: pd.DataFrame, key: jax.Array, hooks: Hooks,
               train: Callable[[jax.Array], Any]) -> Any:
@@ -285,9 +302,9 @@ class OneWayStage(Stage):
         of ``frame`` (the private rows of the plan's model schema, the second half of ``key``)
         added: its noisy counts in the statistics, its step and a report note; the fit's progress
         is told of it."""
-        if not share(self.config):
+        key, k_one = self.keys(key)
+        if k_one is None:  # the stage is off
             return train(key)
-        key, k_one = jax.random.split(key)  # the stage's release gets a key of its own
         fitted = train(key)
         disc = discretizer(plan.config, plan.model_schema)
         std = plan.phase(PHASE).noise_std if plan.private else None
@@ -295,11 +312,11 @@ class OneWayStage(Stage):
         tick = hooks.progress(PHASE, "release")
         if tick is not None:
             tick(1, 1)
-        note = ("Calibration: every column's one-way histogram (continuous columns on public bins, "
+        note = ("Marginal matching: every column's one-way histogram (continuous columns on public bins, "
                 f"{disc.describe()}; a gap as a code of its own) was released with Gaussian noise (phase "
                 f"{PHASE!r}), and every batch of sampled rows is post-processed to match it (each column "
                 "moved to the released marginal with the fewest changes, a continuous column by quantile "
-                "transport that keeps the rows' order; docs/calibration.md).")
+                "transport that keeps the rows' order; docs/matching.md).")
         return dataclasses.replace(
             fitted, steps={**fitted.steps, PHASE: 1}, notes=(*fitted.notes, note),
             statistics={**fitted.statistics, STATISTIC: [np.asarray(counts[str(j)], np.int64).tolist()
