@@ -23,7 +23,6 @@ unmarked: a method's second contract class, and DP-auto-GAN, whose release pin
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import jax

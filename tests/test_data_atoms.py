@@ -238,8 +238,8 @@ def test_the_point_mass_study_measures_exact_zeros_with_and_without_the_atom():
 
 
 @pytest.mark.parametrize("model", [False, True])
-def test_the_one_way_calibration_moves_rows_between_atoms_bins_and_gaps_as_released(model):
-    from dpgen_jax.synthesizers._calibration import match_one_way, rounded_counts
+def test_the_one_way_matching_moves_rows_between_atoms_bins_and_gaps_as_released(model):
+    from dpgen_jax.synthesizers._matching import match_one_way, rounded_counts
 
     schema = data.model_schema(SCHEMA) if model else SCHEMA
     disc = data.Discretizer(schema, 10)

@@ -19,7 +19,6 @@ budget"). Checked here:
 from __future__ import annotations
 
 import dataclasses
-import math
 import warnings
 
 import jax

@@ -22,15 +22,12 @@ import importlib.metadata
 import importlib.util
 import warnings
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from dpgen_jax import privacy
 from dpgen_jax.data._discrete import Discretizer
 from dpgen_jax.synthesizers._base import Synthesizer, SynthesizerConfig
 
-# Fields of the marginal methods' configurations in files written before the configuration held
-# only what the user chose: d (``num_columns``), set from the schema by the fit.
-FORMER_FIELDS = ("num_columns",)
 INSTALL = 'pip install "dpgen-jax[baselines]"  (the mbi package, version >= 2.0)'
 
 
@@ -78,12 +75,6 @@ class MarginalConfig(SynthesizerConfig):
     split's noise multipliers, AIM's paper rounds, GEM's schedule) are derived from the public
     schema where they are used, in the method's phases and training, never written into the
     configuration."""
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> MarginalConfig:
-        """As :meth:`SynthesizerConfig.from_dict`; a configuration saved while it held d
-        (``num_columns``, set from the schema) loads without it: d is the schema's."""
-        return super().from_dict({k: v for k, v in d.items() if k not in FORMER_FIELDS})
 
 
 def configured_noise(config, defaults: Mapping[str, float]) -> dict[str, float]:

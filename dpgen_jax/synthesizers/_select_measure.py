@@ -32,17 +32,6 @@ import numpy as np
 from dpgen_jax import _validate as _v
 from dpgen_jax import dpsgd, privacy
 
-# Base names that mst.py and aim.py name through this module (``sm.MarginalConfig``, ...); they are
-# defined in ``_marginal``, and nothing else reaches them here.
-from dpgen_jax.synthesizers._marginal import (  # noqa: F401
-    MarginalConfig,
-    MarginalSynthesizer,
-    bins_note,
-    configured_noise,
-    discretizer,
-    load_mbi,
-)
-
 Clique = tuple[int, ...]
 BIAS = math.sqrt(2.0 / math.pi)  # E|N(0, 1)|: expected L1 noise per cell is BIAS * sigma
 ENUMERATE_LIMIT = 500_000  # more k-subsets of the columns than this: a random workload is drawn

@@ -58,6 +58,7 @@ from dpgen_jax import _validate as _v
 from dpgen_jax import dpsgd
 from dpgen_jax.data._discrete import SPACINGS
 from dpgen_jax.synthesizers import _progress
+from dpgen_jax.synthesizers import _marginal
 from dpgen_jax.synthesizers import _select_measure as sm
 from dpgen_jax.synthesizers._base import Release, register
 
@@ -79,7 +80,7 @@ def paper_rounds(d: int, measure_share: float = 0.9) -> int:
 
 
 @dataclasses.dataclass(frozen=True)
-class AIMConfig(sm.MarginalConfig):
+class AIMConfig(_marginal.MarginalConfig):
     """Hyperparameters of AIM (all public).
 
     The three noise multipliers are zCDP-equivalent Gaussian noise multipliers of one *unit*
@@ -165,10 +166,10 @@ class AIMConfig(sm.MarginalConfig):
     def noise_multipliers(self, d: int) -> dict[str, float]:
         """The three unit noise multipliers on ``d`` columns: the configured ones, each unset one
         from the paper's split of a total rho of 1 (``_select_measure.unit_noise_multipliers``)."""
-        return sm.configured_noise(self, sm.unit_noise_multipliers(d, self.rounds(d), self.measure_share))
+        return _marginal.configured_noise(self, sm.unit_noise_multipliers(d, self.rounds(d), self.measure_share))
 
 
-discretizer = sm.discretizer
+discretizer = _marginal.discretizer
 
 
 def privacy_phases(config: AIMConfig, d: int, *, steps: Mapping[str, int] | None = None,
@@ -241,7 +242,7 @@ def _closure(cliques: Sequence[Clique]) -> set[Clique]:
 
 
 def _domain(sizes: Sequence[int]):
-    mbi = sm.load_mbi("AIM")
+    mbi = _marginal.load_mbi("AIM")
     return mbi, mbi.Domain([str(j) for j in range(len(sizes))], list(sizes))
 
 
@@ -423,7 +424,7 @@ def sample_codes(tables: Mapping[str, Any], cliques: Sequence[Clique], sizes: Se
 
 
 @register
-class AIM(sm.MarginalSynthesizer):
+class AIM(_marginal.MarginalSynthesizer):
     """AIM with a scikit-learn-like interface (needs the optional ``mbi`` package to fit).
 
     Example:
@@ -471,7 +472,7 @@ class AIM(sm.MarginalSynthesizer):
         spent = sum(r.units for r in rounds)
         listing = ", ".join(f"{'-'.join(names[a] for a in r.clique)} ({r.units})" for r in rounds)
         notes = [
-            sm.bins_note(disc),
+            _marginal.bins_note(disc),
             f"{len(rounds)} rounds spent {spent} of the {units} budget units (the "
             "selection and measure phases count units: a round at m units is accounted as m unit "
             "selections and m unit measurements, its noise standard deviation sigma_u / sqrt(m) "

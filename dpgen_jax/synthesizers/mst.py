@@ -47,6 +47,7 @@ import numpy as np
 from dpgen_jax import _validate as _v
 from dpgen_jax import dpsgd, privacy
 from dpgen_jax.data._discrete import SPACINGS
+from dpgen_jax.synthesizers import _marginal
 from dpgen_jax.synthesizers import _select_measure as sm
 from dpgen_jax.synthesizers._base import Release, register
 
@@ -56,7 +57,7 @@ PAPER_ACCOUNTING = ("zCDP of the three mechanisms summed and converted with the 
 
 
 @dataclasses.dataclass(frozen=True)
-class MSTConfig(sm.MarginalConfig):
+class MSTConfig(_marginal.MarginalConfig):
     """Hyperparameters of MST (all public).
 
     The three noise multipliers are zCDP-equivalent Gaussian noise multipliers (rho = 1 / (2
@@ -106,12 +107,12 @@ class MSTConfig(sm.MarginalConfig):
         """The three noise multipliers on ``d`` columns: the configured ones, each unset one from
         ``budget_split`` (a total rho of 1; the d - 1 selections share theirs)."""
         s1, s2, s3 = self.budget_split
-        return sm.configured_noise(self, {"one_way_noise_multiplier": 1 / math.sqrt(2 * s1),
+        return _marginal.configured_noise(self, {"one_way_noise_multiplier": 1 / math.sqrt(2 * s1),
                                           "selection_noise_multiplier": math.sqrt(max(d - 1, 1) / (2 * s2)),
                                           "two_way_noise_multiplier": 1 / math.sqrt(2 * s3)})
 
 
-discretizer = sm.discretizer
+discretizer = _marginal.discretizer
 
 
 def privacy_phases(config: MSTConfig, d: int, *, steps: Mapping[str, int] | None = None,
@@ -209,7 +210,7 @@ def estimate(sizes: Sequence[int], maps: Sequence[np.ndarray],
         iters: mirror-descent iterations.
         warm_start: a previous model of the same measurements to continue from.
     """
-    mbi = sm.load_mbi("MST")
+    mbi = _marginal.load_mbi("MST")
     names = [str(j) for j in range(len(sizes))]
     full = mbi.Domain(names, list(sizes))
     merged = {names[j]: np.asarray(m) for j, m in enumerate(maps) if m.max() + 1 < sizes[j]}
@@ -333,7 +334,7 @@ def sample_codes(released: Mapping[str, Any], sizes: Sequence[int], n: int, key:
 
 
 @register
-class MST(sm.MarginalSynthesizer):
+class MST(_marginal.MarginalSynthesizer):
     """MST with a scikit-learn-like interface (needs the optional ``mbi`` package to fit).
 
     Example:
@@ -363,7 +364,7 @@ class MST(sm.MarginalSynthesizer):
             should_stop=None if hooks.stop_test is None else hooks.stop("estimate"))
         names = disc.schema.names
         notes = [
-            sm.bins_note(disc),
+            _marginal.bins_note(disc),
             "Selected tree (from the exponential mechanism): "
             + (", ".join(f"{names[a]}-{names[b]}" for a, b in edges) or "none (one column)") + ".",
             "Post-processing, not accounted because it reads only released values: the domain "

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from dpgen_jax import _validate as _v
 from dpgen_jax.data._discrete import SPACINGS
