@@ -77,7 +77,7 @@ def test_a_version_2_plan_keys_its_phases_by_kind_nested_phases_included():
     assert [p["kind"] for p in out["phases"]] == ["parallel", "non-private"]
     assert [p["kind"] for p in out["phases"][0]["fields"]["phases"]] == ["dpsgd", "gaussian"]
     assert out["phases"][0]["fields"]["phases"][0]["fields"] == DPSGD_2["fields"]
-    assert {k: v for k, v in out.items() if k != "phases"} == {k: v for k, v in PLAN_2.items() if k != "phases"}
+    assert {k: v for k, v in out.items() if k != "phases"} == {"uncut_steps": None, **{k: v for k, v in PLAN_2.items() if k != "phases"}}
     with pytest.raises(ValueError, match="Unknown privacy phase 'LaplacePhase' in a version-2 plan"):
         _migrate.upgrade(_v2("dp-vae", {}, plan={**PLAN_2, "phases": [{"phase": "LaplacePhase", "fields": {}}]},
                              run=RUN_2))
