@@ -60,6 +60,7 @@ Class API: :class:`GEM` (``synthesizers.create("gem")``), here.
 
 from __future__ import annotations
 
+import math
 import time
 
 import jax
@@ -70,6 +71,7 @@ from dpgen_jax import dpsgd
 from dpgen_jax.synthesizers import _progress
 from dpgen_jax.synthesizers import _select_measure as sm
 from dpgen_jax.synthesizers._base import Release, register
+from dpgen_jax.synthesizers._signal import Target
 from dpgen_jax.synthesizers.gem._config import (
     DEFAULTS, PAIR_WIDTH_LIMIT, WIDE_DEFAULTS, GEMConfig, discretizer, privacy_phases)
 from dpgen_jax.synthesizers.gem._generator import (
@@ -105,6 +107,9 @@ class GEM(sm.MarginalSynthesizer):
     DECODE_MODE = "sample"
     PAPER_ACCOUNTING = PAPER_ACCOUNTING
     NEEDS_MBI = False
+    # The auto schedule's rounds follow N (the signal-to-noise rule): the user's num_records, or
+    # the row count, then treated as public and stated in the report.
+    USES_NUM_RECORDS = True
 
     def resolve_config(self, schema, preset=None):
         """The user's configuration (as the base class resolves it), checked against the schema's
@@ -123,13 +128,18 @@ class GEM(sm.MarginalSynthesizer):
     def _phases(self, config, schema, num_records, private):
         return privacy_phases(config, discretizer(config, schema).sizes, private=private)
 
+    def _target_phases(self, config, schema, records, private, epsilon, delta):
+        return privacy_phases(config, discretizer(config, schema).sizes, private=private,
+                              target=target(records.n, epsilon, delta, private))
+
     def _train(self, plan, x, key, hooks) -> Release:
         t0 = time.perf_counter()
         disc, finer = discretizer(plan.config, plan.model_schema), fine_discretizer(plan.config, plan.model_schema)
-        config = plan.config.for_sizes(disc.sizes)  # the schedule left unset, from the public bins
+        goal = target(plan.records.n, plan.target_epsilon, plan.delta, plan.private)
+        config = plan.config.for_sizes(disc.sizes, goal)  # the schedule left unset, from public values
         codes = disc.codes_from_encoded(x)
         fine = None if finer is None else (finer.codes_from_encoded(x), refinement(disc, finer))
-        annealed = bool(config.anneal and plan.private)
+        annealed = bool(config.anneal and plan.private and config.max_rounds)
         stop = hooks.stop("measure")  # the rounds report their units under "measure"
         cap = _progress.round_budget(config.max_rounds, stop) if annealed else None  # public, before any row
         fitted = fit_released(
@@ -140,8 +150,11 @@ class GEM(sm.MarginalSynthesizer):
         listing = ", ".join("-".join(names[a] for a in c) for r in rounds for c in r.cliques)
         units = sum(r.units * len(r.cliques) for r in rounds)
         pairs = config.scores_pairs(disc.sizes)
+        rule = (None if goal is None or plan.config.max_rounds is not None else
+                plan.config.for_sizes(disc.sizes).signal(disc.sizes, goal))
         notes = [
             sm.bins_note(disc),
+            *([] if rule is None else [rule.note(goal, plan.config.for_sizes(disc.sizes).max_rounds)]),
             (f"{len(rounds)} rounds ran, annealed as AIM's (units per round: "
              + ", ".join(str(r.units) for r in rounds) + f"; {units} of {config.max_rounds} units"
              if config.anneal and plan.private else
@@ -153,6 +166,8 @@ class GEM(sm.MarginalSynthesizer):
                f"{config.workload_seed}")
             + (", and every 2-way marginal of at most "
                f"{config.max_cells} cells, all with weight 1 (sensitivity 1)" if pairs else "")
+            + ("" if config.candidate_cells is None else
+               f"; those of two or more columns of at most {config.candidate_cells} cells")
             + ". Selected marginals: " + listing + ".",
             *([] if cap is None or cap == config.max_rounds else [
                 f"The time budget capped the annealed rounds at {cap} of the {config.max_rounds} "
@@ -234,6 +249,14 @@ class GEM(sm.MarginalSynthesizer):
                 "sampler": sampler}
 
 
+def target(n: int, epsilon: float | None, delta: float, private: bool) -> Target | None:
+    """The public values of the signal-to-noise rule of a fit (``_signal.Target``): N, epsilon and
+    delta of a private fit to a finite target; None (the default schedule) otherwise."""
+    if not private or epsilon is None or not math.isfinite(epsilon):
+        return None
+    return Target(int(n), float(epsilon), float(delta))
+
+
 __all__ = [
     "DEFAULTS",
     "GEM",
@@ -272,4 +295,5 @@ __all__ = [
     "optimizer",
     "privacy_phases",
     "probabilities",
+    "target",
 ]
