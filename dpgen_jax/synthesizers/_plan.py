@@ -232,7 +232,8 @@ class Plan:
             return [f"The sampling rates use the public number of records N={n} given by the user "
                     "(num_records); the private row count is not published."]
         return [f"The number of private rows (n={n}) is treated as public: it sets the sampling "
-                "rates q = expected batch size / n (and a schedule given in epochs). Pass num_records=N "
+                "rates q = expected batch size / n (and a schedule given in epochs), or the schedule "
+                "of a signal-to-noise rule (GEM's rounds). Pass num_records=N "
                 "(a public count) to avoid this assumption."]
 
     # -- the release file's record of the plan (public values only) --------------------------

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Sequence
 
@@ -89,6 +90,7 @@ class Schedule:
                 "or more columns).")
 
 
+@functools.lru_cache(maxsize=256)
 def zcdp_budget(epsilon: float, delta: float) -> float:
     """rho such that rho-zCDP converts to (``epsilon``, ``delta``) by ``cks_epsilon`` (bisection on
     log rho; the conversion grows with rho)."""

@@ -147,7 +147,7 @@ class GEM(sm.MarginalSynthesizer):
             phases=list(plan.phases) if plan.private else None, progress=hooks.progress, fine=fine)
         params, total, rounds = fitted.params, fitted.total, fitted.rounds
         names = disc.schema.names
-        listing = ", ".join("-".join(names[a] for a in c) for r in rounds for c in r.cliques)
+        listing = ", ".join("-".join(names[a] for a in c) for r in rounds for c in r.cliques) or "none"
         units = sum(r.units * len(r.cliques) for r in rounds)
         pairs = config.scores_pairs(disc.sizes)
         rule = (None if goal is None or plan.config.max_rounds is not None else

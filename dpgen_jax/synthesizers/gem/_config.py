@@ -222,7 +222,8 @@ class GEMConfig(sm.MarginalConfig):
         ``max_rounds`` (a configuration :meth:`for_sizes` filled in)."""
         def noise_at(rounds: int) -> float:  # one measurement's multiplier for a total rho of 1
             phases = privacy_phases(self.replace(max_rounds=rounds), sizes)
-            return phases[2].noise_multiplier * math.sqrt(sm.zcdp_rho(phases))
+            measure = next(p for p in phases if p.name == "measure")
+            return measure.noise_multiplier * math.sqrt(sm.zcdp_rho(phases))
 
         return signal_schedule(target, self.candidate_sizes(sizes), noise_at, self.max_rounds,
                                self.measurements_per_round)
