@@ -54,12 +54,12 @@ def test_rule_agrees_with_its_definition():
     for n in (50, 300, 1000, 5000, 40_000):
         for eps in (0.3, 1.0, 3.0):
             target = _signal.Target(n, eps, 1e-5)
-            got = _signal.signal_schedule(target, cells, noise_at, 16, threshold=5.0)
+            got = _signal.signal_schedule(target, cells, noise_at, 16, threshold=5.0, cell_threshold=2.0)
             assert got.rounds == _brute_force(target, cells, noise_at, 16, 1, 5.0), (n, eps)
             sigma = noise_at(max(got.rounds, 1)) / math.sqrt(got.rho)
             assert got.sigma == pytest.approx(sigma)
-            assert got.max_cells == math.floor(n / (5.0 * sigma))
-            assert got.measurable == sum(c <= got.max_cells for c in cells)
+            assert got.max_cells == math.floor(n / (2.0 * sigma))
+            assert got.measurable == sum(n / c >= 5.0 * sigma for c in cells)
 
 
 def test_rounds_grow_with_n_and_epsilon_and_reach_the_default_at_adults_size():

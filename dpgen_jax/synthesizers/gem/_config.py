@@ -35,7 +35,8 @@ class GEMConfig(sm.MarginalConfig):
             table too small for its budget).
         candidate_cells: the largest candidate of two or more columns (cells) a round may
             select, below ``max_cells``. None (auto): with ``max_rounds`` auto in a private fit,
-            the largest marginal the signal-to-noise rule finds measurable; else no limit.
+            the largest marginal the signal-to-noise rule allows (expected count per cell at least
+            ``_signal.CELL_THRESHOLD`` times its measurement's noise); else no limit.
         measurements_per_round: k, the marginals selected (each by its own exponential
             mechanism, among those not yet chosen in the round) and measured per round.
         measure_share: alpha, the share of a unit spent on the measurement (AIM's 0.9).
