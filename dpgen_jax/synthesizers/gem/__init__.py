@@ -14,7 +14,9 @@ one Gaussian measurement of a marginal.
    w_r (||M_r(D) - M_r(G)||_1 - sqrt(2 / pi) sigma n_r), sensitivity the largest weight; the
    generator's marginals are counts of ``score_samples`` rows it draws, scaled to the released
    total), measure it with Gaussian noise, then fit the generator to every measurement so far:
-   ``round_steps`` Adam steps (:func:`fit_steps`).
+   ``round_steps`` Adam steps (:func:`fit_steps`). The auto schedule's rounds and largest
+   candidate follow a public signal-to-noise rule on N and the target (``_signal``,
+   :meth:`GEMConfig.signal`): fewer rounds, or none, on a table too small for its budget.
 3. **The generator**: an MLP from N(0, I) noise to one softmax per column over its bins, so each
    noise vector is a product distribution and the model is their mixture (GEM's). With
    ``fixed_noise`` (the default) the ``batch_size`` noise vectors are drawn once and kept: the
