@@ -380,7 +380,7 @@ def test_one_way_bias_fit_moves_the_chosen_columns_rates_to_the_target_and_keeps
 
 
 def test_config_is_refused_by_name():
-    for bad, word in [(dict(calibrate_iterations=-1), "calibrate_iterations"), (dict(max_rounds=0), "max_rounds"), (dict(hidden=()), "hidden"),
+    for bad, word in [(dict(calibrate_iterations=-1), "calibrate_iterations"), (dict(max_rounds=-1), "max_rounds"), (dict(hidden=()), "hidden"),
                       (dict(measure_share=1.0), "measure_share"), (dict(workload_size=0), "workload_size"),
                       (dict(learning_rate=-1.0), "learning_rate"),
                       (dict(one_way_refine=0), "one_way_refine")]:

@@ -160,6 +160,12 @@ class Synthesizer(abc.ABC):
         """The accounted phases of the planned schedule (public values only: the configuration,
         the public schema, N)."""
 
+    def _target_phases(self, config, schema: data_lib.Schema, records: RecordCount, private: bool,
+                       epsilon: float | None, delta: float) -> list:
+        """The accounted phases planned for a target (public values only): :meth:`_phases`; a
+        method whose schedule follows N and the target (GEM's signal-to-noise rule) overrides it."""
+        return self._phases(config, schema, records.n, private)
+
     @abc.abstractmethod
     def _train(self, plan: Plan, x: jax.Array, key: jax.Array, hooks: Hooks) -> Release:
         """Runs ``plan`` on the encoded private rows ``x`` (m, width) with the secret ``key``."""
@@ -284,7 +290,8 @@ class Synthesizer(abc.ABC):
         self._check_schema(model_schema)
         config = self.resolve_config(model_schema, preset)
         private = not (epsilon is not None and math.isinf(epsilon))
-        phases, fixed = self._stage(config).plan(model_schema, self._phases(config, model_schema, records.n, private),
+        planned = self._target_phases(config, model_schema, records, private, epsilon, delta)
+        phases, fixed = self._stage(config).plan(model_schema, planned,
                                                  private=private, epsilon=epsilon, delta=delta,
                                                  accountant=self.ACCOUNTANT)
         uncut = None

@@ -14,7 +14,9 @@ one Gaussian measurement of a marginal.
    w_r (||M_r(D) - M_r(G)||_1 - sqrt(2 / pi) sigma n_r), sensitivity the largest weight; the
    generator's marginals are counts of ``score_samples`` rows it draws, scaled to the released
    total), measure it with Gaussian noise, then fit the generator to every measurement so far:
-   ``round_steps`` Adam steps (:func:`fit_steps`).
+   ``round_steps`` Adam steps (:func:`fit_steps`). The auto schedule's rounds and largest
+   candidate follow a public signal-to-noise rule on N and the target (``_signal``,
+   :meth:`GEMConfig.signal`): fewer rounds, or none, on a table too small for its budget.
 3. **The generator**: an MLP from N(0, I) noise to one softmax per column over its bins, so each
    noise vector is a product distribution and the model is their mixture (GEM's). With
    ``fixed_noise`` (the default) the ``batch_size`` noise vectors are drawn once and kept: the
@@ -60,6 +62,7 @@ Class API: :class:`GEM` (``synthesizers.create("gem")``), here.
 
 from __future__ import annotations
 
+import math
 import time
 
 import jax
@@ -71,6 +74,7 @@ from dpgen_jax.synthesizers import _progress
 from dpgen_jax.synthesizers import _marginal
 from dpgen_jax.synthesizers import _select_measure as sm
 from dpgen_jax.synthesizers._base import Release, register
+from dpgen_jax.synthesizers._signal import Target
 from dpgen_jax.synthesizers.gem._config import (
     DEFAULTS, PAIR_WIDTH_LIMIT, WIDE_DEFAULTS, GEMConfig, discretizer, privacy_phases)
 from dpgen_jax.synthesizers.gem._generator import (
@@ -106,6 +110,9 @@ class GEM(_marginal.MarginalSynthesizer):
     DECODE_MODE = "sample"
     PAPER_ACCOUNTING = PAPER_ACCOUNTING
     NEEDS_MBI = False
+    # The auto schedule's rounds follow N (the signal-to-noise rule) only when the user declares it
+    # (num_records): the private row count is never used, and without a public N the default
+    # schedule runs (docs/gem.md).
 
     def resolve_config(self, schema, preset=None):
         """The user's configuration (as the base class resolves it), checked against the schema's
@@ -133,13 +140,18 @@ class GEM(_marginal.MarginalSynthesizer):
         return {name: max(k, steps // k * k) if name in ("measure", "selection") else steps
                 for name, steps in cut.items()}
 
+    def _target_phases(self, config, schema, records, private, epsilon, delta):
+        return privacy_phases(config, discretizer(config, schema).sizes, private=private,
+                              target=target(records, epsilon, delta, private))
+
     def _train(self, plan, x, key, hooks) -> Release:
         t0 = time.perf_counter()
         disc, finer = discretizer(plan.config, plan.model_schema), fine_discretizer(plan.config, plan.model_schema)
-        config = plan.config.for_sizes(disc.sizes)  # the schedule left unset, from the public bins
+        goal = target(plan.records, plan.target_epsilon, plan.delta, plan.private)
+        config = plan.config.for_sizes(disc.sizes, goal)  # the schedule left unset, from public values
         codes = disc.codes_from_encoded(x)
         fine = None if finer is None else (finer.codes_from_encoded(x), refinement(disc, finer))
-        annealed = bool(config.anneal and plan.private)
+        annealed = bool(config.anneal and plan.private and config.max_rounds)
         stop = hooks.stop("measure")  # the rounds report their units under "measure"
         cap = _progress.round_budget(config.max_rounds, stop) if annealed else None  # public, before any row
         # the rounds of the planned schedule (one a time budget cut: a multiple of the round's units)
@@ -150,11 +162,14 @@ class GEM(_marginal.MarginalSynthesizer):
             phases=list(plan.phases) if plan.private else None, progress=hooks.progress, fine=fine)
         params, total, rounds = fitted.params, fitted.total, fitted.rounds
         names = disc.schema.names
-        listing = ", ".join("-".join(names[a] for a in c) for r in rounds for c in r.cliques)
+        listing = ", ".join("-".join(names[a] for a in c) for r in rounds for c in r.cliques) or "none"
         units = sum(r.units * len(r.cliques) for r in rounds)
         pairs = config.scores_pairs(disc.sizes)
+        rule = (None if goal is None or plan.config.max_rounds is not None else
+                plan.config.for_sizes(disc.sizes).signal(disc.sizes, goal))
         notes = [
             _marginal.bins_note(disc),
+            *([] if rule is None else [rule.note(goal, plan.config.for_sizes(disc.sizes).max_rounds)]),
             (f"{len(rounds)} rounds ran, annealed as AIM's (units per round: "
              + ", ".join(str(r.units) for r in rounds) + f"; {units} of {config.max_rounds} units"
              if config.anneal and plan.private else
@@ -166,6 +181,8 @@ class GEM(_marginal.MarginalSynthesizer):
                f"{config.workload_seed}")
             + (", and every 2-way marginal of at most "
                f"{config.max_cells} cells, all with weight 1 (sensitivity 1)" if pairs else "")
+            + ("" if config.candidate_cells is None else
+               f"; those of two or more columns of at most {config.candidate_cells} cells")
             + ". Selected marginals: " + listing + ".",
             *([] if cap is None or cap == config.max_rounds else [
                 f"The time budget capped the annealed rounds at {cap} of the {config.max_rounds} "
@@ -247,6 +264,16 @@ class GEM(_marginal.MarginalSynthesizer):
                 "sampler": sampler}
 
 
+def target(records, epsilon: float | None, delta: float, private: bool) -> Target | None:
+    """The public values of the signal-to-noise rule of a fit (``_signal.Target``): the public N
+    (``records``, a ``RecordCount``: the user's num_records), epsilon and delta of a private fit to
+    a finite target; None (the default schedule) otherwise, and always when N is not public: the
+    private row count sets nothing."""
+    if not private or not records.public or epsilon is None or not math.isfinite(epsilon):
+        return None
+    return Target(int(records.n), float(epsilon), float(delta))
+
+
 __all__ = [
     "DEFAULTS",
     "GEM",
@@ -285,4 +312,5 @@ __all__ = [
     "optimizer",
     "privacy_phases",
     "probabilities",
+    "target",
 ]

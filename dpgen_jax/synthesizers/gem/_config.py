@@ -7,10 +7,14 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+
 from dpgen_jax import _validate as _v
+from dpgen_jax import privacy
 from dpgen_jax.data._discrete import SPACINGS
 from dpgen_jax.synthesizers import _marginal
 from dpgen_jax.synthesizers import _select_measure as sm
+from dpgen_jax.synthesizers._signal import Schedule, Target, signal_schedule
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,7 +28,16 @@ class GEMConfig(_marginal.MarginalConfig):
         workload_size, workload_seed: with more eligible marginals than ``workload_size``, a
             public random subset of that many, drawn from ``workload_seed`` (None: all).
         max_rounds: R, the rounds; each selects and measures ``measurements_per_round`` marginals
-            (one budget unit each), then fits the generator.
+            (one budget unit each), then fits the generator. 0: none (the whole budget on the
+            one-way release). None (auto): the default's (below), cut by the public
+            signal-to-noise rule of a private fit (:meth:`signal`, ``_signal.signal_schedule``:
+            the rounds for which enough candidates of two or more columns have an expected count
+            per cell of at least ``_signal.THRESHOLD`` times their measurement's noise; zero on a
+            table too small for its budget).
+        candidate_cells: the largest candidate of two or more columns (cells) a round may
+            select, below ``max_cells``. None (auto): with ``max_rounds`` auto in a private fit,
+            the largest marginal the signal-to-noise rule allows (expected count per cell at least
+            ``_signal.CELL_THRESHOLD`` times its measurement's noise); else no limit.
         measurements_per_round: k, the marginals selected (each by its own exponential
             mechanism, among those not yet chosen in the round) and measured per round.
         measure_share: alpha, the share of a unit spent on the measurement (AIM's 0.9).
@@ -115,6 +128,7 @@ class GEMConfig(_marginal.MarginalConfig):
     workload_size: int | None = 2000
     workload_seed: int = 0
     max_rounds: int | None = None
+    candidate_cells: int | None = None
     measurements_per_round: int | None = None
     measure_share: float | None = None
     one_way_share: float | None = None
@@ -142,10 +156,10 @@ class GEMConfig(_marginal.MarginalConfig):
         for name in ("bins", "workload_degree", "max_cells", "noise_dim", "batch_size", "score_samples",
                      "one_way_refine"):
             _v.whole(minimum=1, **{name: getattr(self, name)})
-        for name in ("max_rounds", "measurements_per_round"):
+        for name in ("measurements_per_round", "candidate_cells"):
             if getattr(self, name) is not None:
                 _v.whole(minimum=1, **{name: getattr(self, name)})
-        for name in ("round_steps", "calibrate_iterations"):
+        for name in ("max_rounds", "round_steps", "calibrate_iterations"):
             if getattr(self, name) is not None:
                 _v.whole(minimum=0, **{name: getattr(self, name)})
         for name in ("final_steps", "workload_seed"):
@@ -171,12 +185,15 @@ class GEMConfig(_marginal.MarginalConfig):
                 _v.positive(**{name: getattr(self, name)})
         return self
 
-    def for_sizes(self, sizes: Sequence[int]) -> GEMConfig:
+    def for_sizes(self, sizes: Sequence[int], target: Target | None = None) -> GEMConfig:
         """The configuration as it runs on columns of these bin counts (public):
         ``pair_candidates`` decided (:meth:`scores_pairs`), every unset schedule field from
-        ``WIDE_DEFAULTS`` when pairs are scored and from ``DEFAULTS`` otherwise. Derived where it
-        is used (the phases, the training, sampling), never kept as the plan's configuration; the
-        noise multipliers stay as configured (:meth:`noise_multipliers`).
+        ``WIDE_DEFAULTS`` when pairs are scored and from ``DEFAULTS`` otherwise; with a
+        ``target`` (the public N, epsilon and delta of a private fit) and ``max_rounds`` unset,
+        the rounds and ``candidate_cells`` left unset from the signal-to-noise rule
+        (:meth:`signal`). Derived where it is used (the phases, the training, sampling), never
+        kept as the plan's configuration; the noise multipliers stay as configured
+        (:meth:`noise_multipliers`).
 
         Raises:
             ValueError: a workload degree above the number of columns, ``pair_candidates=True``
@@ -186,15 +203,50 @@ class GEMConfig(_marginal.MarginalConfig):
         pairs = self.scores_pairs(sizes)
         base = WIDE_DEFAULTS if pairs else DEFAULTS
         fill = {k: v for k, v in base.items() if getattr(self, k) is None}
-        return self.replace(pair_candidates=pairs, **fill).validate()
+        cfg = self.replace(pair_candidates=pairs, **fill).validate()
+        if target is None or self.max_rounds is not None:
+            return cfg
+        rule = cfg.signal(sizes, target)
+        cells = rule.max_cells if self.candidate_cells is None else self.candidate_cells
+        return cfg.replace(max_rounds=rule.rounds, candidate_cells=max(1, cells)).validate()
 
-    def noise_multipliers(self, sizes: Sequence[int]) -> dict[str, float]:
+    def signal(self, sizes: Sequence[int], target: Target) -> Schedule:
+        """The signal-to-noise rule (``_signal.signal_schedule``) on columns of these bin counts
+        for ``target``: the candidates of two or more columns (:meth:`candidate_sizes`), the unit
+        split of this configuration's schedule at every number of rounds up to its
+        ``max_rounds`` (a configuration :meth:`for_sizes` filled in)."""
+        def noise_at(rounds: int) -> float:  # one measurement's multiplier for a total rho of 1
+            phases = privacy_phases(self.replace(max_rounds=rounds), sizes)
+            measure = next(p for p in phases if p.name == "measure")
+            return measure.noise_multiplier * math.sqrt(privacy.zcdp_rho(phases))
+
+        return signal_schedule(target, self.candidate_sizes(sizes), noise_at, self.max_rounds,
+                               self.measurements_per_round)
+
+    def candidate_sizes(self, sizes: Sequence[int]) -> list[int]:
+        """The cell counts of the round candidates of two or more columns (public): the
+        workload's closure, and every 2-way marginal of at most ``max_cells`` cells when pairs
+        are scored (``_rounds.fit_released`` selects among these)."""
+        work = sm.workload(sizes, self.workload_degree, self.max_cells, size=self.workload_size,
+                           seed=self.workload_seed)
+        pairs = self.scores_pairs(sizes)
+        out = [math.prod(sizes[j] for j in r) for r in sm.candidates(work) if len(r) > (2 if pairs else 1)]
+        if pairs:
+            size = np.asarray(sizes, np.int64)
+            cells = np.outer(size, size)[np.triu_indices(len(sizes), 1)]
+            out.extend(int(c) for c in cells[cells <= self.max_cells])
+        return out
+
+    def noise_multipliers(self, sizes: Sequence[int], target: Target | None = None) -> dict[str, float]:
         """The three unit noise multipliers on columns of these bin counts: the configured ones,
         each unset one from the split of a total rho of 1 (AIM's, or ``one_way_share``) over the
-        units of :meth:`for_sizes`."""
-        cfg = self.for_sizes(sizes)
-        return _marginal.configured_noise(cfg, sm.unit_noise_multipliers(len(sizes), cfg.units(), cfg.measure_share,
-                                                                  cfg.one_way_share))
+        units of :meth:`for_sizes`; with no unit (zero rounds) the whole rho goes to the one-way
+        release (the round phases, of no step, keep one unit's multipliers)."""
+        cfg = self.for_sizes(sizes, target)
+        split = sm.unit_noise_multipliers(len(sizes), max(cfg.units(), 1), cfg.measure_share, cfg.one_way_share)
+        if cfg.units() == 0:
+            split["one_way_noise_multiplier"] = 1.0 / math.sqrt(2.0)
+        return _marginal.configured_noise(cfg, split)
 
     def units(self) -> int:
         """R k: the budget units (one selection and one measurement each) of a configuration whose
@@ -241,12 +293,13 @@ WIDE_DEFAULTS = dict(max_rounds=8, measurements_per_round=8, measure_share=0.5, 
 
 
 def privacy_phases(config: GEMConfig, sizes: Sequence[int], *, steps: Mapping[str, int] | None = None,
-                   private: bool = True) -> list:
+                   private: bool = True, target: Target | None = None) -> list:
     """The one-way Gaussian release, R k unit selections and R k unit measurements (AIM's units)
     on columns of these bin counts (``discretizer(config, schema).sizes``: they decide the
-    schedule left unset, :meth:`GEMConfig.for_sizes`, and d)."""
-    noise = config.noise_multipliers(sizes)
-    return sm.unit_phases(len(sizes), config.for_sizes(sizes).units(), noise["one_way_noise_multiplier"],
+    schedule left unset, :meth:`GEMConfig.for_sizes`, and d); ``target``: the public N, epsilon
+    and delta of a private fit, for the signal-to-noise rule of an unset ``max_rounds``."""
+    noise = config.noise_multipliers(sizes, target)
+    return sm.unit_phases(len(sizes), config.for_sizes(sizes, target).units(), noise["one_way_noise_multiplier"],
                           noise["selection_noise_multiplier"], noise["measure_noise_multiplier"],
                           steps=steps, private=private)
 

@@ -51,6 +51,8 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
     ``fine``: ``(codes on the finer bins, refinement)`` (``one_way_refine``): the one-way
     release is measured on the finer bins (one record still adds one to one cell of each
     column's histogram) and summed onto the model's.
+    The candidates of two or more columns are those of at most ``candidate_cells`` cells (when
+    set: the signal-to-noise rule's largest measurable marginal, ``GEMConfig.for_sizes``).
     ``private=False``: exact counts and the best candidate each round. ``max_units``: a public cap
     on the units (with ``anneal``; on the rounds without), fixed before any row is read (a fit's
     time budget, ``_progress.round_budget``, or its cut schedule); the annealed rounds then spend
@@ -71,12 +73,13 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
     if not work:
         raise ValueError(f"max_cells={config.max_cells} leaves no {config.workload_degree}-way "
                          "marginal in the workload.")
-    cands = sm.candidates(work)
+    largest = config.max_cells if config.candidate_cells is None else min(config.max_cells, config.candidate_cells)
+    cands = {r: w for r, w in sm.candidates(work).items() if len(r) == 1 or math.prod(sizes[j] for j in r) <= largest}
     pairs = None
     if config.scores_pairs(sizes):  # every pair, scored from Gram matrices; every weight 1
         cands = {r: 1.0 for r in cands if len(r) != 2}
         size = np.asarray(sizes, np.int64)
-        pairs = np.argwhere(np.triu(np.outer(size, size) <= config.max_cells, 1))
+        pairs = np.argwhere(np.triu(np.outer(size, size) <= largest, 1))
         pair_cells = (size[pairs[:, 0]] * size[pairs[:, 1]]).astype(np.float64)
         real_gram = sm.onehot_gram(codes, sizes)
     keys = list(cands)
@@ -122,7 +125,7 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
     level, spent, t, used = 1, 0, 0, 0  # used: the units of every selection and measurement
     budget = config.max_rounds  # public: the units of every path, decided before the rounds
     if max_units is not None:
-        budget = max(1, min(budget, _v.whole(minimum=0, max_units=max_units)))
+        budget = min(budget, max(1, _v.whole(minimum=0, max_units=max_units)))  # 0 rounds stay 0
     while spent < budget:
         if rounds and should_stop is not None and should_stop():
             break
