@@ -96,6 +96,17 @@ def test_with_all_evidence_adult_small_advice_is_the_grids_own_best(small, board
     assert small[0].evidence.l1_3way == pytest.approx(medians["aim"])
 
 
+def test_far_evidence_ranks_below_near_evidence_in_its_group():
+    """On a 1,058-column binary table the grid's wide binary tables are near for some methods and
+    far (beyond EXTRAPOLATION_DISTANCE) for others: among the usable, unflagged, feasible methods
+    every one with near evidence ranks above every one whose evidence is far."""
+    ranked = recommend(data.binary_schema(1058), 1670, 3.0)
+    head = [r for r in ranked if r.usable and not r.flagged and r.cost.feasible and r.evidence is not None]
+    far = [r.evidence.extrapolated for r in head]
+    assert any(far) and not all(far)
+    assert far == sorted(far), [(r.method, round(r.evidence.distance, 2)) for r in head]
+
+
 def test_methods_that_cannot_plan_are_last_with_their_reason():
     schema = data.binary_schema(8)  # no label: DP-SYN cannot partition by it
     ranked = recommend(schema, 1000, 3.0)

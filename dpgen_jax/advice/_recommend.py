@@ -274,7 +274,9 @@ def recommend(schema: data_lib.Schema, num_records: int, epsilon: float, *, delt
 
     def order(row) -> tuple:
         method, evidence, plan, reason, hits, cost = row
-        group = (6 if reason is not None else 4 if not cost.feasible else 2 if hits else 0) + (evidence is None)
+        # near evidence first, then evidence beyond EXTRAPOLATION_DISTANCE, then none
+        group = ((6 if reason is not None else 4 if not cost.feasible else 2 if hits else 0)
+                 + (1.0 if evidence is None else 0.5 if evidence.extrapolated else 0.0))
         return (group, math.inf if evidence is None else evidence.score,
                 math.inf if evidence is None else evidence.distance, method)
 
