@@ -40,7 +40,7 @@ from dpgen_jax import dpsgd, privacy
 from dpgen_jax import _validate as _v
 from dpgen_jax.synthesizers import _budget, _matching, _checkpoint, _degenerate, _release
 from dpgen_jax.synthesizers._config import Flags, SynthesizerConfig, split_overrides
-from dpgen_jax.synthesizers._hooks import Hooks, Stage
+from dpgen_jax.synthesizers._hooks import STANDIN_ROWS, Hooks, Stage
 from dpgen_jax.synthesizers._plan import Plan, RecordCount, Release
 from dpgen_jax.synthesizers._progress import Progress
 from dpgen_jax.synthesizers._registry import available, create, get, register  # noqa: F401  (re-exported)
@@ -278,6 +278,28 @@ class Synthesizer(abc.ABC):
         """
         records = RecordCount(_v.whole(minimum=1, num_records=num_records), public=True)
         return self._plan(schema, records, epsilon=epsilon, delta=delta, preset=preset)
+
+    def minimum_seconds(self, schema: data_lib.Schema, num_records: int | None = None, *,
+                        epsilon: float | None = None, delta: float = 1e-5, preset: str | None = None,
+                        mesh=None) -> float:
+        """The least ``max_seconds`` a fit of this plan can meet here: the method's training timed
+        on a stand-in drawn from the public schema, plus the run's fixed costs (public values only;
+        no private row is read). A fit under a smaller budget is refused.
+
+        Args:
+            schema, epsilon, delta, preset, mesh: as :meth:`fit`.
+            num_records: N as the fit will see it (its public ``num_records``, or the table's row
+                count for a method that uses one); None for a method that uses no record count
+                (``USES_NUM_RECORDS`` False) fitted without a public N.
+        """
+        _check_target(epsilon, delta, preset)
+        if num_records is None and self.USES_NUM_RECORDS:
+            raise ValueError(f"{self.METHOD} uses a record count: pass num_records, the N its fit will see.")
+        records = (RecordCount(STANDIN_ROWS, public=False) if num_records is None else
+                   RecordCount(_v.whole(minimum=1, num_records=num_records), public=True))
+        plan = self._plan(schema, records, epsilon=epsilon, delta=delta, preset=preset, max_seconds=None,
+                          seeded=False)
+        return _budget.minimum(self, plan, mesh)
 
     def _plan(self, schema: data_lib.Schema, records: RecordCount, *, epsilon, delta, preset,
               cut: Mapping[str, int] | None = None, **run) -> Plan:

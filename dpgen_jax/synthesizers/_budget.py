@@ -51,7 +51,14 @@ def measure(model, plan, max_seconds: float, mesh=None) -> tuple[TimeBudget, obj
     key = _probe_key(model, plan, mesh)
     if key not in _MEASURED:
         try:
-            _MEASURED[key] = _probe(model, plan, mesh)
+            _MEASURED[key] = _probe(model, plan, mesh, deadline=max_seconds)
+        except _OverBudget as over:
+            raise ValueError(
+                f"max_seconds={max_seconds:g} is below what {plan.method} needs here with this schema, "
+                f"configuration and number of records: timing its training on a stand-in drawn from "
+                f"the public schema (part of the budget) alone passed it (stopped at "
+                f"{over.seconds:.1f} s). Pass a larger "
+                "max_seconds, a smaller schedule, or no max_seconds.") from None
         except Exception as exc:  # noqa: BLE001  (public data only: the fit itself may still run)
             warnings.warn(f"max_seconds: {plan.method}'s training could not be timed on a stand-in "
                           f"drawn from the public schema ({type(exc).__name__}: {exc}); every "
@@ -68,6 +75,15 @@ def measure(model, plan, max_seconds: float, mesh=None) -> tuple[TimeBudget, obj
             f"{measured.fixed:.1f} s more. Pass max_seconds >= {math.ceil(measured.minimum)}, a "
             "smaller schedule, or no max_seconds.")
     return measured.budget(max_seconds, plan.flags)
+
+
+def minimum(model, plan, mesh=None) -> float:
+    """The least budget a fit of ``plan`` by ``model`` can meet (:meth:`Synthesizer.minimum_seconds`):
+    the stand-in's time and the run's fixed costs, measured as :func:`measure` does (and kept)."""
+    key = _probe_key(model, plan, mesh)
+    if key not in _MEASURED:
+        _MEASURED[key] = _probe(model, plan, mesh)
+    return _MEASURED[key].minimum
 
 
 def cut_steps(budget: TimeBudget, phases, runs: dict | None = None) -> dict[str, int]:
@@ -160,15 +176,25 @@ class _Measurement:
 _MEASURED: dict = {}
 
 
+class _OverBudget(Exception):
+    """The stand-in probe alone passed the budget (it stops there: the fit is refused)."""
+
+    def __init__(self, seconds: float):
+        super().__init__(seconds)
+        self.seconds = seconds
+
+
 def _probe_key(model, plan, mesh) -> tuple:
     public = plan.records.shown(plan.uses_records)
     return (plan.method, repr(plan.config), repr(plan.schema), repr(plan.phases), repr(plan.flags),
             public, plan.private, None if mesh is None else repr(mesh))
 
 
-def _probe(model, plan, mesh) -> _Measurement:
+def _probe(model, plan, mesh, deadline: float | None = None) -> _Measurement:
     """Runs ``model._train`` on the stand-in with short chunks, every phase stopped at its second
-    question, and times it (nothing of it is kept but the times)."""
+    question, and times it (nothing of it is kept but the times). It stops with
+    :class:`_OverBudget` at the first question after ``deadline`` seconds (the budget: a probe that
+    alone passes it shows the budget cannot be met)."""
     n = plan.records.shown(plan.uses_records) or STANDIN_ROWS
     changes = {f: min(getattr(plan.flags, f), PROBE_CHUNK) for f in ("chunk_size", "pretrain_chunk")
                if getattr(plan.flags, f) is not None}
@@ -199,14 +225,17 @@ def _probe(model, plan, mesh) -> _Measurement:
 
         def asked() -> bool:
             test()
+            now = time.monotonic()
+            if deadline is not None and now - start > deadline:
+                raise _OverBudget(now - start)
             key = budget.current if name is None else name
-            events.append((time.monotonic(), key, budget.units(key)))
+            events.append((now, key, budget.units(key)))
             return budget.asked[key] >= 2
 
         return asked
 
-    hooks = Hooks(progress=progress, should_stop=stop(), stop_test=stop, flags=probe_plan.flags)
     start = time.monotonic()
+    hooks = Hooks(progress=progress, should_stop=stop(), stop_test=stop, flags=probe_plan.flags)
     with warnings.catch_warnings(), dpsgd.data_parallel(mesh):
         warnings.simplefilter("ignore")
         model._train(probe_plan, x, k_train, hooks)
@@ -226,4 +255,4 @@ def _probe(model, plan, mesh) -> _Measurement:
     return _Measurement(tuple(phases), fixed, end - start, tuple(declared.items()))
 
 
-__all__ = ["CHUNK_SHARE", "PROBE_CHUNK", "cut_steps", "measure", "note_unaccounted_cuts", "runs"]
+__all__ = ["CHUNK_SHARE", "PROBE_CHUNK", "cut_steps", "measure", "minimum", "note_unaccounted_cuts", "runs"]
