@@ -74,12 +74,13 @@ def noise_std_of(noise_multiplier: float, sensitivity: float) -> float:
 class Phase(abc.ABC):
     """Base class of all phases. Subclasses are frozen dataclasses with a ``name`` and ``steps``.
 
-    A phase kind owns its facts, so that adding one touches its own module (plus its test and
-    docs/privacy.md): its event (:meth:`event`), relation and mechanism name, its noise
+    A phase kind owns its facts, so that adding one touches its own module (plus its import, test
+    and docs: docs/architecture.md): its event (:meth:`event`), relation and mechanism name, its noise
     (:attr:`noise_multiplier_or_none`, :attr:`noise_sensitivity`, hence :attr:`noise_std`), the
     accountants that interpret it (:meth:`unsupported_reason`, :attr:`rdp_orders`,
-    :attr:`exact_accountant`), its sentence in the report (:meth:`assumption`), its reported
-    parameters (:meth:`report_parameters`) and a labelled assumed accounting beside the headline
+    :attr:`exact_accountant`), its sentences in the report (:meth:`assumption`, and
+    :attr:`realisation`: how its noise is realised in floating point), its reported parameters
+    (:meth:`report_parameters`) and a labelled assumed accounting beside the headline
     (:meth:`assumed_accounting`). The accounting and report code of :mod:`dpgen_jax.privacy` only
     calls these.
     """
@@ -90,6 +91,8 @@ class Phase(abc.ABC):
 
     differentially_private: ClassVar[bool] = True
     """Whether the phase is a DP mechanism (False: its epsilon is infinite once it runs a step)."""
+    realisation: ClassVar[str | None] = None
+    """How its noise is realised in floating point: a key of the report's ``FLOATING_POINT`` (None: no noise)."""
 
     @abc.abstractmethod
     def event(self) -> dpa.DpEvent:
@@ -218,6 +221,7 @@ class DPSGDPhase(Phase):
         15000
     """
     KIND: ClassVar[str] = "dpsgd"
+    realisation: ClassVar[str] = "dpsgd"
 
     name: str
     sample_rate: float
@@ -391,6 +395,10 @@ class GaussianPhase(Phase):
     def mechanism(self) -> str:
         return "gaussian"
 
+    @property
+    def realisation(self) -> str:  # type: ignore[override]
+        return self.output
+
     def assumption(self) -> tuple[int, str]:
         return (20, "Gaussian phases {names} release statistics of the whole dataset (no subsampling) "
                 "with Gaussian noise of standard deviation noise_multiplier * sensitivity per "
@@ -453,6 +461,7 @@ class ExponentialMechanismPhase(Phase):
         SelfComposedDpEvent(event=ZCDpEvent(rho=0.020000000000000004, xi=0.0), count=2)
     """
     KIND: ClassVar[str] = "exponential-mechanism"
+    realisation: ClassVar[str] = "exponential_mechanism"
 
     name: str
     epsilon: float
