@@ -45,9 +45,9 @@ from dpgen_jax.privacy._accounting import (
 )
 from dpgen_jax.privacy._calibrate import calibrate
 from dpgen_jax.privacy._parallel import ParallelPhases
+from dpgen_jax.privacy._exponential import ExponentialMechanismPhase
 from dpgen_jax.privacy._phases import (
     DPSGDPhase,
-    ExponentialMechanismPhase,
     GaussianPhase,
     NonPrivatePhase,
     Phase,
