@@ -13,6 +13,7 @@ from dp_accounting.pld import PLDAccountant
 
 from dpgen_jax import privacy
 from dpgen_jax.privacy import DPSGDPhase, NonPrivatePhase, ShardedSanitizerPhase, calibrate, epsilon, report
+from dpgen_jax.privacy._report import FLOATING_POINT
 from tests._oracles import float32_not_above
 
 DELTA = 1e-5
@@ -380,12 +381,48 @@ def test_a_new_phase_kind_needs_only_its_own_module():
     dpsgd_at = next(i for i, a in enumerate(rep["assumptions"]) if a.startswith("DP-SGD phases"))
     assert rep["assumptions"][dpsgd_at + 1] == ("Laplace phases ['counts'] add Laplace noise of "
                                                 "scale 1 / epsilon_per_step.")
+    # It declares no realisation (Phase.realisation): no floating-point sentence names it, DP-SGD's
+    # names only the DP-SGD phase; a declared one names it in that sentence; an unknown one is refused.
+    assert not any("'counts'" in a for a in rep["assumptions"] if "floating point" in a)
+    assert "Training phases ['ae'] compute gradients" in " ".join(rep["assumptions"])
+
+    class RoundedLaplaceCounts(LaplaceCounts):
+        realisation = "integers"
+
+    class SamplerUnknown(LaplaceCounts):
+        realisation = "laplace"
+
+    said = report([RoundedLaplaceCounts("counts", 0.5, 2)], DELTA)["assumptions"]
+    assert [a for a in said if "floating point" in a] == [
+        FLOATING_POINT["integers"].replace("{names}", "['counts']")]
+    with pytest.raises(ValueError, match="SamplerUnknown 'counts' declares realisation='laplace'.*add one there"):
+        report([SamplerUnknown("counts", 0.5, 2)], DELTA)
     assert epsilon(calibrate(phases, 2.0, DELTA), DELTA) <= 2.0
     refused = [LaplaceCounts("counts", 0.5, 3)] + phases[1:]
     with pytest.raises(ValueError, match="does not support phase 'counts'.*Laplace x3 is RDP-only here"):
         epsilon(refused, DELTA)
     assert not privacy.pld_supported(refused)
     assert report(refused, DELTA, accountant="rdp")["epsilon_by_accountant"]["pld"] is None
+
+
+def test_each_library_phase_kind_declares_how_its_noise_is_realised():
+    """docs/privacy.md, "Floating point": DP-SGD and the sharded sanitiser are accounted on real
+    numbers, Gaussian releases are integer counts or snapped sums as their ``output`` says,
+    selections are exact; a phase without noise, and a parallel composition (its leaves say it),
+    get no sentence. The report names each phase in its kind's sentence, and nowhere else."""
+    dp = DPSGDPhase("ae", 0.01, 1.0, 10)
+    kinds = {dp: "dpsgd", ShardedSanitizerPhase("g", 250, 10, 32, 5.0, 70000): "dpsgd",
+             privacy.GaussianPhase("h", 5.0): "integers",
+             privacy.GaussianPhase("em", 5.0, output="snapped"): "snapped",
+             privacy.ExponentialMechanismPhase("sel", 0.5): "exponential_mechanism",
+             NonPrivatePhase("free", 1): None, privacy.ParallelPhases("groups", (("a", (dp,)),)): None}
+    for phase, key in kinds.items():
+        assert phase.realisation == key, phase
+        if key is None:
+            continue
+        said = [a for a in report([phase], DELTA, accountant="rdp")["assumptions"]
+                if any(a == v.replace("{names}", f"[{phase.name!r}]") for v in FLOATING_POINT.values())]
+        assert said == [FLOATING_POINT[key].replace("{names}", f"[{phase.name!r}]")], phase
 
 
 def test_format_report_labels_the_exact_headline_from_the_report_fields():

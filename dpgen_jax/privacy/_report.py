@@ -65,7 +65,7 @@ _ONLY_LISTED = (
     "preprocessing, hyperparameter and checkpoint selection, repeated runs) is covered only "
     "if an assumption below says so."
 )
-FLOATING_POINT = {  # how each kind of phase's noise is realised (docs/privacy.md, "Floating point")
+FLOATING_POINT = {  # how a phase's noise is realised, by Phase.realisation (docs/privacy.md, "Floating point")
     "integers": (
         "Phases {names} release integer counts: each count plus round(s Z) (s the noise standard "
         "deviation), the noise drawn (Z a float64 normal from 63-bit uniforms) and rounded on its "
@@ -90,16 +90,21 @@ _FLOATING_POINT_RANK = 80
 
 
 def _realisation(phase: Phase) -> str | None:
-    """The key of :data:`FLOATING_POINT` that says how ``phase``'s noise is realised (None: a phase
-    that adds no noise, or a composition whose leaves say it)."""
-    mechanism = phase.mechanism
-    if mechanism == "gaussian":
-        return getattr(phase, "output", "integers")
-    if mechanism == "exponential_mechanism":
-        return mechanism
-    if mechanism in ("non_private", "parallel_composition"):
+    """The sentence of :data:`FLOATING_POINT` that says how ``phase``'s noise is realised, by the
+    key the phase kind declares (:attr:`Phase.realisation`; None: a phase that adds no noise, or a
+    composition whose leaves say it).
+
+    Raises:
+        ValueError: a key :data:`FLOATING_POINT` does not have, naming the phase.
+    """
+    how = phase.realisation
+    if how is None:
         return None
-    return "dpsgd"  # DP-SGD and the sharded sanitiser: noise on gradients
+    if how not in FLOATING_POINT:
+        raise ValueError(f"{type(phase).__name__} {phase.name!r} declares realisation={how!r}, for which "
+                         f"privacy._report.FLOATING_POINT has no sentence: add one there, or declare one of "
+                         f"{sorted(FLOATING_POINT)}.")
+    return FLOATING_POINT[how]
 
 
 #: Above this delta, without a public record count, the report warns (delta >= 1/N cannot be
@@ -119,7 +124,7 @@ def _module_assumptions(phases: tuple[Phase, ...], relation: NeighboringRelation
     for p in phases:
         for q in dict.fromkeys((p, *p.leaves())):  # a parallel composition and its phases
             how = _realisation(q)
-            for said in (q.assumption(), None if how is None else (_FLOATING_POINT_RANK, FLOATING_POINT[how])):
+            for said in (q.assumption(), None if how is None else (_FLOATING_POINT_RANK, how)):
                 if said is not None:
                     ranks.setdefault(said[1], said[0])
                     names.setdefault(said[1], []).append(q.name)

@@ -122,6 +122,7 @@ class ShardedSanitizerPhase(Phase):
         fresh-subsampling assumption. paper: unsound; comparison only.
     """
     KIND = "sharded-sanitizer"  # Phase.KIND, a ClassVar
+    realisation = "dpsgd"  # Phase.realisation: noise on gradients, as DP-SGD
 
     name: str
     num_shards: int
