@@ -227,3 +227,11 @@ def test_explicit_rounds_or_anneal_keep_their_schedule():
         got = [r.units for r in model.fitted_release.diagnostics["rounds"]]
         assert sum(got) == 5 and (units is None or got == units)
         assert not any("split after the one-way release" in a for a in model.fitted_release.notes)
+    # An explicit candidate_cells is kept by the split (which still shares out the units).
+    model = synthesizers.create("gem", **smoke, candidate_cells=9).fit(frame, schema, epsilon=1.0, seed=0)
+    sizes = gem.discretizer(model.fitted_config, model.model_schema).sizes
+    executed = model.fitted_release.diagnostics["rounds"]
+    assert sum(r.units for r in executed) == GEMConfig(**smoke).for_sizes(sizes).units()
+    assert all(math.prod(sizes[j] for j in c) <= 9 for r in executed for c in r.cliques if len(c) > 1)
+    split = [a for a in model.fitted_release.notes if "split after the one-way release" in a]
+    assert len(split) == 1 and "candidates of at most" not in split[0]

@@ -187,9 +187,9 @@ class Split:
     sigma: float
     measurable: int
 
-    def note(self) -> str:
+    def note(self, caps: bool = True) -> str:
         """The report's sentence on the split (no private value; the released total is not
-        printed)."""
+        printed); ``caps``: the candidates' cap is the split's (not the user's)."""
         spread = ", ".join(str(m) for m in self.units)
         head = (f"The {sum(self.units)} planned units were split after the one-way release by the "
                 "signal-to-noise rule on its released total (post-processing of a DP output; the plan, "
@@ -201,7 +201,7 @@ class Split:
             head += ("; not one such candidate was measurable even with every unit, so a single round "
                      "spent them all (the budget is committed; one well-measured marginal beats none)")
         return head + (f"; candidates of at most {self.max_cells} cells (expected count per cell at least "
-                       f"{CELL_THRESHOLD:g} sigma).")
+                       f"{CELL_THRESHOLD:g} sigma)." if caps else ".")
 
 
 def split_units(units: int, rounds: int) -> tuple[int, ...]:

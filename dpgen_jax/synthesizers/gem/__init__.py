@@ -174,7 +174,7 @@ class GEM(_marginal.MarginalSynthesizer):
         notes = [
             _marginal.bins_note(disc),
             *([] if rule is None else [rule.note(goal, plan.config.for_sizes(disc.sizes).max_rounds)]),
-            *([] if fitted.split is None else [fitted.split.note()]),
+            *([] if fitted.split is None else [fitted.split.note(plan.config.candidate_cells is None)]),
             (f"{len(rounds)} rounds ran, annealed as AIM's (units per round: "
              + ", ".join(str(r.units) for r in rounds) + f"; {units} of {config.max_rounds} units"
              if config.anneal and plan.private else
