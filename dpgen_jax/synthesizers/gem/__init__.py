@@ -16,7 +16,9 @@ one Gaussian measurement of a marginal.
    total), measure it with Gaussian noise, then fit the generator to every measurement so far:
    ``round_steps`` Adam steps (:func:`fit_steps`). The auto schedule's rounds and largest
    candidate follow a public signal-to-noise rule on N and the target (``_signal``,
-   :meth:`GEMConfig.signal`): fewer rounds, or none, on a table too small for its budget.
+   :meth:`GEMConfig.signal`): fewer rounds, or none, on a table too small for its budget; without
+   a public N the default units are planned and the same rule on the one-way release's released
+   total shares them into fewer, larger rounds (:func:`follows_total`, post-processing).
 3. **The generator**: an MLP from N(0, I) noise to one softmax per column over its bins, so each
    noise vector is a product distribution and the model is their mixture (GEM's). With
    ``fixed_noise`` (the default) the ``batch_size`` noise vectors are drawn once and kept: the
@@ -42,8 +44,8 @@ one Gaussian measurement of a marginal.
    histograms on finer bins nested in the model's, summed for the fit and used at sampling to
    place a value inside its bin.
 
-Accounting: the same units as AIM (every round one unit, or AIM's annealing with ``anneal``: a
-round of m units costs m of each): the one-way release,
+Accounting: the same units as AIM (every round one unit, or, by AIM's annealing with ``anneal``
+or the split by the released total, a round of m units costs m of each): the one-way release,
 R unit selections (``privacy.ExponentialMechanismPhase``) and R unit measurements
 (``privacy.GaussianPhase``), composed with the RDP accountant (the exponential mechanism has no
 PLD event); fixed before data is read, calibrated by one common factor. Everything else reads only
