@@ -1,5 +1,6 @@
 """Random-forest helpers shared by the predictive metrics: deterministic forest votes, convergence
-bookkeeping and the flags that record both in a result."""
+bookkeeping and the flags that record both in a result, and the collection of the warnings a
+metric's fits raise (:func:`warnings_once`: attributed to the metric, third-party text withheld)."""
 
 from __future__ import annotations
 
