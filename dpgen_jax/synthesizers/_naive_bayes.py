@@ -70,26 +70,32 @@ class Likelihoods:
         self.m = self.codes.max(axis=0, initial=0) + 1 if n else np.ones(d, np.int64)
         self.batch = (0, 0)  # the columns of the current batch
 
-    def _coefficients(self, j: int, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(coef, const)`` with ``ll = const + x @ coef.T``, as differences from class 0
-        (``(k - 1, width)``, ``(k - 1,)``), from ``counts``: the co-occurrences of column ``j``'s
-        codes after the first with every one-hot column."""
+    def _coefficients(self, j: int, counts: np.ndarray, c0: int, c1: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(coef, log0)`` of column ``j`` over the context columns ``c0 .. c1 - 1``, as
+        differences from class 0: ``coef`` ``(k - 1, one-hot columns of c0 .. c1 - 1)`` and
+        ``log0`` ``(k - 1, c1 - c0)`` (the log-likelihood terms of code 0), so that
+        ``ll = log0.sum(1) + x @ coef.T`` over those columns (column ``j`` contributes 0); from
+        ``counts``: the co-occurrences of column ``j``'s codes after the first with every one-hot
+        column."""
         cls = self.classes[j]
         k = int(cls.max()) + 1
-        full = np.concatenate([(self.present - counts.sum(axis=0))[None], counts])  # code 0 too
+        lo, hi = int(self.starts[c0]), int(self.stops[c1 - 1])
+        part = counts[:, lo:hi]
+        full = np.concatenate([(self.present[lo:hi] - part.sum(axis=0))[None], part])  # code 0 too
         onehot = np.zeros((cls.size, k))
         onehot[np.arange(cls.size), cls] = 1.0
-        joint = onehot.T @ full  # (k, width): rows of class a with each code v >= 1 of each column
+        joint = onehot.T @ full  # (k, hi - lo): rows of class a with each code v >= 1 of each column
         n_a = np.bincount(cls[self.codes[:, j]], minlength=k).astype(np.float64)
         cum = np.concatenate([np.zeros((k, 1)), np.cumsum(joint, axis=1)], axis=1)
-        first = n_a[:, None] - (cum[:, self.stops] - cum[:, self.starts])  # rows of class a with code 0
-        denominator = n_a[:, None] + self.m[None, :]
+        first = n_a[:, None] - (cum[:, self.stops[c0:c1] - lo] - cum[:, self.starts[c0:c1] - lo])  # code 0
+        denominator = n_a[:, None] + self.m[None, c0:c1]
         log0 = np.log((first + 1.0) / denominator)
-        coef = np.log((joint + 1.0) / denominator[:, self.column_of]) - log0[:, self.column_of]
-        coef[:, self.starts[j]:self.stops[j]] = 0.0
-        log0[:, j] = 0.0
-        const = log0.sum(axis=1)
-        return coef[1:] - coef[0], const[1:] - const[0]
+        owner = self.column_of[lo:hi] - c0
+        coef = np.log((joint + 1.0) / denominator[:, owner]) - log0[:, owner]
+        if c0 <= j < c1:
+            coef[:, self.starts[j] - lo:self.stops[j] - lo] = 0.0
+            log0[:, j - c0] = 0.0
+        return coef[1:] - coef[0], log0[1:] - log0[0]
 
     def _start_batch(self, j: int) -> None:
         """Counts and log-likelihoods of the columns from ``j`` on, up to ``BATCH_CODES`` one-hot
@@ -100,12 +106,12 @@ class Likelihoods:
         self.counts = (np.ascontiguousarray(self.x_counts[:, lo:hi].T) @ self.x_counts).astype(np.float64)
         self.x_start = self.x[:, lo:hi].copy()
         asked = [c for c in range(j, stop) if self.classes[c] is not None]
-        self.coef_start = {c: self._coefficients(c, self._counts(c))[0] for c in asked}
+        self.start = {c: self._coefficients(c, self._counts(c), 0, len(self.sizes)) for c in asked}
         self.slots, at = {}, 0
         for c in asked:
-            self.slots[c] = slice(at, at + self.coef_start[c].shape[0])
-            at += self.coef_start[c].shape[0]
-        stacked = (np.concatenate([self.coef_start[c] for c in asked]) if asked
+            self.slots[c] = slice(at, at + self.start[c][0].shape[0])
+            at += self.start[c][0].shape[0]
+        stacked = (np.concatenate([self.start[c][0] for c in asked]) if asked
                    else np.zeros((0, self.width)))
         self.y_start = self.x @ stacked.T
 
@@ -123,11 +129,13 @@ class Likelihoods:
         if not first <= j < stop:
             self._start_batch(j)
             first = j
-        coef, const = self._coefficients(j, self._counts(j))
-        out = self.y_start[:, self.slots[j]] + const
-        lo, hi = int(self.starts[first]), int(self.starts[j])  # the batch's columns before j
-        if hi > lo:  # their rows may have moved since the batch started
-            out += self.x[:, lo:hi] @ coef[:, lo:hi].T - self.x_start[:, :hi - lo] @ self.coef_start[j][:, lo:hi].T
+        coef_start, log0_start = self.start[j]
+        out = self.y_start[:, self.slots[j]] + log0_start.sum(axis=1)
+        if j > first:  # the rows of the batch's columns before j may have moved since it started
+            coef, log0 = self._coefficients(j, self._counts(j), first, j)
+            lo, hi = int(self.starts[first]), int(self.starts[j])
+            out += (log0.sum(axis=1) - log0_start[:, first:j].sum(axis=1)
+                    + self.x[:, lo:hi] @ coef.T - self.x_start[:, :hi - lo] @ coef_start[:, lo:hi].T)
         return np.concatenate([np.zeros((out.shape[0], 1)), out], axis=1)
 
     def update(self, j: int, new: np.ndarray) -> None:
