@@ -97,6 +97,7 @@ def _reassign(codes: np.ndarray, target: np.ndarray, rng: np.random.Generator,
     ratio += 1e-9 * ties
     left = surplus.copy()
     free = surplus[codes] > 0  # rows of over-drawn codes may move
+    single = np.count_nonzero(surplus) == 1  # one code gives every row: its quota never binds
     for b in np.argsort(-deficit, kind="stable"):
         need = int(deficit[b])
         while need:
@@ -105,7 +106,7 @@ def _reassign(codes: np.ndarray, target: np.ndarray, rng: np.random.Generator,
                 raise RuntimeError("no surplus row left to move")
             take = cand[np.argsort(-ratio[cand, b], kind="stable")[:need]]
             # no code gives up more rows than its surplus: keep the best rows within each code's quota
-            ok = take[_within_quota(codes[take], left)]
+            ok = take if single else take[_within_quota(codes[take], left)]
             left -= np.bincount(codes[ok], minlength=left.size)
             out[ok] = b
             free[take] = False
@@ -224,11 +225,11 @@ def match_one_way(frame: pd.DataFrame, disc: Discretizer, probs: Sequence[np.nda
     return pd.DataFrame({name: changed.get(name, frame[name]) for name in frame.columns}, index=frame.index)
 
 
-def _merge(old: pd.Series, new: pd.Series, keep: np.ndarray) -> pd.Series:
-    """``old`` where ``keep``, else ``new``, in ``old``'s dtype."""
+def _merge(old: pd.Series, new: pd.Series, keep: np.ndarray) -> np.ndarray | pd.Series:
+    """``old`` where ``keep``, else ``new``, in ``old``'s dtype (an array for a numpy dtype, else
+    a Series on ``old``'s index)."""
     if isinstance(old.dtype, np.dtype) and old.dtype != object and isinstance(new.dtype, np.dtype):
-        values = np.where(keep, old.to_numpy(), new.to_numpy()).astype(old.dtype, copy=False)
-        return pd.Series(values, index=old.index, name=old.name)
+        return np.where(keep, old.to_numpy(), new.to_numpy()).astype(old.dtype, copy=False)
     merged = new.copy()
     merged.index = old.index
     merged[keep] = old[keep]
