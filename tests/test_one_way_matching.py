@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 from dpgen_jax import data
-from dpgen_jax.synthesizers._matching import match_one_way, rounded_counts
+from dpgen_jax.synthesizers import _naive_bayes
+from dpgen_jax.synthesizers._matching import _within_quota, match_one_way, rounded_counts
 from tests.test_gaps_no_fill import _frame, _schema
 
 
@@ -164,3 +165,56 @@ def test_model_frames_move_gaps_with_their_indicator_and_never_the_fill(missing_
         made_present = frame[data.indicator_name(col)].to_numpy(dtype=bool) & ~gap
         if made_present.any():  # their values spread like the others (random ranks), not at the bottom
             assert np.median(out.loc[made_present, col]) > np.quantile(present, 0.25), col
+
+
+def _reference_log_likelihoods(classes: np.ndarray, context: np.ndarray, k: int) -> np.ndarray:
+    """The naive-Bayes log-likelihoods as their definition reads: one smoothed count table per
+    other column, summed over the columns in turn."""
+    out = np.zeros((classes.size, k))
+    for c in range(context.shape[1]):
+        v = context[:, c]
+        m = int(v.max()) + 1
+        table = np.zeros((k, m))
+        np.add.at(table, (classes, v), 1.0)
+        table = np.log((table + 1.0) / (table.sum(axis=1, keepdims=True) + m))
+        out += table[:, v].T
+    return out
+
+
+@pytest.mark.parametrize("batch_codes", [1, 6, 1000])
+def test_batched_likelihoods_follow_the_definition_as_columns_move(monkeypatch, batch_codes):
+    """``Likelihoods`` (one-hot counts and products batched over columns, corrected for the rows a
+    batch's earlier columns moved) against the per-column definition, column after column while
+    rows move: discrete classes, a continuous column's states (bins as one class), columns never
+    asked, a one-code column, codes absent from a column."""
+    monkeypatch.setattr(_naive_bayes, "BATCH_CODES", batch_codes)
+    rng = np.random.default_rng(3)
+    sizes = [2, 3, 5, 1, 2, 4, 6, 2, 3, 2]
+    n = 300
+    codes = np.stack([rng.integers(0, max(k - (j == 6), 1), n) for j, k in enumerate(sizes)], axis=1)
+    classes = [np.arange(k) for k in sizes]
+    classes[2] = np.array([0, 0, 0, 1, 2])  # three bins, an atom, a gap
+    classes[4] = classes[8] = None
+    context = _naive_bayes.Likelihoods(codes, sizes, classes)
+    current = codes.copy()
+    for j, k in enumerate(sizes):
+        if classes[j] is not None:
+            got = context.log_likelihoods(j)
+            cls = classes[j][current[:, j]]
+            want = _reference_log_likelihoods(cls, np.delete(current, j, axis=1), int(classes[j].max()) + 1)
+            np.testing.assert_allclose(got, want - want[:, :1], rtol=0, atol=1e-9, err_msg=str(j))
+        moved = rng.random(n) < 0.2  # rows that move, to any code
+        current[moved, j] = rng.integers(0, k, int(moved.sum()))
+        context.update(j, current[:, j])
+
+
+def test_the_quota_keeps_each_codes_first_rows_in_order():
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        owners = rng.integers(0, 4, 30)
+        quota = rng.integers(0, 10, 4)
+        left, want = quota.copy(), []
+        for o in owners:  # the rows in order of preference, each code's quota spent as it goes
+            want.append(left[o] > 0)
+            left[o] -= left[o] > 0
+        np.testing.assert_array_equal(_within_quota(owners, quota), want)

@@ -35,6 +35,7 @@ matches every batch that ``sample`` draws to them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -48,6 +49,7 @@ from dpgen_jax.data import Discretizer, Schema, atom_name, indicator_name
 from dpgen_jax.synthesizers import _one_way
 from dpgen_jax.synthesizers._config import GeneratorConfig
 from dpgen_jax.synthesizers._hooks import Hooks, Stage
+from dpgen_jax.synthesizers._naive_bayes import Likelihoods
 
 __all__ = ["PHASE", "STATISTIC", "OneWayStage", "match_one_way", "rounded_counts", "share", "stage",
            "training_key"]
@@ -70,42 +72,32 @@ def rounded_counts(p: np.ndarray, n: int) -> np.ndarray:
     return counts
 
 
-def _log_likelihoods(codes: np.ndarray, context: np.ndarray, k: int) -> np.ndarray:
-    """``(n, k)``: for each row, the log-likelihood of its ``context`` codes (the other columns)
-    given each code of this column, under a naive-Bayes model counted on the same rows (add-one
-    smoothing)."""
-    out = np.zeros((codes.size, k))
-    for j in range(context.shape[1]):
-        v = context[:, j]
-        m = int(v.max()) + 1
-        table = np.zeros((k, m))
-        np.add.at(table, (codes, v), 1.0)
-        table = np.log((table + 1.0) / (table.sum(axis=1, keepdims=True) + m))
-        out += table[:, v].T
-    return out
-
-
 def _reassign(codes: np.ndarray, target: np.ndarray, rng: np.random.Generator,
-              context: np.ndarray | None = None) -> np.ndarray:
-    """Codes with the ``target`` counts, changing only surplus rows. Without ``context`` the rows
-    that move and their new codes are drawn at random; with ``context`` (the rows' codes in the
-    other columns) each under-drawn code takes, among the surplus rows not moved yet, those whose
-    other columns it explains best relative to their own code (naive-Bayes log-likelihood ratio on
-    the same rows), so a moved row fits its new value."""
+              likelihoods: Callable[[], np.ndarray] | None = None) -> np.ndarray:
+    """Codes with the ``target`` counts, changing only surplus rows. Without ``likelihoods`` the
+    rows that move and their new codes are drawn at random; with it (called once, when some row
+    must move: ``(n, k)`` log-likelihoods of each row's other columns under each code, or their
+    differences from code 0, ``synthesizers._naive_bayes``) each under-drawn code takes, among the
+    surplus rows not moved yet, those whose other columns it explains best relative to their own
+    code (the log-likelihood ratio), so a moved row fits its new value."""
     out = codes.copy()
     current = np.bincount(codes, minlength=target.size)
     surplus = np.clip(current - target, 0, None)
     deficit = np.clip(target - current, 0, None)
-    if context is None or context.shape[1] == 0:
+    if likelihoods is None:
         movers = [rng.permutation(np.flatnonzero(codes == k))[:surplus[k]] for k in np.flatnonzero(surplus)]
         pool = np.concatenate(movers) if movers else np.empty(0, dtype=np.int64)
         out[pool] = rng.permutation(np.repeat(np.arange(target.size), deficit))
         return out
-    ll = _log_likelihoods(codes, context, target.size)
+    ties = rng.random((codes.size, target.size))  # ties at random (drawn whether or not a row moves)
+    if not deficit.any():
+        return out
+    ll = likelihoods()
     ratio = ll - ll[np.arange(codes.size), codes][:, None]  # gain of each code over the row's own
-    ratio += 1e-9 * rng.random(ratio.shape)  # ties at random
+    ratio += 1e-9 * ties
     left = surplus.copy()
     free = surplus[codes] > 0  # rows of over-drawn codes may move
+    single = np.count_nonzero(surplus) == 1  # one code gives every row: its quota never binds
     for b in np.argsort(-deficit, kind="stable"):
         need = int(deficit[b])
         while need:
@@ -114,17 +106,24 @@ def _reassign(codes: np.ndarray, target: np.ndarray, rng: np.random.Generator,
                 raise RuntimeError("no surplus row left to move")
             take = cand[np.argsort(-ratio[cand, b], kind="stable")[:need]]
             # no code gives up more rows than its surplus: keep the best rows within each code's quota
-            ok = []
-            for r in take:
-                if left[codes[r]] > 0:
-                    left[codes[r]] -= 1
-                    ok.append(r)
-            ok = np.asarray(ok, dtype=np.int64)
+            ok = take if single else take[_within_quota(codes[take], left)]
+            left -= np.bincount(codes[ok], minlength=left.size)
             out[ok] = b
             free[take] = False
             free &= left[codes] > 0
             need -= ok.size
     return out
+
+
+def _within_quota(owners: np.ndarray, quota: np.ndarray) -> np.ndarray:
+    """Whether each entry of ``owners`` (codes, in order of preference) is among the first
+    ``quota[code]`` entries of its code."""
+    order = np.argsort(owners, kind="stable")
+    sorted_owners = owners[order]
+    first = np.searchsorted(sorted_owners, sorted_owners, side="left")
+    keep = np.empty(owners.size, dtype=bool)
+    keep[order] = np.arange(owners.size) - first < quota[sorted_owners]
+    return keep
 
 
 def _transport(keys: np.ndarray, target: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -169,21 +168,34 @@ def match_one_way(frame: pd.DataFrame, disc: Discretizer, probs: Sequence[np.nda
     codes = disc.codes(frame)
     new = codes.copy()
     positions = np.full(codes.shape, 0.5)
+    targets, classes, n_bins = [], [], []
+    for j, col in enumerate(disc.schema.columns):  # what each column matches by likelihood, if anything
+        targets.append(rounded_counts(probs[j], n))
+        # a continuous column's codes after its bins (each atom's, then the gap's) are states like
+        # categories, its bins one state
+        n_bins.append(sizes[j] - len(disc.atom_codes.get(col.name, ())) - (col.name in disc.missing_codes)
+                      if col.kind == "continuous" else 1)
+        cls = np.maximum(np.arange(sizes[j]) - n_bins[j] + 1, 0)  # the class of each code
+        moves = not np.array_equal(np.bincount(cls[codes[:, j]], minlength=cls[-1] + 1),
+                                   np.bincount(cls, weights=targets[j], minlength=cls[-1] + 1))
+        classes.append(cls if moves and (col.kind != "continuous" or n_bins[j] < sizes[j]) else None)
+    context = Likelihoods(codes, sizes, classes) if len(sizes) > 1 else None
     for j, col in enumerate(disc.schema.columns):
-        target = rounded_counts(probs[j], n)
+        target = targets[j]
+        likelihoods = None if context is None else functools.partial(context.log_likelihoods, j)
         if col.kind != "continuous":
-            new[:, j] = _reassign(codes[:, j], target, rng, np.delete(new, j, axis=1))
+            new[:, j] = _reassign(codes[:, j], target, rng, likelihoods)
+            if context is not None:
+                context.update(j, new[:, j])
             continue
-        # the codes after the bins (each atom's, then the gap's) are states like categories
-        n_bins = disc.sizes[j] - len(disc.atom_codes.get(col.name, ())) - (col.name in disc.missing_codes)
         present = np.ones(n, dtype=bool)
         was_gap = np.zeros(n, dtype=bool)  # or at an atom: no rank among the present values
-        if n_bins < disc.sizes[j]:
-            state = np.maximum(codes[:, j] - n_bins + 1, 0)
+        if n_bins[j] < sizes[j]:
+            state = np.maximum(codes[:, j] - n_bins[j] + 1, 0)
             was_gap = state > 0
-            state = _reassign(state, np.concatenate([[target[:n_bins].sum()], target[n_bins:]]), rng,
-                              np.delete(new, j, axis=1))
-            new[state > 0, j] = n_bins + state[state > 0] - 1
+            state = _reassign(state, np.concatenate([[target[:n_bins[j]].sum()], target[n_bins[j]:]]), rng,
+                              likelihoods)
+            new[state > 0, j] = n_bins[j] + state[state > 0] - 1
             present = state == 0
         values = pd.to_numeric(frame[col.name], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
         keys = values[present]
@@ -195,23 +207,29 @@ def match_one_way(frame: pd.DataFrame, disc: Discretizer, probs: Sequence[np.nda
             known = keys[~unknown]
             keys[unknown] = (np.quantile(known, rng.random(int(unknown.sum()))) if known.size
                              else rng.random(int(unknown.sum())))
-        bins = target[:n_bins]
-        c, pos = _transport(keys, bins, rng)
+        c, pos = _transport(keys, target[:n_bins[j]], rng)
         new[present, j], positions[present, j] = c, pos
+        if context is not None:
+            context.update(j, new[:, j])
     out = disc.decode_at(new, positions)
-    result = frame.copy()
+    changed: dict[str, Any] = {}
     for j, col in enumerate(disc.schema.columns):  # a row whose code is unchanged keeps its value
         keep = new[:, j] == codes[:, j]
         if not keep.all():
-            result[col.name] = _merge(frame[col.name], out[col.name], keep)
+            changed[col.name] = _merge(frame[col.name], out[col.name], keep)
             for flag in (indicator_name(col.name), atom_name(col.name)):  # the model frame's gap flag, state
                 if col.kind == "continuous" and flag in frame.columns and flag not in disc.schema.names:
-                    result[flag] = _merge(frame[flag], out[flag], keep)
-    return result
+                    changed[flag] = _merge(frame[flag], out[flag], keep)
+    if not changed:
+        return frame.copy()
+    return pd.DataFrame({name: changed.get(name, frame[name]) for name in frame.columns}, index=frame.index)
 
 
-def _merge(old: pd.Series, new: pd.Series, keep: np.ndarray) -> pd.Series:
-    """``old`` where ``keep``, else ``new``, in ``old``'s dtype."""
+def _merge(old: pd.Series, new: pd.Series, keep: np.ndarray) -> np.ndarray | pd.Series:
+    """``old`` where ``keep``, else ``new``, in ``old``'s dtype (an array for a numpy dtype, else
+    a Series on ``old``'s index)."""
+    if isinstance(old.dtype, np.dtype) and old.dtype != object and isinstance(new.dtype, np.dtype):
+        return np.where(keep, old.to_numpy(), new.to_numpy()).astype(old.dtype, copy=False)
     merged = new.copy()
     merged.index = old.index
     merged[keep] = old[keep]
