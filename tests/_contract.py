@@ -135,17 +135,17 @@ class SynthesizerContract:
     def test_report_says_how_every_noisy_phase_is_realised(self, fitted, table):
         """Integer counts, snapped sums (DP-EM), exact selections, or the floating-point sentence
         of DP-SGD: each noisy phase of the plan is named in its realisation's sentence."""
-        from dpgen_jax.privacy._report import FLOATING_POINT
+        from dpgen_jax.privacy._prose import FLOATING_POINT
 
         rep = fitted.privacy_report()
         phases = privacy.with_steps(synthesizers.create(self.METHOD, **self.OVERRIDES).plan(
             table[1], len(table[0]), epsilon=self.EPSILON, delta=DELTA).phases,
             {p["name"]: p["steps"] for p in rep["phases"]})
         for leaf in (q for p in phases for q in p.leaves()):
-            if leaf.mechanism in ("non_private", "parallel_composition"):
+            if leaf.KIND in ("non-private", "parallel"):
                 continue
             kind = {"gaussian": "snapped" if leaf.name.split("/")[0] in ("dp-em", "em") else "integers",
-                    "exponential_mechanism": "exponential_mechanism"}.get(leaf.mechanism, "dpsgd")
+                    "exponential-mechanism": "exponential_mechanism"}.get(leaf.KIND, "dpsgd")
             head = FLOATING_POINT[kind].split("{names}")[1][:40]
             said = [a for a in rep["assumptions"] if head in a]
             assert len(said) == 1 and repr(leaf.name) in said[0], (leaf.name, kind)

@@ -340,11 +340,13 @@ def test_noise_std_is_sigma_times_the_sensitivity_each_phase_kind_owns():
 
 
 def test_a_new_phase_kind_needs_only_its_own_module():
-    """A phase kind defined here, outside dpgen_jax.privacy, is accounted, calibrated and reported
-    from its own methods: its event, its supported accountants and its assumption sentence."""
+    """A phase kind defined here, outside dpgen_jax.privacy, is accounted and calibrated from its own
+    methods (its event, its supported accountants) and reported with the default prose: its KIND as
+    the mechanism and the sentence that the report does not describe it, no floating-point one."""
 
     @dataclasses.dataclass(frozen=True)
     class LaplaceCounts(privacy.Phase):
+        KIND = "laplace-counts"
         name: str
         epsilon_per_step: float
         steps: int = 1
@@ -353,7 +355,6 @@ def test_a_new_phase_kind_needs_only_its_own_module():
             return dpa.SelfComposedDpEvent(dpa.LaplaceDpEvent(1 / self.epsilon_per_step), self.steps)
 
         neighbouring_relation = ADD_REMOVE
-        mechanism = "laplace"
 
         @property
         def noise_multiplier_or_none(self):
@@ -365,9 +366,6 @@ def test_a_new_phase_kind_needs_only_its_own_module():
         def unsupported_reason(self, accountant):
             return None if accountant == "rdp" or self.steps < 3 else "Laplace x3 is RDP-only here."
 
-        def assumption(self):
-            return (25, "Laplace phases {names} add Laplace noise of scale 1 / epsilon_per_step.")
-
         def report_parameters(self):
             return {"epsilon_per_step": self.epsilon_per_step}
 
@@ -377,15 +375,75 @@ def test_a_new_phase_kind_needs_only_its_own_module():
     assert epsilon(phases, DELTA, pld_discretization=1e-4) == pytest.approx(direct, rel=1e-12)
     rep = report(phases, DELTA)
     assert rep["epsilon_by_accountant"]["rdp_improved"] is not None
+    assert [p["mechanism"] for p in rep["phases"]] == ["laplace-counts", "poisson_subsampled_gaussian"]
     dpsgd_at = next(i for i, a in enumerate(rep["assumptions"]) if a.startswith("DP-SGD phases"))
-    assert rep["assumptions"][dpsgd_at + 1] == ("Laplace phases ['counts'] add Laplace noise of "
-                                                "scale 1 / epsilon_per_step.")
+    assert rep["assumptions"][dpsgd_at + 1] == (
+        "Phases ['counts'] are of a phase kind defined outside dpgen_jax ('laplace-counts'), which "
+        "this report does not describe: it states neither their mechanism nor how their noise is "
+        "realised, only their epsilon from their own dp_accounting event.")
+    assert rep["assumptions"][dpsgd_at + 2].startswith("Training phases ['ae'] compute gradients")
+    assert not any("'counts'" in a for a in rep["assumptions"][dpsgd_at + 2:])
     assert epsilon(calibrate(phases, 2.0, DELTA), DELTA) <= 2.0
     refused = [LaplaceCounts("counts", 0.5, 3)] + phases[1:]
     with pytest.raises(ValueError, match="does not support phase 'counts'.*Laplace x3 is RDP-only here"):
         epsilon(refused, DELTA)
     assert not privacy.pld_supported(refused)
     assert report(refused, DELTA, accountant="rdp")["epsilon_by_accountant"]["pld"] is None
+
+
+def test_every_phase_kind_has_its_report_prose():
+    """Every phase kind of the package (a Phase subclass setting a KIND, found by walking the
+    subclasses) has its entry in the prose table, and the report writes the mechanism, sentence and
+    rank documented for it (docs/privacy.md); a kind without a KIND is named by its class."""
+    from dpgen_jax.privacy._prose import PROSE, UNDESCRIBED_RANK, prose_of
+
+    kinds, todo = {}, [privacy.Phase]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            todo.append(sub)
+            if sub.__module__.startswith("dpgen_jax.") and "KIND" in sub.__dict__:
+                kinds[sub.__dict__["KIND"]] = sub
+    assert len(kinds) >= 6 and set(kinds) == set(PROSE), (sorted(kinds), sorted(PROSE))
+    gaussian = privacy.GaussianPhase("h", 4.0, output="snapped")
+    sharded = {a: ShardedSanitizerPhase("g", 10, 5, 4, 2.0, 100, accounting=a) for a in ("proven", "assumed", "paper")}
+    expected = [  # (phase, mechanism, rank, the sentence's first words, realisation)
+        (DPSGDPhase("a", 0.01, 1.0, 3), "poisson_subsampled_gaussian", 10, "DP-SGD phases {names} sample", "dpsgd"),
+        (gaussian, "gaussian", 20, "Gaussian phases {names} release", "snapped"),
+        (privacy.ExponentialMechanismPhase("s", 0.5), "exponential_mechanism", 30,
+         "Exponential-mechanism phases {names} select", "exponential_mechanism"),
+        (sharded["proven"], "sharded_gaussian_selection_conditioned", 50, "Sharded phases {names} (proven", "dpsgd"),
+        (sharded["assumed"], "sharded_poisson_subsampled_gaussian_joint_rows_assumed_fresh", 51,
+         "Sharded phases {names} (assumed", "dpsgd"),
+        (sharded["paper"], "sharded_per_row_sampled_without_replacement_gaussian_paper", 52,
+         "Sharded phases {names} use the GS-WGAN paper's", "dpsgd"),
+        (NonPrivatePhase("n", 2), "non_private", 100, "Phases {names} trained on the private data", None),
+        (privacy.ParallelPhases("by", (("x", (gaussian,)), ("y", ()))), "parallel_composition", -10,
+         "Phase 'by' composes its groups ['x', 'y'] in parallel", None),
+    ]
+    assert {type(p) for p, *_ in expected} == set(kinds.values())
+    for phase, mechanism, rank, opening, realisation in expected:
+        said = prose_of(phase)
+        assert (said.mechanism, said.rank, said.realisation) == (mechanism, rank, realisation), phase
+        assert said.sentence.startswith(opening), (phase, said.sentence)
+    assert prose_of(privacy.GaussianPhase("h", 4.0)).realisation == "integers"
+    assert prose_of(NonPrivatePhase("n", 0)).sentence is None  # never ran: nothing to say
+
+    @dataclasses.dataclass(frozen=True)
+    class Unnamed(privacy.Phase):  # a phase kind without a KIND
+        name: str
+        steps: int = 1
+
+        def event(self):
+            return dpa.NoOpDpEvent()
+
+        neighbouring_relation = None
+
+        def report_parameters(self):
+            return {}
+
+    said = prose_of(Unnamed("u"))
+    assert (said.mechanism, said.rank, said.realisation) == ("Unnamed", UNDESCRIBED_RANK, None)
+    assert "defined outside dpgen_jax ('Unnamed')" in said.sentence
 
 
 def test_format_report_labels_the_exact_headline_from_the_report_fields():

@@ -74,14 +74,14 @@ def noise_std_of(noise_multiplier: float, sensitivity: float) -> float:
 class Phase(abc.ABC):
     """Base class of all phases. Subclasses are frozen dataclasses with a ``name`` and ``steps``.
 
-    A phase kind owns its facts, so that adding one touches its own module (plus its test and
-    docs/privacy.md): its event (:meth:`event`), relation and mechanism name, its noise
-    (:attr:`noise_multiplier_or_none`, :attr:`noise_sensitivity`, hence :attr:`noise_std`), the
-    accountants that interpret it (:meth:`unsupported_reason`, :attr:`rdp_orders`,
-    :attr:`exact_accountant`), its sentence in the report (:meth:`assumption`), its reported
-    parameters (:meth:`report_parameters`) and a labelled assumed accounting beside the headline
-    (:meth:`assumed_accounting`). The accounting and report code of :mod:`dpgen_jax.privacy` only
-    calls these.
+    A phase kind owns its accounting and engine facts: its event (:meth:`event`) and relation, its
+    noise (:attr:`noise_multiplier_or_none`, :attr:`noise_sensitivity`, hence :attr:`noise_std`),
+    the accountants that interpret it (:meth:`unsupported_reason`, :attr:`rdp_orders`,
+    :attr:`exact_accountant`), its reported numbers (:meth:`report_parameters`) and a labelled
+    assumed accounting beside the headline (:meth:`assumed_accounting`). The accounting and report
+    code of :mod:`dpgen_jax.privacy` only calls these. The report's words for the kind (the
+    mechanism's name, its assumption sentence and rank) are its entry in
+    :data:`dpgen_jax.privacy._prose.PROSE`, under its ``KIND``.
     """
     KIND: ClassVar[str]  # the stable name of the phase kind in saved files (each kind sets its own)
 
@@ -99,11 +99,6 @@ class Phase(abc.ABC):
     @abc.abstractmethod
     def neighbouring_relation(self) -> NeighboringRelation | None:
         """The neighbouring relation the event is stated under (None: compatible with any)."""
-
-    @property
-    @abc.abstractmethod
-    def mechanism(self) -> str:
-        """A short name of the mechanism, as written in the privacy report."""
 
     @property
     def noise_multiplier_or_none(self) -> float | None:
@@ -160,12 +155,6 @@ class Phase(abc.ABC):
     def assumed_accounting(self) -> tuple[Phase, str] | None:
         """``(phase, label)``: the same phase accounted under an unproven assumption, whose epsilon
         the report prints beside the headline with the label (DESIGN rule 9); None for none."""
-        return None
-
-    def assumption(self) -> tuple[int, str] | None:
-        """``(rank, sentence)``: what the report assumes of this kind of phase. Phases with the same
-        sentence share it, its ``{names}`` listing their names; sentences go in increasing rank
-        (rank 0 is the sentence that only the listed phases touch the data). None: no sentence."""
         return None
 
     @property
@@ -306,17 +295,6 @@ class DPSGDPhase(Phase):
         return NeighboringRelation.ADD_OR_REMOVE_ONE
 
     @property
-    def mechanism(self) -> str:
-        return "poisson_subsampled_gaussian"
-
-    def assumption(self) -> tuple[int, str]:
-        return (10, "DP-SGD phases {names} sample every record independently with probability "
-                "sample_rate at every step (Poisson sampling, as realised by dpgen_jax.dpsgd with "
-                "padded batches whose overflow is processed, never truncated or resampled), clip each "
-                "example's gradient to the clip norm C and add Gaussian noise of standard deviation "
-                "noise_multiplier * C to the sum; the number of steps is the count actually executed.")
-
-    @property
     def noise_multiplier_or_none(self) -> float:
         return self.noise_multiplier
 
@@ -386,16 +364,6 @@ class GaussianPhase(Phase):
     @property
     def neighbouring_relation(self) -> NeighboringRelation:
         return NeighboringRelation.ADD_OR_REMOVE_ONE
-
-    @property
-    def mechanism(self) -> str:
-        return "gaussian"
-
-    def assumption(self) -> tuple[int, str]:
-        return (20, "Gaussian phases {names} release statistics of the whole dataset (no subsampling) "
-                "with Gaussian noise of standard deviation noise_multiplier * sensitivity per "
-                "coordinate, where sensitivity is the statistic's L2 sensitivity to adding or removing "
-                "one record; steps counts the releases.")
 
     @property
     def noise_multiplier_or_none(self) -> float:
@@ -494,23 +462,11 @@ class ExponentialMechanismPhase(Phase):
     def neighbouring_relation(self) -> NeighboringRelation:
         return NeighboringRelation.ADD_OR_REMOVE_ONE
 
-    @property
-    def mechanism(self) -> str:
-        return "exponential_mechanism"
-
     def unsupported_reason(self, accountant: str) -> str | None:
         if accountant == "rdp":
             return None
         return ("The exponential mechanism is accounted by its zCDP bound (ZCDpEvent), which "
                 "only the RDP accountant interprets; use accountant='rdp'.")
-
-    def assumption(self) -> tuple[int, str]:
-        return (30, "Exponential-mechanism phases {names} select steps times among candidates whose "
-                "scores change by at most sensitivity when one record is added or removed, each with "
-                "probability proportional to exp(epsilon_per_step * score / (2 * sensitivity)); each "
-                "selection is accounted as (epsilon_per_step^2 / 8)-zCDP (the bounded-range bound of "
-                "Cesar and Rogers 2021), which only the RDP accountant interprets, so the PLD "
-                "epsilon is not reported.")
 
     @property
     def noise_multiplier_or_none(self) -> float:
@@ -589,16 +545,6 @@ class NonPrivatePhase(Phase):
     @property
     def neighbouring_relation(self) -> None:
         return None
-
-    @property
-    def mechanism(self) -> str:
-        return "non_private"
-
-    def assumption(self) -> tuple[int, str] | None:
-        if not self.spends_privacy:
-            return None
-        return (100, "Phases {names} trained on the private data without differential privacy, so the "
-                "composed epsilon is infinite: this run has no privacy guarantee (non_private: true).")
 
     def report_parameters(self) -> dict[str, Any]:
         return {}
