@@ -16,7 +16,9 @@ Every CSV is read with the dtypes its schema declares (:func:`dpgen_jax.data.rea
 categories of str, int or bool survive a write and a read. A mistake the user can fix (a missing
 file, a frame that does not match its schema, an unreachable epsilon, an unknown method, a bad
 flag) prints one line ``dpgen-jax: error: ...`` and exits with status 2, without a traceback
-(set ``DPGEN_TRACEBACK=1`` to see one).
+(set ``DPGEN_TRACEBACK=1`` to see one). XLA's own C++ log lines (such as its "Very slow compile?"
+alarm) are kept off the console: :func:`main` sets ``TF_CPP_MIN_LOG_LEVEL=3`` before JAX loads
+unless the variable is already set.
 
 Privacy: ``schema draft`` reads facts from the data and marks the schema ``data-derived`` with a
 loud warning; ``fit`` refuses such a schema unless ``--allow-data-derived-schema`` is given, and
@@ -88,6 +90,11 @@ def _culprit(method: str, pairs: Sequence[str]) -> str:
 # ----------------------------------------------------------------------------- commands
 
 
+def _label_phrase(label: str | None, hint: str) -> str:
+    """``label 'y'``, or ``no label (<hint>)`` for a table without one."""
+    return f"label {label!r}" if label is not None else f"no label ({hint})"
+
+
 def _warn_loudly(lines: Sequence[str]) -> None:
     bar = "!" * 78
     print("\n".join([bar, *(f"! {line}" for line in lines), bar]), file=sys.stderr)
@@ -103,7 +110,7 @@ def cmd_schema_draft(args) -> int:
     out.write_text(schema.to_json() + "\n")
     kinds = {k: sum(c.kind == k for c in schema.columns) for k in ("categorical", "binary", "continuous")}
     print(f"wrote {out}: {len(schema)} columns ({', '.join(f'{v} {k}' for k, v in kinds.items())}), "
-          f"source {schema.source!r}, label {schema.label!r}")
+          f"source {schema.source!r}, {_label_phrase(schema.label, '--label L names the prediction target')}")
     for line in draft.advice:  # gaps, identifiers and the unit of privacy, log scales (also in the notes)
         print(f"review: {line}")
     if rows is not None:
@@ -235,8 +242,12 @@ def cmd_evaluate(args) -> int:
             return f"{what} {shown(key)}"
         return f"{what} real {shown(key + '.real')} / synthetic {shown(key + '.synthetic')}"
 
-    print(f"label {result['meta']['label']!r}: {pair('label_accuracy', 'random-forest accuracy')}; "
-          f"{pair('tstr_auroc', 'TSTR AUROC')}; mean 1-way TV {shown('tv_1way.mean')}")
+    label = result["meta"]["label"]
+    scores = [f"mean 1-way TV {shown('tv_1way.mean')}"]
+    if label is not None:  # without one, the label scores are undefined and not printed
+        scores[:0] = [pair("label_accuracy", "random-forest accuracy"), pair("tstr_auroc", "TSTR AUROC")]
+    hint = "--label L, or \"label\": true on a column of the schema, names one for the label metrics"
+    print(f"{_label_phrase(label, hint)}: {'; '.join(scores)}")
     print(f"wrote {', '.join(sorted(written))} to {args.out} (not private: computed from the real rows)")
     return 0
 
@@ -507,8 +518,22 @@ def _one_line(exc: BaseException) -> str:
     return " ".join((str(exc).strip() or type(exc).__name__).split())
 
 
+#: XLA's C++ log level for the command line (absl's TF_CPP_MIN_LOG_LEVEL: 0 info, 1 warning, 2 error,
+#: 3 fatal only): its "Very slow compile?" alarm and other C++ log lines are not for this console.
+XLA_LOG_LEVEL = "3"
+
+
+def _quiet_xla() -> None:
+    """Sets ``TF_CPP_MIN_LOG_LEVEL`` to :data:`XLA_LOG_LEVEL` before JAX loads, unless the user set
+    it (theirs is kept) or JAX is already loaded (it read the variable then; a process that calls
+    :func:`main` after importing JAX keeps its own logging)."""
+    if "jax" not in sys.modules and "jaxlib" not in sys.modules:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", XLA_LOG_LEVEL)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the command line; returns (and exits with) 0 on success, 2 on a user error."""
+    _quiet_xla()
     traceback = os.environ.get("DPGEN_TRACEBACK") == "1"
     try:
         args = build_parser().parse_args(argv)

@@ -134,7 +134,9 @@ class SynthesizerContract:
 
     def test_report_says_how_every_noisy_phase_is_realised(self, fitted, table):
         """Integer counts, snapped sums (DP-EM), exact selections, or the floating-point sentence
-        of DP-SGD: each noisy phase of the plan is named in its realisation's sentence."""
+        of DP-SGD: each noisy phase of the plan has its realisation in its kind's report prose
+        (``privacy.prose_of(phase).realisation``; a Gaussian phase: snapped sums for DP-EM, integer
+        counts otherwise) and is named in that realisation's sentence."""
         from dpgen_jax.privacy._prose import FLOATING_POINT
 
         rep = fitted.privacy_report()
@@ -142,10 +144,12 @@ class SynthesizerContract:
             table[1], len(table[0]), epsilon=self.EPSILON, delta=DELTA).phases,
             {p["name"]: p["steps"] for p in rep["phases"]})
         for leaf in (q for p in phases for q in p.leaves()):
-            if leaf.KIND in ("non-private", "parallel"):
+            if leaf.noise_multiplier_or_none is None:
                 continue
-            kind = {"gaussian": "snapped" if leaf.name.split("/")[0] in ("dp-em", "em") else "integers",
-                    "exponential-mechanism": "exponential_mechanism"}.get(leaf.KIND, "dpsgd")
+            kind = privacy.prose_of(leaf).realisation
+            assert kind in FLOATING_POINT, (leaf.name, kind)
+            if leaf.KIND == "gaussian":
+                assert kind == ("snapped" if leaf.name.split("/")[0] in ("dp-em", "em") else "integers"), leaf.name
             head = FLOATING_POINT[kind].split("{names}")[1][:40]
             said = [a for a in rep["assumptions"] if head in a]
             assert len(said) == 1 and repr(leaf.name) in said[0], (leaf.name, kind)

@@ -13,6 +13,7 @@ from dp_accounting.pld import PLDAccountant
 
 from dpgen_jax import privacy
 from dpgen_jax.privacy import DPSGDPhase, NonPrivatePhase, ShardedSanitizerPhase, calibrate, epsilon, report
+from dpgen_jax.privacy._prose import FLOATING_POINT, PROSE, PhaseProse
 from tests._oracles import float32_not_above
 
 DELTA = 1e-5
@@ -339,10 +340,11 @@ def test_noise_std_is_sigma_times_the_sensitivity_each_phase_kind_owns():
             phase.noise_std  # noqa: B018
 
 
-def test_a_new_phase_kind_needs_only_its_own_module():
+def test_a_new_phase_kind_needs_only_its_own_module(monkeypatch):
     """A phase kind defined here, outside dpgen_jax.privacy, is accounted and calibrated from its own
     methods (its event, its supported accountants) and reported with the default prose: its KIND as
-    the mechanism and the sentence that the report does not describe it, no floating-point one."""
+    the mechanism and the sentence that the report does not describe it, no floating-point one; with
+    its own entry in the prose table, with that entry's words and floating-point sentence."""
 
     @dataclasses.dataclass(frozen=True)
     class LaplaceCounts(privacy.Phase):
@@ -383,6 +385,26 @@ def test_a_new_phase_kind_needs_only_its_own_module():
         "realised, only their epsilon from their own dp_accounting event.")
     assert rep["assumptions"][dpsgd_at + 2].startswith("Training phases ['ae'] compute gradients")
     assert not any("'counts'" in a for a in rep["assumptions"][dpsgd_at + 2:])
+
+    # A kind defined outside may add its entry to PROSE under its KIND: a declared realisation
+    # names its phases in that floating-point sentence; a key FLOATING_POINT lacks is refused,
+    # naming the phase.
+    class RoundedLaplaceCounts(LaplaceCounts):
+        KIND = "rounded-laplace-counts"
+
+    class SamplerUnknown(LaplaceCounts):
+        KIND = "laplace-sampler"
+
+    laplace = "Laplace phases {names} add Laplace noise of scale 1 / epsilon_per_step."
+    monkeypatch.setitem(PROSE, RoundedLaplaceCounts.KIND, PhaseProse("laplace", 25, laplace, "integers"))
+    monkeypatch.setitem(PROSE, SamplerUnknown.KIND, PhaseProse("laplace", 25, laplace, "laplace"))
+    rounded = report([RoundedLaplaceCounts("counts", 0.5, 2)], DELTA)
+    assert [p["mechanism"] for p in rounded["phases"]] == ["laplace"]
+    assert laplace.replace("{names}", "['counts']") in rounded["assumptions"]
+    assert [a for a in rounded["assumptions"] if "floating point" in a] == [
+        FLOATING_POINT["integers"].replace("{names}", "['counts']")]
+    with pytest.raises(ValueError, match="SamplerUnknown 'counts': .*realisation='laplace'.*add one there"):
+        report([SamplerUnknown("counts", 0.5, 2)], DELTA)
     assert epsilon(calibrate(phases, 2.0, DELTA), DELTA) <= 2.0
     refused = [LaplaceCounts("counts", 0.5, 3)] + phases[1:]
     with pytest.raises(ValueError, match="does not support phase 'counts'.*Laplace x3 is RDP-only here"):
@@ -395,7 +417,7 @@ def test_every_phase_kind_has_its_report_prose():
     """Every phase kind of the package (a Phase subclass setting a KIND, found by walking the
     subclasses) has its entry in the prose table, and the report writes the mechanism, sentence and
     rank documented for it (docs/privacy.md); a kind without a KIND is named by its class."""
-    from dpgen_jax.privacy._prose import PROSE, UNDESCRIBED_RANK, prose_of
+    from dpgen_jax.privacy._prose import UNDESCRIBED_RANK, prose_of
 
     kinds, todo = {}, [privacy.Phase]
     while todo:
@@ -444,6 +466,27 @@ def test_every_phase_kind_has_its_report_prose():
     said = prose_of(Unnamed("u"))
     assert (said.mechanism, said.rank, said.realisation) == ("Unnamed", UNDESCRIBED_RANK, None)
     assert "defined outside dpgen_jax ('Unnamed')" in said.sentence
+
+
+def test_each_library_phase_kind_declares_how_its_noise_is_realised():
+    """docs/privacy.md, "Floating point" (each kind's realisation in its report prose): DP-SGD and
+    the sharded sanitiser are accounted on real numbers, Gaussian releases are integer counts or
+    snapped sums as their ``output`` says, selections are exact; a phase without noise, and a
+    parallel composition (its leaves say it), get no sentence. The report names each phase in its
+    kind's sentence, and nowhere else."""
+    dp = DPSGDPhase("ae", 0.01, 1.0, 10)
+    kinds = {dp: "dpsgd", ShardedSanitizerPhase("g", 250, 10, 32, 5.0, 70000): "dpsgd",
+             privacy.GaussianPhase("h", 5.0): "integers",
+             privacy.GaussianPhase("em", 5.0, output="snapped"): "snapped",
+             privacy.ExponentialMechanismPhase("sel", 0.5): "exponential_mechanism",
+             NonPrivatePhase("free", 1): None, privacy.ParallelPhases("groups", (("a", (dp,)),)): None}
+    for phase, key in kinds.items():
+        assert privacy.prose_of(phase).realisation == key, phase
+        if key is None:
+            continue
+        said = [a for a in report([phase], DELTA, accountant="rdp")["assumptions"]
+                if any(a == v.replace("{names}", f"[{phase.name!r}]") for v in FLOATING_POINT.values())]
+        assert said == [FLOATING_POINT[key].replace("{names}", f"[{phase.name!r}]")], phase
 
 
 def test_format_report_labels_the_exact_headline_from_the_report_fields():

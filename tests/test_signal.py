@@ -1,14 +1,18 @@
 """The public signal-to-noise rule of the marginal methods' schedules (``synthesizers._signal``) and
 GEM's auto schedule built on it: monotone in N and epsilon, zero rounds on a tiny table, GEM's
 default at Adult's size, the rule's noise against the calibrated plan's, and a zero-round fit that
-releases the one-way histograms only, its report accounting for exactly what ran."""
+releases the one-way histograms only, its report accounting for exactly what ran; without a public
+N, the planned units split after the one-way release by its released total (``released_split``),
+every path spending exactly the planned units."""
 
 from __future__ import annotations
 
 import math
 
+import dp_accounting as dpa
 import numpy as np
 import pytest
+from dp_accounting.rdp import RdpAccountant
 from scipy import optimize
 
 from dpgen_jax import data, privacy, synthesizers
@@ -139,3 +143,95 @@ def test_without_a_public_count_the_default_schedule_runs_and_no_count_is_used()
     default = GEMConfig(**smoke).for_sizes(gem.discretizer(GEMConfig(**smoke), data.model_schema(schema)).sizes).max_rounds
     assert steps == {"one_way": 1, "selection": default, "measure": default}
     assert not any("treated as public" in a or "no round ran" in a for a in report["assumptions"])
+
+
+def test_split_units_spend_exactly_the_units():
+    for units in (1, 2, 5, 12, 32, 97):
+        for rounds in range(0, units + 3):
+            got = _signal.split_units(units, rounds)
+            assert sum(got) == units and len(got) == min(max(rounds, 1), units)
+            assert len(set(got[:-1])) <= 1 and got[-1] >= got[0]  # equal rounds, the last the remainder
+    assert _signal.split_units(32, 5) == (6, 6, 6, 6, 8)
+    assert _signal.split_units(32, 0) == (32,)  # nothing measurable: one round of every unit
+
+
+def test_released_split_agrees_with_its_definition():
+    """The rounds from the definition: the largest R (up to the units) with R candidates whose
+    expected count per cell n / cells is at least threshold sigma_u / sqrt(units // R); 0 gives one
+    round of every unit. More records never give fewer rounds."""
+    cells = [4, 6, 10, 12, 20, 30, 45, 60, 64, 100, 160, 256, 512, 1024]
+    for units in (1, 7, 32):
+        previous = 0
+        for n in (3.0, 40.0, 300.0, 1000.0, 5000.0, 40_000.0):
+            got = _signal.released_split(n, cells, 6.0, units)
+            best = max([r for r in range(1, units + 1)
+                        if sum(n / c >= 5.0 * 6.0 / math.sqrt(units // r) for c in cells) >= r], default=0)
+            assert got.rule_rounds == best, (units, n)
+            assert got.units == _signal.split_units(units, best) and sum(got.units) == units
+            sigma = 6.0 / math.sqrt(got.units[0])
+            assert got.sigma == pytest.approx(sigma)
+            assert got.max_cells == math.floor(n / (_signal.CELL_THRESHOLD * sigma))
+            assert got.measurable == sum(n / c >= _signal.THRESHOLD * sigma for c in cells)
+            assert best >= previous
+            previous = best
+    assert _signal.released_split(3.0, cells, 6.0, 32).units == (32,)
+    with pytest.raises(ValueError, match="unit_sigma"):
+        _signal.released_split(100.0, cells, 0.0, 32)
+
+
+def _recomputed_epsilon(phases: dict, delta: float) -> float:
+    """The epsilon of the executed phases with dp_accounting directly (a selection at epsilon_u is
+    RDP as a Gaussian of noise multiplier 2 / epsilon_u)."""
+    acc = RdpAccountant()
+    acc.compose(dpa.GaussianDpEvent(phases["one_way"].noise_multiplier))
+    acc.compose(dpa.GaussianDpEvent(phases["measure"].noise_multiplier), phases["measure"].steps)
+    acc.compose(dpa.GaussianDpEvent(2.0 / phases["selection"].epsilon), phases["selection"].steps)
+    return acc.get_epsilon(delta)
+
+
+@pytest.mark.parametrize("rows, epsilon", [(12, 0.3), (150, 1.0), (1500, 3.0)])
+def test_without_a_public_count_the_split_follows_the_released_total_and_spends_the_plan(rows, epsilon):
+    """No num_records: the default units are planned, then split after the one-way release by its
+    released total; on every table (a dozen rows to 1,500) and seed the rounds spend exactly the
+    planned units, the split is the rule's on the released total, no candidate exceeds its largest
+    marginal, and the report's epsilon is the target recomputed from the executed phases."""
+    schema = _tables.MIXED_SCHEMA
+    smoke = {k: v for k, v in gem.GEM.SMOKE.items() if k != "max_rounds"}
+    cfg = GEMConfig(**smoke)
+    sizes = gem.discretizer(cfg, data.model_schema(schema)).sizes
+    planned = cfg.for_sizes(sizes).units()
+    for seed in range(3):
+        frame = _tables.mixed_frame(rows, seed)
+        model = synthesizers.create("gem", **smoke).fit(frame, schema, epsilon=epsilon, delta=1e-5, seed=seed)
+        release, plan = model.fitted_release, model.fitted_plan
+        executed = release.diagnostics["rounds"]
+        assert sum(r.units for r in executed) == planned
+        split = _signal.released_split(release.diagnostics["total"], cfg.for_sizes(sizes).candidate_sizes(sizes),
+                                       plan.phase("measure").noise_multiplier, planned)
+        assert tuple(r.units for r in executed) == split.units
+        assert all(math.prod(sizes[j] for j in c) <= max(1, split.max_cells)
+                   for r in executed for c in r.cliques if len(c) > 1)
+        phases = {p.name: p for p in model.fitted_phases()}
+        assert phases["selection"].steps == phases["measure"].steps == planned
+        report = model.privacy_report()
+        assert report["epsilon"] == pytest.approx(_recomputed_epsilon(phases, 1e-5), rel=1e-6)
+        assert report["epsilon"] == pytest.approx(epsilon, rel=1e-3)
+        assert any("split after the one-way release" in a for a in report["assumptions"])
+
+
+def test_explicit_rounds_or_anneal_keep_their_schedule():
+    frame, schema = _tables.mixed_frame(150, 0), _tables.MIXED_SCHEMA
+    smoke = {k: v for k, v in gem.GEM.SMOKE.items() if k != "max_rounds"}
+    for extra, units in [(dict(max_rounds=5), [1] * 5), (dict(max_rounds=5, anneal=True), None)]:
+        model = synthesizers.create("gem", **smoke, **extra).fit(frame, schema, epsilon=1.0, seed=0)
+        got = [r.units for r in model.fitted_release.diagnostics["rounds"]]
+        assert sum(got) == 5 and (units is None or got == units)
+        assert not any("split after the one-way release" in a for a in model.fitted_release.notes)
+    # An explicit candidate_cells is kept by the split (which still shares out the units).
+    model = synthesizers.create("gem", **smoke, candidate_cells=9).fit(frame, schema, epsilon=1.0, seed=0)
+    sizes = gem.discretizer(model.fitted_config, model.model_schema).sizes
+    executed = model.fitted_release.diagnostics["rounds"]
+    assert sum(r.units for r in executed) == GEMConfig(**smoke).for_sizes(sizes).units()
+    assert all(math.prod(sizes[j] for j in c) <= 9 for r in executed for c in r.cliques if len(c) > 1)
+    split = [a for a in model.fitted_release.notes if "split after the one-way release" in a]
+    assert len(split) == 1 and "candidates of at most" not in split[0]

@@ -226,9 +226,12 @@ def _four_columns(correlated: bool, rows: int = 2000, seed: int = 0):
     ("aim", dict(bins=4, max_rounds=12, round_iters=100, estimation_iters=100)),
     ("gem", dict(max_rounds=12, anneal=True, measurements_per_round=1, round_steps=20,
                  final_steps=20, calibrate_iterations=0)),
+    # no max_rounds and no num_records: the units split by the one-way release's released total
+    ("gem", dict(round_steps=20, final_steps=20, calibrate_iterations=0)),
 ])
 def test_annealed_rounds_under_a_cap_spend_the_same_units_on_every_table(monkeypatch, method, config):
-    """A round's units follow earlier DP outputs (AIM's annealing quadruples them), so a stop test
+    """A round's units follow earlier DP outputs (AIM's annealing quadruples them; GEM's split
+    follows the released total), so a stop test
     between rounds would make the units spent, and the printed epsilon, follow the data. Under a
     public cap of 2 units the rounds must spend exactly 2 on an independent table and on a
     correlated one (where the old loop ran [1, 4] on one and [1, 1] on the other), and print the

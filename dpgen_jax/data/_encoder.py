@@ -279,8 +279,9 @@ class TableEncoder:
             shown = f", e.g. {show_values(np.unique(values[low | high]).tolist())}" if verbose else ""
             raise ValueError(
                 f"{where}: {_count(low | high, verbose)}value(s) outside the schema bounds "
-                f"[{col.lower:g}, {col.upper:g}]{shown}. Fix the data or the schema, or use "
-                f"TableEncoder(schema, on_out_of_bounds='clip').{_HINT if not verbose else ''}"
+                f"[{col.lower:g}, {col.upper:g}]{shown}. Fix the data, or widen the column's "
+                f"\"lower\"/\"upper\" in the schema to a public range that holds them (in Python, "
+                f"TableEncoder(schema, on_out_of_bounds='clip') clips them instead).{_HINT if not verbose else ''}"
             )
         clip_counts[col.name] = n_out
         return np.clip(values, col.lower, col.upper) if n_out else values

@@ -29,7 +29,7 @@ import pandas as pd
 from dpgen_jax._validate import UsageError, existing_file
 from dpgen_jax.data._check import check_frame
 from dpgen_jax.data._encoder import TableEncoder
-from dpgen_jax.data._infer import advice, coded, gap_columns, infer_schema, looks_like_id
+from dpgen_jax.data._infer import advice, coded, gap_columns, infer_schema, is_number, looks_like_id
 from dpgen_jax.data._schema import Column, DataDerivedSchemaWarning, Schema
 
 DRAFT_NOTE_PREFIX = "DRAFT"
@@ -73,7 +73,7 @@ def _parse_numbers(s: pd.Series, where: str, integer: bool, verbose: bool = Fals
     try:
         values = pd.to_numeric(s.mask(blank), errors="raise")
     except (ValueError, TypeError) as exc:
-        bad = [v for v in s[~blank] if _not_number(v)]
+        bad = [v for v in s[~blank] if not is_number(v)]
         if not verbose:
             shown = "text that is not a number"
         else:
@@ -85,14 +85,6 @@ def _parse_numbers(s: pd.Series, where: str, integer: bool, verbose: bool = Fals
         if whole.all():
             values = values.astype("int64")
     return values
-
-
-def _not_number(v: str) -> bool:
-    try:
-        float(v)
-        return False
-    except ValueError:
-        return True
 
 
 _INTEGRAL_FLOAT = re.compile(r"(-?(?:0|[1-9][0-9]*))\.0+")
@@ -367,7 +359,7 @@ def _check_header(names: Sequence[str], label: str) -> None:
     first private row turned into column names, and that row dropped. The names are not quoted
     (they may be a private row)."""
     names = [str(n) for n in names]
-    numeric = all(not _not_number(n) for n in names)
+    numeric = all(is_number(n) for n in names)
     present = set(names)
     repeated = sum(1 for n in names if "." in n and n.rsplit(".", 1)[1].isdigit()
                    and n.rsplit(".", 1)[0] in present)
@@ -404,7 +396,7 @@ def _read_draft_frame(path: pathlib.Path, string_columns: Sequence[str], verbose
                 typed = pd.to_numeric(typed)
                 typed = typed if not blank.any() else pd.Series(
                     pd.array([None if b else int(v) for b, v in zip(blank, s)], dtype="Int64"), index=s.index)
-            elif not (filled.str.fullmatch(_LEADING_ZERO).any() or any(map(_not_number, filled))):
+            elif not filled.str.fullmatch(_LEADING_ZERO).any() and all(map(is_number, filled)):
                 typed = pd.to_numeric(typed).astype(float)
         out[name] = typed
     return pd.DataFrame(out, columns=raw.columns)

@@ -7,9 +7,10 @@ look like identifiers and which are skewed are all read from the rows. The resul
 
 from __future__ import annotations
 
+import math
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -173,9 +174,28 @@ def infer_column(name: str, s: pd.Series, label: bool = False) -> Column:
         raise ValueError(f"column {name!r}: {err}.") from None
     if len(kinds) > 1:
         raise ValueError(f"column {name!r} mixes value types {sorted(k.__name__ for k in kinds)}.")
-    cats = tuple(sorted(_normalise_category(v) for v in uniques))
+    cats = sorted_categories(_normalise_category(v) for v in uniques)
     kind = "binary" if len(cats) == 2 else "categorical"
     return Column(name, kind, categories=cats, label=label, missing=missing)
+
+
+def is_number(text: str) -> bool:
+    """Whether a text spells a number as ``float`` reads it (``"1"``, ``"-2.5"``, ``"1e3"``, ``"nan"``)."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def sorted_categories(values: Iterable[str | int | bool]) -> tuple[str | int | bool, ...]:
+    """Distinct categories in their order: by value when every one is a string that spells a finite
+    number (codes such as ``"2"`` before ``"10"``, equal values by their text: ``"01"`` before ``"1"``),
+    else sorted as they are (text alphabetically, numbers by value)."""
+    cats = list(values)
+    if cats and all(isinstance(c, str) and is_number(c) and math.isfinite(float(c)) for c in cats):
+        return tuple(sorted(cats, key=lambda c: (float(c), c)))
+    return tuple(sorted(cats))
 
 
 def infer_schema(df: pd.DataFrame, label: str | None = None) -> Schema:
@@ -188,8 +208,8 @@ def infer_schema(df: pd.DataFrame, label: str | None = None) -> Schema:
     integer with the observed min/max; float columns -> continuous with the observed min/max, and
     the min or max as an atom when at least :data:`ATOM_SUGGEST_SHARE` of the values (two or
     more) sit exactly on it; numeric columns holding only 0/1 -> binary ``(0, 1)``; other columns
-    (strings) -> categorical with the sorted distinct values, or binary when
-    there are exactly two. A column with gaps (NaN, None, ``pd.NA``) gets ``missing=True``. A
+    (strings) -> categorical with the sorted distinct values (by value when every one spells a
+    number: :func:`sorted_categories`), or binary when there are exactly two. A column with gaps (NaN, None, ``pd.NA``) gets ``missing=True``. A
     non-negative continuous column whose maximum is at least :data:`LOG_SUGGEST_RATIO` times
     ``max(minimum, smallest positive value)`` gets ``scale="log"``.
 

@@ -145,7 +145,10 @@ def evaluate(
         - ``warnings``: ``{path: message}`` for each synthetic-trained score at or below chance
           (:data:`CHANCE_SCORES`), each also issued as a ``UserWarning``.
 
-        Each distinct warning of the model fits (scikit-learn's) is shown once per call.
+        The warnings raised while a metric runs (scikit-learn's model fits) are re-issued once
+        per call, each attributed to the metric; a third-party one without its message, which
+        may quote data-derived numbers (one warning per metric, category and library, with a
+        count: :func:`~dpgen_jax.metrics._forest.warnings_once`).
 
     Raises:
         TypeError: if a frame is not a DataFrame or ``schema`` not a Schema, or on an option no
@@ -213,9 +216,9 @@ def evaluate(
         if labelled is not None:
             out["meta"]["label_rows"] = (f"the label {label_name!r} is declared missing=True: the label metrics "
                                          "use the rows where it is present, the label as its own kind")
-    with warnings_once():  # scikit-learn's warnings, each once per call
-        for metric in METRICS:
-            t = time.perf_counter()
+    for metric in METRICS:
+        t = time.perf_counter()
+        with warnings_once(f"metric {metric.name}"):  # each metric's warnings, attributed to it
             reason = metric.applies(inputs)
             if reason is not None:
                 for key in metric.keys:
@@ -223,7 +226,7 @@ def evaluate(
                     nulls[key] = reason
             else:
                 out.update(metric.compute(inputs, nulls))
-            timings[metric.name] = time.perf_counter() - t
+        timings[metric.name] = time.perf_counter() - t
 
     timings["total"] = time.perf_counter() - t0
     out["timings_s"] = timings

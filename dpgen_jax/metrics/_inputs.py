@@ -96,8 +96,9 @@ def missing_as_value(fn: Callable | None = None, *, label_rows: bool = False) ->
     indicator, a discrete one with the gap as one more category, so "missing" is a value of its
     own (``docs/metrics.md``). With ``label_rows`` (the label metrics), a label declared
     ``missing=True`` is first reduced to the rows where it is present (:func:`label_present`).
-    Other calls pass through unchanged. Every call shows each distinct warning of its model fits
-    once (:func:`~dpgen_jax.metrics._forest.warnings_once`).
+    Other calls pass through unchanged. Every call re-issues the warnings of its model fits once,
+    attributed to the function, a third-party one without its message
+    (:func:`~dpgen_jax.metrics._forest.warnings_once`).
     """
     if fn is None:
         return functools.partial(missing_as_value, label_rows=label_rows)
@@ -115,7 +116,7 @@ def missing_as_value(fn: Callable | None = None, *, label_rows: bool = False) ->
         if isinstance(schema, Schema) and has_model_columns(schema):
             model, frames = as_model(schema, bound.arguments)
             bound.arguments.update(frames, schema=model)
-        with warnings_once():
+        with warnings_once(fn.__name__):
             return fn(*bound.args, **bound.kwargs)
 
     return wrapper

@@ -225,7 +225,7 @@ def result_keys() -> list[str]:
 def needs_label(inputs: MetricInputs) -> str | None:
     """``Metric.applies`` of a metric of the label: None, or why there is none to score."""
     if inputs.label is None:
-        return "no label: pass label= or declare a label column in the schema"
+        return "no label: pass label= (dpgen-jax evaluate: --label) or declare a label column in the schema"
     return inputs.label_rows.reason if inputs.label_rows is not None else None
 
 

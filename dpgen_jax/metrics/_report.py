@@ -144,7 +144,8 @@ def _headline(result: dict[str, Any], records: tuple[PublishedResults, ...]) -> 
     elif (result.get("meta") or {}).get("label") is not None:
         lines.append(_row("RF accuracy on the label", "—", _cell(result, "label_accuracy"), ""))
     fill = {field: value(result) for metric in METRICS for field, value in metric.title_fields}
-    fill["label"] = (result.get("meta") or {}).get("label")
+    label = (result.get("meta") or {}).get("label")
+    fill["label"] = label if label is not None else "the label"  # a row of a metric without one says why
     for metric in METRICS:
         for i, row in enumerate(metric.headlines):
             value = lookup(result, row.path)

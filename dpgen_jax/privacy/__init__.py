@@ -6,10 +6,11 @@
   parameters of each way a run touches the private data. A phase kind owns its facts
   (:class:`Phase`): ``.event()`` gives the dp_accounting event, ``.noise_std`` the std of its
   Gaussian noise (:func:`noise_std_of`, the one place sigma x sensitivity is computed), and it
-  states the accountants that interpret it; adding a phase kind touches its own module, its
-  report prose (:func:`prose_of`: the mechanism's name and assumption sentence under its
-  ``KIND``), its test and docs/privacy.md. :func:`batch_rate` is the one rule deriving a sampling
-  rate q = B / N from a batch size.
+  states the accountants that interpret it; its report prose (:func:`prose_of`: the mechanism's
+  name, assumption sentence and floating-point realisation under its ``KIND``) is one table.
+  Adding a phase kind touches its own module, its prose entry, this package's imports, its test
+  and the docs (docs/architecture.md, "Adding a method, a metric, a phase kind, a noise sampler").
+  :func:`batch_rate` is the one rule deriving a sampling rate q = B / N from a batch size.
 - :func:`epsilon`: all phases composed (one ``ComposedDpEvent``) and converted once; PLD (default,
   the headline) or RDP with the improved or the papers' classic conversion.
 - :func:`calibrate`: one common factor on every noise multiplier to meet a target epsilon.
@@ -45,9 +46,9 @@ from dpgen_jax.privacy._accounting import (
 )
 from dpgen_jax.privacy._calibrate import calibrate
 from dpgen_jax.privacy._parallel import ParallelPhases
+from dpgen_jax.privacy._exponential import ExponentialMechanismPhase
 from dpgen_jax.privacy._phases import (
     DPSGDPhase,
-    ExponentialMechanismPhase,
     GaussianPhase,
     NonPrivatePhase,
     Phase,

@@ -6,9 +6,10 @@ sentence with its rank among the report's sentences, and how its noise is realis
 point (:data:`FLOATING_POINT`). :mod:`dpgen_jax.privacy._report` reads them through
 :func:`prose_of`.
 
-A phase kind without an entry (one defined outside the package) is still reported: its mechanism
-is written as its ``KIND`` (its class name when it sets none), and one sentence says that the
-report describes neither its mechanism nor how its noise is realised (:func:`prose_of`).
+A phase kind defined outside the package may add its entry to :data:`PROSE` under its ``KIND``;
+without one it is still reported: its mechanism is written as its ``KIND`` (its class name when
+it sets none), and one sentence says that the report describes neither its mechanism nor how its
+noise is realised (:func:`prose_of`).
 """
 
 from __future__ import annotations
@@ -139,6 +140,10 @@ def prose_of(phase: Phase) -> PhaseProse:
     as the mechanism's name and a sentence saying that the report describes neither its mechanism
     nor how its noise is realised, so nothing about it is left unsaid.
 
+    Raises:
+        ValueError: the entry's ``realisation`` is not a key of :data:`FLOATING_POINT`, naming the
+            phase.
+
     Example:
         >>> from dpgen_jax.privacy._phases import DPSGDPhase
         >>> prose_of(DPSGDPhase("critic", 0.01, 1.0, 10)).mechanism
@@ -152,4 +157,10 @@ def prose_of(phase: Phase) -> PhaseProse:
             "Phases {names} are of a phase kind defined outside dpgen_jax (" + repr(named) + "), "
             "which this report does not describe: it states neither their mechanism nor how their "
             "noise is realised, only their epsilon from their own dp_accounting event."), None)
-    return entry(phase) if callable(entry) else entry
+    prose = entry(phase) if callable(entry) else entry
+    if prose.realisation is not None and prose.realisation not in FLOATING_POINT:
+        raise ValueError(f"{type(phase).__name__} {phase.name!r}: its report prose (privacy._prose.PROSE"
+                         f"[{kind!r}]) declares realisation={prose.realisation!r}, for which "
+                         f"privacy._prose.FLOATING_POINT has no sentence: add one there, or declare one of "
+                         f"{sorted(FLOATING_POINT)}.")
+    return prose

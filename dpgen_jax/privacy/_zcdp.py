@@ -21,7 +21,8 @@ from collections.abc import Iterable
 from dp_accounting.rdp import compute_epsilon
 from scipy import optimize
 
-from dpgen_jax.privacy._phases import ExponentialMechanismPhase, Phase
+from dpgen_jax.privacy._exponential import ExponentialMechanismPhase
+from dpgen_jax.privacy._phases import Phase
 
 
 def zcdp_rho(phases: Iterable[Phase]) -> float:

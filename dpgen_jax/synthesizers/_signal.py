@@ -13,7 +13,13 @@ exceed its counts). Where not one round is worth it (too few marginals of two or
 measurable even by a single round), the schedule has zero rounds: the whole budget goes to the
 one-way release, which is what ``independent`` releases.
 
-Everything it reads is public: N (the user's ``num_records``, or the row count a method treats as
+Without a public N, :func:`released_split` applies the same rule after the one-way release, to its
+released total (a DP output: post-processing): the planned units stay fixed (the plan, the
+calibration and the total spend do not change) and are shared out into the rounds worth running, a
+round of m units measuring with the unit noise over sqrt(m); where not one round is worth it, one
+round spends every unit.
+
+Everything :func:`signal_schedule` reads is public: N (the user's ``num_records``, or the row count a method treats as
 public and says so in its report), epsilon, delta, the candidates' cell counts (from the schema's
 bins) and the method's unit noise multipliers. No private row is read. sigma is that of the paper's
 zCDP accounting (``privacy.cks_epsilon``: rho such that its conversion gives epsilon); the
@@ -140,8 +146,8 @@ def signal_schedule(target: Target, cells: Sequence[int], noise_at: Callable[[in
 
     def at(rounds: int) -> Schedule:
         sigma = noise_at(rounds) / math.sqrt(rho)
-        measurable = bisect.bisect_right(ordered, math.floor(target.n / (threshold * sigma)))
-        return Schedule(rounds, math.floor(target.n / (cell_threshold * sigma)), sigma, measurable, rho)
+        return Schedule(rounds, _largest(target.n, sigma, cell_threshold), sigma,
+                        _measurable(ordered, target.n, sigma, threshold), rho)
 
     for rounds in range(default_rounds, 0, -1):
         rule = at(rounds)
@@ -150,4 +156,94 @@ def signal_schedule(target: Target, cells: Sequence[int], noise_at: Callable[[in
     return dataclasses.replace(at(1), rounds=0)
 
 
-__all__ = ["CELL_THRESHOLD", "THRESHOLD", "Schedule", "Target", "signal_schedule", "zcdp_budget"]
+def _measurable(ordered: Sequence[int], n: float, sigma: float, threshold: float) -> int:
+    """How many of the sorted cell counts ``ordered`` have N / cells >= threshold sigma."""
+    return bisect.bisect_right(ordered, math.floor(n / (threshold * sigma)))
+
+
+def _largest(n: float, sigma: float, cell_threshold: float) -> int:
+    """The most cells whose expected count per cell N / cells is at least cell_threshold sigma."""
+    return math.floor(n / (cell_threshold * sigma))
+
+
+@dataclasses.dataclass(frozen=True)
+class Split:
+    """What :func:`released_split` decides: how a fixed number of units is spent.
+
+    Attributes:
+        units: the units of each round, in order (their sum is the units given; every round but
+            the last spends ``units // rounds``, the last the remainder).
+        rule_rounds: the rounds the rule found worth running (0: not one marginal of two or more
+            columns measurable even with every unit on it; then one round spends them all).
+        max_cells: the largest marginal (cells) allowed at the noise of a round of ``units[0]``
+            units: N / (``cell_threshold`` sigma).
+        sigma: the noise standard deviation per cell of a round of ``units[0]`` units.
+        measurable: the candidates of two or more columns measurable at that noise.
+    """
+
+    units: tuple[int, ...]
+    rule_rounds: int
+    max_cells: int
+    sigma: float
+    measurable: int
+
+    def note(self, caps: bool = True) -> str:
+        """The report's sentence on the split (no private value; the released total is not
+        printed); ``caps``: the candidates' cap is the split's (not the user's)."""
+        spread = ", ".join(str(m) for m in self.units)
+        head = (f"The {sum(self.units)} planned units were split after the one-way release by the "
+                "signal-to-noise rule on its released total (post-processing of a DP output; the plan, "
+                "the calibration and the total spend are those of the planned units whatever the split): "
+                f"{len(self.units)} round{'' if len(self.units) == 1 else 's'} of {spread} units "
+                f"(sigma {self.sigma:.3g} per cell: {self.measurable} measurable candidates of two or more "
+                f"columns, whose expected count per cell is at least {THRESHOLD:g} sigma)")
+        if self.rule_rounds == 0:
+            head += ("; not one such candidate was measurable even with every unit, so a single round "
+                     "spent them all (the budget is committed; one well-measured marginal beats none)")
+        return head + (f"; candidates of at most {self.max_cells} cells (expected count per cell at least "
+                       f"{CELL_THRESHOLD:g} sigma)." if caps else ".")
+
+
+def split_units(units: int, rounds: int) -> tuple[int, ...]:
+    """``rounds`` rounds spending exactly ``units`` units: ``units // rounds`` each, the last the
+    remainder (0 rounds: one round of every unit)."""
+    _v.whole(minimum=1, units=units)
+    _v.whole(minimum=0, rounds=rounds)
+    rounds = min(max(rounds, 1), units)
+    m = units // rounds
+    return (m,) * (rounds - 1) + (units - m * (rounds - 1),)
+
+
+def released_split(n: float, cells: Sequence[int], unit_sigma: float, units: int,
+                   threshold: float = THRESHOLD, cell_threshold: float = CELL_THRESHOLD) -> Split:
+    """How ``units`` units, each a measurement of noise ``unit_sigma`` (per cell), are best spent
+    on a table of about ``n`` records (the one-way release's released total: a DP output, so the
+    split is post-processing and spends exactly ``units`` whatever it is).
+
+    A round of m units measures with noise sigma_u / sqrt(m). The rounds R are the most (up to
+    ``units``) for which at least R candidates of two or more columns (``cells``) are measurable
+    at the noise of a round of ``units // R`` units (N / cells >= ``threshold`` sigma), as
+    :func:`signal_schedule` decides on a public N; none measurable even at one round of every unit
+    gives one round of every unit (:func:`split_units`). Monotone: a larger n never gives fewer
+    rounds.
+    """
+    _v.positive(n=n)
+    _v.positive(unit_sigma=unit_sigma)
+    _v.whole(minimum=1, units=units)
+    _v.positive(threshold=threshold)
+    _v.positive(cell_threshold=cell_threshold)
+    ordered = sorted(int(c) for c in cells)
+    rule, measurable = 0, 0
+    for rounds in range(units, 0, -1):
+        sigma = unit_sigma / math.sqrt(units // rounds)
+        measurable = _measurable(ordered, n, sigma, threshold)
+        if measurable >= rounds:
+            rule = rounds
+            break
+    spread = split_units(units, rule)
+    sigma = unit_sigma / math.sqrt(spread[0])
+    return Split(spread, rule, _largest(n, sigma, cell_threshold), sigma, _measurable(ordered, n, sigma, threshold))
+
+
+__all__ = ["CELL_THRESHOLD", "THRESHOLD", "Schedule", "Split", "Target", "released_split", "signal_schedule",
+           "split_units", "zcdp_budget"]

@@ -16,7 +16,9 @@ one Gaussian measurement of a marginal.
    total), measure it with Gaussian noise, then fit the generator to every measurement so far:
    ``round_steps`` Adam steps (:func:`fit_steps`). The auto schedule's rounds and largest
    candidate follow a public signal-to-noise rule on N and the target (``_signal``,
-   :meth:`GEMConfig.signal`): fewer rounds, or none, on a table too small for its budget.
+   :meth:`GEMConfig.signal`): fewer rounds, or none, on a table too small for its budget; without
+   a public N the default units are planned and the same rule on the one-way release's released
+   total shares them into fewer, larger rounds (:func:`follows_total`, post-processing).
 3. **The generator**: an MLP from N(0, I) noise to one softmax per column over its bins, so each
    noise vector is a product distribution and the model is their mixture (GEM's). With
    ``fixed_noise`` (the default) the ``batch_size`` noise vectors are drawn once and kept: the
@@ -42,8 +44,8 @@ one Gaussian measurement of a marginal.
    histograms on finer bins nested in the model's, summed for the fit and used at sampling to
    place a value inside its bin.
 
-Accounting: the same units as AIM (every round one unit, or AIM's annealing with ``anneal``: a
-round of m units costs m of each): the one-way release,
+Accounting: the same units as AIM (every round one unit, or, by AIM's annealing with ``anneal``
+or the split by the released total, a round of m units costs m of each): the one-way release,
 R unit selections (``privacy.ExponentialMechanismPhase``) and R unit measurements
 (``privacy.GaussianPhase``), composed with the RDP accountant (the exponential mechanism has no
 PLD event); fixed before data is read, calibrated by one common factor. Everything else reads only
@@ -110,9 +112,10 @@ class GEM(_marginal.MarginalSynthesizer):
     DECODE_MODE = "sample"
     PAPER_ACCOUNTING = PAPER_ACCOUNTING
     NEEDS_MBI = False
-    # The auto schedule's rounds follow N (the signal-to-noise rule) only when the user declares it
-    # (num_records): the private row count is never used, and without a public N the default
-    # schedule runs (docs/gem.md).
+    # The auto schedule's rounds follow N (the signal-to-noise rule) before any row is read only
+    # when the user declares it (num_records); without it the default units are planned and split
+    # into rounds after the one-way release by its released total (follows_total): the private row
+    # count is never used (docs/gem.md).
 
     def resolve_config(self, schema, preset=None):
         """The user's configuration (as the base class resolves it), checked against the schema's
@@ -151,15 +154,18 @@ class GEM(_marginal.MarginalSynthesizer):
         config = plan.config.for_sizes(disc.sizes, goal)  # the schedule left unset, from public values
         codes = disc.codes_from_encoded(x)
         fine = None if finer is None else (finer.codes_from_encoded(x), refinement(disc, finer))
-        annealed = bool(config.anneal and plan.private and config.max_rounds)
+        follow = follows_total(plan.config, config, goal, plan.private)
+        annealed = bool((config.anneal or follow) and plan.private and config.max_rounds)
         stop = hooks.stop("measure")  # the rounds report their units under "measure"
-        cap = _progress.round_budget(config.max_rounds, stop) if annealed else None  # public, before any row
+        # the units of rounds of data-dependent size: public, fixed before any row is read
+        cap = _progress.round_budget(plan.phase("measure").steps, stop) if annealed else None
         # the rounds of the planned schedule (one a time budget cut: a multiple of the round's units)
         rounds_cap = None if annealed else plan.phase("measure").steps // config.measurements_per_round
         fitted = fit_released(
             config, codes, disc.sizes, key, private=plan.private,
             max_units=cap if annealed else rounds_cap, should_stop=stop,
-            phases=list(plan.phases) if plan.private else None, progress=hooks.progress, fine=fine)
+            phases=list(plan.phases) if plan.private else None, progress=hooks.progress, fine=fine,
+            follow_total=follow)
         params, total, rounds = fitted.params, fitted.total, fitted.rounds
         names = disc.schema.names
         listing = ", ".join("-".join(names[a] for a in c) for r in rounds for c in r.cliques) or "none"
@@ -170,9 +176,13 @@ class GEM(_marginal.MarginalSynthesizer):
         notes = [
             _marginal.bins_note(disc),
             *([] if rule is None else [rule.note(goal, plan.config.for_sizes(disc.sizes).max_rounds)]),
+            *([] if fitted.split is None else [fitted.split.note(plan.config.candidate_cells is None)]),
             (f"{len(rounds)} rounds ran, annealed as AIM's (units per round: "
              + ", ".join(str(r.units) for r in rounds) + f"; {units} of {config.max_rounds} units"
              if config.anneal and plan.private else
+             f"{len(rounds)} rounds ran, split by the released total (units per round: "
+             + ", ".join(str(r.units) for r in rounds) + f"; {units} of {config.max_rounds} units"
+             if follow else
              f"{len(rounds)} of {config.max_rounds} rounds ran ({units} units")
             + ", each unit one selection and one Gaussian measurement); the candidates (the marginals scored) are public: "
             + ("every eligible marginal of the workload" if config.workload_size is None else
@@ -185,10 +195,13 @@ class GEM(_marginal.MarginalSynthesizer):
                f"; those of two or more columns of at most {config.candidate_cells} cells")
             + ". Selected marginals: " + listing + ".",
             *([] if cap is None or cap == config.max_rounds else [
-                f"The time budget capped the annealed rounds at {cap} of the {config.max_rounds} "
-                "planned units, a cap fixed before any private row was read; no round overshoots it "
-                "(a round's units are round_units(level, cap - spent)), so every path spends exactly "
-                "the cap and the report accounts for it, whatever the rounds."]),
+                f"The time budget capped the {'split' if follow else 'annealed'} rounds at {cap} of "
+                f"the {config.max_rounds} planned units, a cap fixed before any private row was read; "
+                "no round overshoots it ("
+                + ("the split shares out exactly the cap" if follow else
+                   "a round's units are round_units(level, cap - spent)")
+                + "), so every path spends exactly the cap and the report accounts for it, whatever "
+                "the rounds."]),
             *([] if finer is None else [(
                 f"The one-way release measures each continuous column on {config.one_way_refine} "
                 f"times finer bins nested in the model's ({finer.describe()}); the fit reads their "
@@ -264,6 +277,15 @@ class GEM(_marginal.MarginalSynthesizer):
                 "sampler": sampler}
 
 
+def follows_total(user: GEMConfig, config: GEMConfig, goal: Target | None, private: bool) -> bool:
+    """Whether a fit's rounds split their units by the released total (``fit_released``'s
+    ``follow_total``): a private fit of the auto rounds (``max_rounds`` unset) with no public N
+    (``goal`` None: the rule then has no N before the one-way release), one marginal a round
+    (``config``: ``user`` as it runs, ``GEMConfig.for_sizes``) and no ``anneal``."""
+    return bool(private and goal is None and user.max_rounds is None and config.max_rounds
+                and config.measurements_per_round == 1 and not config.anneal)
+
+
 def target(records, epsilon: float | None, delta: float, private: bool) -> Target | None:
     """The public values of the signal-to-noise rule of a fit (``_signal.Target``): the public N
     (``records``, a ``RecordCount``: the user's num_records), epsilon and delta of a private fit to
@@ -301,6 +323,7 @@ __all__ = [
     "Refinement",
     "draw_codes",
     "fit_released",
+    "follows_total",
     "fit_steps",
     "init",
     "bucket",

@@ -30,14 +30,18 @@ class GEMConfig(_marginal.MarginalConfig):
         max_rounds: R, the rounds; each selects and measures ``measurements_per_round`` marginals
             (one budget unit each), then fits the generator. 0: none (the whole budget on the
             one-way release). None (auto): the default's (below), cut by the public
-            signal-to-noise rule of a private fit (:meth:`signal`, ``_signal.signal_schedule``:
-            the rounds for which enough candidates of two or more columns have an expected count
-            per cell of at least ``_signal.THRESHOLD`` times their measurement's noise; zero on a
-            table too small for its budget).
+            signal-to-noise rule of a private fit with a public N (:meth:`signal`,
+            ``_signal.signal_schedule``: the rounds for which enough candidates of two or more
+            columns have an expected count per cell of at least ``_signal.THRESHOLD`` times their
+            measurement's noise; zero on a table too small for its budget); without a public N,
+            one marginal a round and no ``anneal``, the default's units are planned and shared
+            into rounds after the one-way release by the same rule on its released total
+            (``_signal.released_split``, ``gem.follows_total``).
         candidate_cells: the largest candidate of two or more columns (cells) a round may
             select, below ``max_cells``. None (auto): with ``max_rounds`` auto in a private fit,
             the largest marginal the signal-to-noise rule allows (expected count per cell at least
-            ``_signal.CELL_THRESHOLD`` times its measurement's noise); else no limit.
+            ``_signal.CELL_THRESHOLD`` times its measurement's noise; without a public N, decided
+            with the split by the released total); else no limit.
         measurements_per_round: k, the marginals selected (each by its own exponential
             mechanism, among those not yet chosen in the round) and measured per round.
         measure_share: alpha, the share of a unit spent on the measurement (AIM's 0.9).

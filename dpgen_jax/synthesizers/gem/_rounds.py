@@ -16,6 +16,7 @@ import numpy as np
 from dpgen_jax import _validate as _v
 from dpgen_jax import dpsgd
 from dpgen_jax.synthesizers import _select_measure as sm
+from dpgen_jax.synthesizers._signal import Split, released_split
 from dpgen_jax.synthesizers.gem._config import GEMConfig, privacy_phases
 from dpgen_jax.synthesizers.gem._generator import (
     bin_index, bin_mask, draw_codes, fit_one_way_bias, fit_steps, init, measured, mixture_marginal, network, optimizer)
@@ -41,12 +42,13 @@ class Fitted(NamedTuple):
     one_way: np.ndarray           # (d, S) the one-way probabilities on the model's bins
     fine: np.ndarray | None       # the same on the finer bins (None without ``fine``)
     noise: jax.Array | None       # the mixture's fixed noise vectors (None: fresh noise)
+    split: Split | None = None    # the units' split the released total decided (``follow_total``)
 
 
 def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key: jax.Array, *,
                  private: bool = True, max_units: int | None = None,
                  should_stop: Callable[[], bool] | None = None, phases: Sequence | None = None, progress: Callable[[str], object] | None = None,
-                 fine: tuple[np.ndarray, Refinement] | None = None):
+                 fine: tuple[np.ndarray, Refinement] | None = None, follow_total: bool = False):
     """The whole of GEM on the private codes (:class:`Fitted`).
     ``fine``: ``(codes on the finer bins, refinement)`` (``one_way_refine``): the one-way
     release is measured on the finer bins (one record still adds one to one cell of each
@@ -65,26 +67,24 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
     schedule is decided here from ``sizes``).
     ``progress``: a fit's ``hooks.progress``: the one-way release, then the units of the
     measurements made after every round (bar "measure", of ``config.units()``), then
-    "selection" at the same count (``_select_measure.tick``)."""
+    "selection" at the same count (``_select_measure.tick``).
+    ``follow_total`` (a private fit of one marginal a round, without ``anneal``): after the
+    one-way release, the units (``max_rounds``, or ``max_units`` when smaller) are split into
+    rounds by the signal-to-noise rule on its released total (``_signal.released_split``), and the
+    largest candidate is the rule's unless ``candidate_cells`` is set; a round of m units measures
+    with noise sigma_u / sqrt(m) and selects with epsilon_u sqrt(m), so exactly the units are spent
+    whatever the split (post-processing; ``Fitted.split``)."""
     d = len(sizes)
     config = config.for_sizes(sizes)  # the schedule left unset, from the public bin counts
+    if follow_total and (not private or config.anneal or config.measurements_per_round != 1):
+        raise ValueError("follow_total needs a private fit of measurements_per_round=1 without anneal, "
+                         f"got private={private}, measurements_per_round={config.measurements_per_round}, "
+                         f"anneal={config.anneal}.")
     work = sm.workload(sizes, config.workload_degree, config.max_cells, size=config.workload_size,
                        seed=config.workload_seed)
     if not work:
         raise ValueError(f"max_cells={config.max_cells} leaves no {config.workload_degree}-way "
                          "marginal in the workload.")
-    largest = config.max_cells if config.candidate_cells is None else min(config.max_cells, config.candidate_cells)
-    cands = {r: w for r, w in sm.candidates(work).items() if len(r) == 1 or math.prod(sizes[j] for j in r) <= largest}
-    pairs = None
-    if config.scores_pairs(sizes):  # every pair, scored from Gram matrices; every weight 1
-        cands = {r: 1.0 for r in cands if len(r) != 2}
-        size = np.asarray(sizes, np.int64)
-        pairs = np.argwhere(np.triu(np.outer(size, size) <= largest, 1))
-        pair_cells = (size[pairs[:, 0]] * size[pairs[:, 1]]).astype(np.float64)
-        real_gram = sm.onehot_gram(codes, sizes)
-    keys = list(cands)
-    answers = {r: sm.counts(codes, sizes, r).astype(np.float64) for r in keys}
-    sensitivity = max(cands.values())
     phases = {p.name: p for p in (privacy_phases(config, sizes) if phases is None else phases)}
     sigma = phases["measure"].noise_multiplier if private else None
     eps = phases["selection"].epsilon if private else None
@@ -101,6 +101,26 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
     sm.tick(progress, "one_way", 1, 1)
     total = max(1.0, float(np.mean([y.sum() for y in one])))  # post-processing of the release
     one_probs = one_way_probabilities(one, sizes)
+
+    budget = config.max_rounds  # public: the units of every path, decided before the rounds
+    if max_units is not None:
+        budget = min(budget, max(1, _v.whole(minimum=0, max_units=max_units)))  # 0 rounds stay 0
+    split = (released_split(total, config.candidate_sizes(sizes), sigma, budget)
+             if follow_total and budget > 0 else None)  # post-processing of the released total
+    largest = config.max_cells if config.candidate_cells is None else min(config.max_cells, config.candidate_cells)
+    if split is not None and config.candidate_cells is None:
+        largest = min(largest, max(1, split.max_cells))
+    cands = {r: w for r, w in sm.candidates(work).items() if len(r) == 1 or math.prod(sizes[j] for j in r) <= largest}
+    pairs = None
+    if config.scores_pairs(sizes):  # every pair, scored from Gram matrices; every weight 1
+        cands = {r: 1.0 for r in cands if len(r) != 2}
+        size = np.asarray(sizes, np.int64)
+        pairs = np.argwhere(np.triu(np.outer(size, size) <= largest, 1))
+        pair_cells = (size[pairs[:, 0]] * size[pairs[:, 1]]).astype(np.float64)
+        real_gram = sm.onehot_gram(codes, sizes)
+    keys = list(cands)
+    answers = {r: sm.counts(codes, sizes, r).astype(np.float64) for r in keys}
+    sensitivity = max(cands.values())
     log: list[tuple[Clique, np.ndarray, float]] = []
 
     index = jnp.asarray(bin_index(sizes))
@@ -123,13 +143,13 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
         jax.random.fold_in(k_rounds, 10**6 + 3), (config.batch_size, config.noise_dim))) if anneal else None
     sigma_u, eps_u = sigma, eps
     level, spent, t, used = 1, 0, 0, 0  # used: the units of every selection and measurement
-    budget = config.max_rounds  # public: the units of every path, decided before the rounds
-    if max_units is not None:
-        budget = min(budget, max(1, _v.whole(minimum=0, max_units=max_units)))  # 0 rounds stay 0
     while spent < budget:
         if rounds and should_stop is not None and should_stop():
             break
-        m, last = sm.round_units(level, budget - spent) if anneal else (1, False)
+        if split is not None:
+            m, last = split.units[t], t == len(split.units) - 1
+        else:
+            m, last = sm.round_units(level, budget - spent) if anneal else (1, False)
         sigma = None if sigma_u is None else sigma_u / math.sqrt(m)
         eps = None if eps_u is None else eps_u * math.sqrt(m)
         t0 = time.perf_counter()
@@ -178,4 +198,4 @@ def fit_released(config: GEMConfig, codes: np.ndarray, sizes: Sequence[int], key
                                   jax.random.fold_in(k_rounds, 10**6 + 2), net=net,
                                   noise_dim=config.noise_dim, n=config.score_samples,
                                   iterations=config.calibrate_iterations, noise=noise)
-    return Fitted(params, total, rounds, one_probs, fine_probs, noise)
+    return Fitted(params, total, rounds, one_probs, fine_probs, noise, split)
