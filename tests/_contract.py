@@ -134,10 +134,10 @@ class SynthesizerContract:
 
     def test_report_says_how_every_noisy_phase_is_realised(self, fitted, table):
         """Integer counts, snapped sums (DP-EM), exact selections, or the floating-point sentence
-        of DP-SGD: each noisy phase of the plan declares how its noise is realised
-        (``Phase.realisation``; a Gaussian phase: snapped sums for DP-EM, integer counts otherwise)
-        and is named in that realisation's sentence."""
-        from dpgen_jax.privacy._report import FLOATING_POINT
+        of DP-SGD: each noisy phase of the plan has its realisation in its kind's report prose
+        (``privacy.prose_of(phase).realisation``; a Gaussian phase: snapped sums for DP-EM, integer
+        counts otherwise) and is named in that realisation's sentence."""
+        from dpgen_jax.privacy._prose import FLOATING_POINT
 
         rep = fitted.privacy_report()
         phases = privacy.with_steps(synthesizers.create(self.METHOD, **self.OVERRIDES).plan(
@@ -146,9 +146,9 @@ class SynthesizerContract:
         for leaf in (q for p in phases for q in p.leaves()):
             if leaf.noise_multiplier_or_none is None:
                 continue
-            kind = leaf.realisation
+            kind = privacy.prose_of(leaf).realisation
             assert kind in FLOATING_POINT, (leaf.name, kind)
-            if leaf.mechanism == "gaussian":
+            if leaf.KIND == "gaussian":
                 assert kind == ("snapped" if leaf.name.split("/")[0] in ("dp-em", "em") else "integers"), leaf.name
             head = FLOATING_POINT[kind].split("{names}")[1][:40]
             said = [a for a in rep["assumptions"] if head in a]

@@ -13,7 +13,7 @@ from dp_accounting.pld import PLDAccountant
 
 from dpgen_jax import privacy
 from dpgen_jax.privacy import DPSGDPhase, NonPrivatePhase, ShardedSanitizerPhase, calibrate, epsilon, report
-from dpgen_jax.privacy._report import FLOATING_POINT
+from dpgen_jax.privacy._prose import FLOATING_POINT, PROSE, PhaseProse
 from tests._oracles import float32_not_above
 
 DELTA = 1e-5
@@ -340,12 +340,15 @@ def test_noise_std_is_sigma_times_the_sensitivity_each_phase_kind_owns():
             phase.noise_std  # noqa: B018
 
 
-def test_a_new_phase_kind_needs_only_its_own_module():
-    """A phase kind defined here, outside dpgen_jax.privacy, is accounted, calibrated and reported
-    from its own methods: its event, its supported accountants and its assumption sentence."""
+def test_a_new_phase_kind_needs_only_its_own_module(monkeypatch):
+    """A phase kind defined here, outside dpgen_jax.privacy, is accounted and calibrated from its own
+    methods (its event, its supported accountants) and reported with the default prose: its KIND as
+    the mechanism and the sentence that the report does not describe it, no floating-point one; with
+    its own entry in the prose table, with that entry's words and floating-point sentence."""
 
     @dataclasses.dataclass(frozen=True)
     class LaplaceCounts(privacy.Phase):
+        KIND = "laplace-counts"
         name: str
         epsilon_per_step: float
         steps: int = 1
@@ -354,7 +357,6 @@ def test_a_new_phase_kind_needs_only_its_own_module():
             return dpa.SelfComposedDpEvent(dpa.LaplaceDpEvent(1 / self.epsilon_per_step), self.steps)
 
         neighbouring_relation = ADD_REMOVE
-        mechanism = "laplace"
 
         @property
         def noise_multiplier_or_none(self):
@@ -366,9 +368,6 @@ def test_a_new_phase_kind_needs_only_its_own_module():
         def unsupported_reason(self, accountant):
             return None if accountant == "rdp" or self.steps < 3 else "Laplace x3 is RDP-only here."
 
-        def assumption(self):
-            return (25, "Laplace phases {names} add Laplace noise of scale 1 / epsilon_per_step.")
-
         def report_parameters(self):
             return {"epsilon_per_step": self.epsilon_per_step}
 
@@ -378,24 +377,33 @@ def test_a_new_phase_kind_needs_only_its_own_module():
     assert epsilon(phases, DELTA, pld_discretization=1e-4) == pytest.approx(direct, rel=1e-12)
     rep = report(phases, DELTA)
     assert rep["epsilon_by_accountant"]["rdp_improved"] is not None
+    assert [p["mechanism"] for p in rep["phases"]] == ["laplace-counts", "poisson_subsampled_gaussian"]
     dpsgd_at = next(i for i, a in enumerate(rep["assumptions"]) if a.startswith("DP-SGD phases"))
-    assert rep["assumptions"][dpsgd_at + 1] == ("Laplace phases ['counts'] add Laplace noise of "
-                                                "scale 1 / epsilon_per_step.")
-    # It declares no realisation (Phase.realisation): no floating-point sentence names it, DP-SGD's
-    # names only the DP-SGD phase; a declared one names it in that sentence; an unknown one is refused.
-    assert not any("'counts'" in a for a in rep["assumptions"] if "floating point" in a)
-    assert "Training phases ['ae'] compute gradients" in " ".join(rep["assumptions"])
+    assert rep["assumptions"][dpsgd_at + 1] == (
+        "Phases ['counts'] are of a phase kind defined outside dpgen_jax ('laplace-counts'), which "
+        "this report does not describe: it states neither their mechanism nor how their noise is "
+        "realised, only their epsilon from their own dp_accounting event.")
+    assert rep["assumptions"][dpsgd_at + 2].startswith("Training phases ['ae'] compute gradients")
+    assert not any("'counts'" in a for a in rep["assumptions"][dpsgd_at + 2:])
 
+    # A kind defined outside may add its entry to PROSE under its KIND: a declared realisation
+    # names its phases in that floating-point sentence; a key FLOATING_POINT lacks is refused,
+    # naming the phase.
     class RoundedLaplaceCounts(LaplaceCounts):
-        realisation = "integers"
+        KIND = "rounded-laplace-counts"
 
     class SamplerUnknown(LaplaceCounts):
-        realisation = "laplace"
+        KIND = "laplace-sampler"
 
-    said = report([RoundedLaplaceCounts("counts", 0.5, 2)], DELTA)["assumptions"]
-    assert [a for a in said if "floating point" in a] == [
+    laplace = "Laplace phases {names} add Laplace noise of scale 1 / epsilon_per_step."
+    monkeypatch.setitem(PROSE, RoundedLaplaceCounts.KIND, PhaseProse("laplace", 25, laplace, "integers"))
+    monkeypatch.setitem(PROSE, SamplerUnknown.KIND, PhaseProse("laplace", 25, laplace, "laplace"))
+    rounded = report([RoundedLaplaceCounts("counts", 0.5, 2)], DELTA)
+    assert [p["mechanism"] for p in rounded["phases"]] == ["laplace"]
+    assert laplace.replace("{names}", "['counts']") in rounded["assumptions"]
+    assert [a for a in rounded["assumptions"] if "floating point" in a] == [
         FLOATING_POINT["integers"].replace("{names}", "['counts']")]
-    with pytest.raises(ValueError, match="SamplerUnknown 'counts' declares realisation='laplace'.*add one there"):
+    with pytest.raises(ValueError, match="SamplerUnknown 'counts': .*realisation='laplace'.*add one there"):
         report([SamplerUnknown("counts", 0.5, 2)], DELTA)
     assert epsilon(calibrate(phases, 2.0, DELTA), DELTA) <= 2.0
     refused = [LaplaceCounts("counts", 0.5, 3)] + phases[1:]
@@ -405,11 +413,67 @@ def test_a_new_phase_kind_needs_only_its_own_module():
     assert report(refused, DELTA, accountant="rdp")["epsilon_by_accountant"]["pld"] is None
 
 
+def test_every_phase_kind_has_its_report_prose():
+    """Every phase kind of the package (a Phase subclass setting a KIND, found by walking the
+    subclasses) has its entry in the prose table, and the report writes the mechanism, sentence and
+    rank documented for it (docs/privacy.md); a kind without a KIND is named by its class."""
+    from dpgen_jax.privacy._prose import UNDESCRIBED_RANK, prose_of
+
+    kinds, todo = {}, [privacy.Phase]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            todo.append(sub)
+            if sub.__module__.startswith("dpgen_jax.") and "KIND" in sub.__dict__:
+                kinds[sub.__dict__["KIND"]] = sub
+    assert len(kinds) >= 6 and set(kinds) == set(PROSE), (sorted(kinds), sorted(PROSE))
+    gaussian = privacy.GaussianPhase("h", 4.0, output="snapped")
+    sharded = {a: ShardedSanitizerPhase("g", 10, 5, 4, 2.0, 100, accounting=a) for a in ("proven", "assumed", "paper")}
+    expected = [  # (phase, mechanism, rank, the sentence's first words, realisation)
+        (DPSGDPhase("a", 0.01, 1.0, 3), "poisson_subsampled_gaussian", 10, "DP-SGD phases {names} sample", "dpsgd"),
+        (gaussian, "gaussian", 20, "Gaussian phases {names} release", "snapped"),
+        (privacy.ExponentialMechanismPhase("s", 0.5), "exponential_mechanism", 30,
+         "Exponential-mechanism phases {names} select", "exponential_mechanism"),
+        (sharded["proven"], "sharded_gaussian_selection_conditioned", 50, "Sharded phases {names} (proven", "dpsgd"),
+        (sharded["assumed"], "sharded_poisson_subsampled_gaussian_joint_rows_assumed_fresh", 51,
+         "Sharded phases {names} (assumed", "dpsgd"),
+        (sharded["paper"], "sharded_per_row_sampled_without_replacement_gaussian_paper", 52,
+         "Sharded phases {names} use the GS-WGAN paper's", "dpsgd"),
+        (NonPrivatePhase("n", 2), "non_private", 100, "Phases {names} trained on the private data", None),
+        (privacy.ParallelPhases("by", (("x", (gaussian,)), ("y", ()))), "parallel_composition", -10,
+         "Phase 'by' composes its groups ['x', 'y'] in parallel", None),
+    ]
+    assert {type(p) for p, *_ in expected} == set(kinds.values())
+    for phase, mechanism, rank, opening, realisation in expected:
+        said = prose_of(phase)
+        assert (said.mechanism, said.rank, said.realisation) == (mechanism, rank, realisation), phase
+        assert said.sentence.startswith(opening), (phase, said.sentence)
+    assert prose_of(privacy.GaussianPhase("h", 4.0)).realisation == "integers"
+    assert prose_of(NonPrivatePhase("n", 0)).sentence is None  # never ran: nothing to say
+
+    @dataclasses.dataclass(frozen=True)
+    class Unnamed(privacy.Phase):  # a phase kind without a KIND
+        name: str
+        steps: int = 1
+
+        def event(self):
+            return dpa.NoOpDpEvent()
+
+        neighbouring_relation = None
+
+        def report_parameters(self):
+            return {}
+
+    said = prose_of(Unnamed("u"))
+    assert (said.mechanism, said.rank, said.realisation) == ("Unnamed", UNDESCRIBED_RANK, None)
+    assert "defined outside dpgen_jax ('Unnamed')" in said.sentence
+
+
 def test_each_library_phase_kind_declares_how_its_noise_is_realised():
-    """docs/privacy.md, "Floating point": DP-SGD and the sharded sanitiser are accounted on real
-    numbers, Gaussian releases are integer counts or snapped sums as their ``output`` says,
-    selections are exact; a phase without noise, and a parallel composition (its leaves say it),
-    get no sentence. The report names each phase in its kind's sentence, and nowhere else."""
+    """docs/privacy.md, "Floating point" (each kind's realisation in its report prose): DP-SGD and
+    the sharded sanitiser are accounted on real numbers, Gaussian releases are integer counts or
+    snapped sums as their ``output`` says, selections are exact; a phase without noise, and a
+    parallel composition (its leaves say it), get no sentence. The report names each phase in its
+    kind's sentence, and nowhere else."""
     dp = DPSGDPhase("ae", 0.01, 1.0, 10)
     kinds = {dp: "dpsgd", ShardedSanitizerPhase("g", 250, 10, 32, 5.0, 70000): "dpsgd",
              privacy.GaussianPhase("h", 5.0): "integers",
@@ -417,7 +481,7 @@ def test_each_library_phase_kind_declares_how_its_noise_is_realised():
              privacy.ExponentialMechanismPhase("sel", 0.5): "exponential_mechanism",
              NonPrivatePhase("free", 1): None, privacy.ParallelPhases("groups", (("a", (dp,)),)): None}
     for phase, key in kinds.items():
-        assert phase.realisation == key, phase
+        assert privacy.prose_of(phase).realisation == key, phase
         if key is None:
             continue
         said = [a for a in report([phase], DELTA, accountant="rdp")["assumptions"]

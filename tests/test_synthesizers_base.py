@@ -133,7 +133,7 @@ def test_plan_needs_no_data_and_refuses_bad_arguments():
     # the default AE batch is N // 32; the matching stage's one-way release last
     assert [(p.name, p.steps) for p in plan.phases] == [("autoencoder", 629), ("critic", 15_000), ("one-way", 1)]
     nonprivate = model.plan(_tables.MIXED_SCHEMA, 100, epsilon=float("inf"))
-    assert not nonprivate.private and {p.mechanism for p in nonprivate.phases} == {"non_private"}
+    assert not nonprivate.private and {p.KIND for p in nonprivate.phases} == {"non-private"}
     with pytest.raises(ValueError, match="num_records=0"):
         model.plan(_tables.MIXED_SCHEMA, 0, epsilon=1.0)
     with pytest.raises(TypeError, match="schema"):

@@ -140,7 +140,8 @@ def summarize_plan(plan: Any, method: str, notes: Sequence[str] = ()) -> PlanSum
             phases.append(PhaseSummary(p.name, SHARDED, p.steps, p.noise_multiplier, p.rows_per_step,
                                        num_shards=p.num_shards))
         else:
-            phases.append(PhaseSummary(p.name, p.mechanism, p.steps, p.noise_multiplier_or_none))
+            phases.append(PhaseSummary(p.name, privacy.prose_of(p).mechanism, p.steps,
+                                       p.noise_multiplier_or_none))
     return PlanSummary(method, plan.records.n, float(plan.target_epsilon), plan.delta, plan.accountant,
                        tuple(phases), tuple(notes))
 

@@ -6,10 +6,11 @@
   parameters of each way a run touches the private data. A phase kind owns its facts
   (:class:`Phase`): ``.event()`` gives the dp_accounting event, ``.noise_std`` the std of its
   Gaussian noise (:func:`noise_std_of`, the one place sigma x sensitivity is computed), and it
-  states the accountants that interpret it and its sentences in the report; adding a phase kind
-  touches its own module, this package's imports, its test and the docs (docs/architecture.md,
-  "Adding a method, a metric, a phase kind, a noise sampler"). :func:`batch_rate` is the one rule
-  deriving a sampling rate q = B / N from a batch size.
+  states the accountants that interpret it; its report prose (:func:`prose_of`: the mechanism's
+  name, assumption sentence and floating-point realisation under its ``KIND``) is one table.
+  Adding a phase kind touches its own module, its prose entry, this package's imports, its test
+  and the docs (docs/architecture.md, "Adding a method, a metric, a phase kind, a noise sampler").
+  :func:`batch_rate` is the one rule deriving a sampling rate q = B / N from a batch size.
 - :func:`epsilon`: all phases composed (one ``ComposedDpEvent``) and converted once; PLD (default,
   the headline) or RDP with the improved or the papers' classic conversion.
 - :func:`calibrate`: one common factor on every noise multiplier to meet a target epsilon.
@@ -54,6 +55,7 @@ from dpgen_jax.privacy._phases import (
     batch_rate,
     noise_std_of,
 )
+from dpgen_jax.privacy._prose import PhaseProse, prose_of
 from dpgen_jax.privacy._rdp import classic_conversion
 from dpgen_jax.privacy._pld import PLD_EPSILON_MEMO, PLD_VALUE_DISCRETIZATION, pld_discretization_interval
 from dpgen_jax.privacy._sharded_phase import PAPER_RDP_ORDERS, ShardedSanitizerPhase
@@ -74,6 +76,7 @@ __all__ = [
     "PLD_VALUE_DISCRETIZATION",
     "ParallelPhases",
     "Phase",
+    "PhaseProse",
     "RDP_ORDERS",
     "SEEDED_ASSUMPTION",
     "ShardedSanitizerPhase",
@@ -91,6 +94,7 @@ __all__ = [
     "noise_std_of",
     "pld_discretization_interval",
     "pld_supported",
+    "prose_of",
     "rdp_curve",
     "report",
     "seeded_assumption",

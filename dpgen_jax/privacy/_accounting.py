@@ -35,6 +35,7 @@ from dp_accounting.rdp import RdpAccountant, compute_epsilon
 
 from dpgen_jax import _validate as _v
 from dpgen_jax.privacy._phases import NeighboringRelation, Phase, relation_name
+from dpgen_jax.privacy._prose import prose_of
 from dpgen_jax.privacy._pld import ScaledPLDAccountant, quiet_unconverged_orders
 from dpgen_jax.privacy._rdp import ClassicRdpAccountant, MixtureRdpAccountant, classic_conversion
 
@@ -260,7 +261,7 @@ def make_accountant(
             why = getattr(acc, "UNSUPPORTED_HINT", None) or reason
             raise ValueError(
                 f"accountant={accountant!r} does not support phase {p.name!r} "
-                f"(mechanism {p.mechanism}).{'' if why is None else ' ' + why}"
+                f"(mechanism {prose_of(p).mechanism}).{'' if why is None else ' ' + why}"
             )
     return acc
 

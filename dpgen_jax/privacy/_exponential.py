@@ -51,7 +51,6 @@ class ExponentialMechanismPhase(Phase):
         SelfComposedDpEvent(event=ZCDpEvent(rho=0.020000000000000004, xi=0.0), count=2)
     """
     KIND: ClassVar[str] = "exponential-mechanism"
-    realisation: ClassVar[str] = "exponential_mechanism"
 
     name: str
     epsilon: float
@@ -93,23 +92,11 @@ class ExponentialMechanismPhase(Phase):
     def neighbouring_relation(self) -> NeighboringRelation:
         return NeighboringRelation.ADD_OR_REMOVE_ONE
 
-    @property
-    def mechanism(self) -> str:
-        return "exponential_mechanism"
-
     def unsupported_reason(self, accountant: str) -> str | None:
         if accountant == "rdp":
             return None
         return ("The exponential mechanism is accounted by its zCDP bound (ZCDpEvent), which "
                 "only the RDP accountant interprets; use accountant='rdp'.")
-
-    def assumption(self) -> tuple[int, str]:
-        return (30, "Exponential-mechanism phases {names} select steps times among candidates whose "
-                "scores change by at most sensitivity when one record is added or removed, each with "
-                "probability proportional to exp(epsilon_per_step * score / (2 * sensitivity)); each "
-                "selection is accounted as (epsilon_per_step^2 / 8)-zCDP (the bounded-range bound of "
-                "Cesar and Rogers 2021), which only the RDP accountant interprets, so the PLD "
-                "epsilon is not reported.")
 
     @property
     def noise_multiplier_or_none(self) -> float:

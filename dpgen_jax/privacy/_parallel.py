@@ -95,10 +95,6 @@ class ParallelPhases(Phase):
         return NeighboringRelation.ADD_OR_REMOVE_ONE
 
     @property
-    def mechanism(self) -> str:
-        return "parallel_composition"
-
-    @property
     def spends_privacy(self) -> bool:
         return any(q.spends_privacy for q in self.inner)
 
@@ -112,13 +108,6 @@ class ParallelPhases(Phase):
     def map(self, fn: Callable[[Phase], Phase]) -> ParallelPhases:
         return dataclasses.replace(self, groups=tuple((g, tuple(q.map(fn) for q in inner))
                                                       for g, inner in self.groups))
-
-    def assumption(self) -> tuple[int, str]:
-        return (-10, f"Phase {self.name!r} composes its groups {[g for g, _ in self.groups]} in parallel: "
-                "each group's phases read only the records of that group, and a record's group is "
-                "decided by its own values, so adding or removing one record changes one group's "
-                "data; epsilon is the maximum over the groups of the other phases composed with that "
-                "group's phases (each group's epsilon is listed).")
 
     def report_parameters(self) -> dict[str, Any]:
         return {"groups": [g for g, _ in self.groups]}

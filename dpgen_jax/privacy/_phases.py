@@ -74,15 +74,16 @@ def noise_std_of(noise_multiplier: float, sensitivity: float) -> float:
 class Phase(abc.ABC):
     """Base class of all phases. Subclasses are frozen dataclasses with a ``name`` and ``steps``.
 
-    A phase kind owns its facts, so that adding one touches its own module (plus its import, test
-    and docs: docs/architecture.md): its event (:meth:`event`), relation and mechanism name, its noise
-    (:attr:`noise_multiplier_or_none`, :attr:`noise_sensitivity`, hence :attr:`noise_std`), the
-    accountants that interpret it (:meth:`unsupported_reason`, :attr:`rdp_orders`,
-    :attr:`exact_accountant`), its sentences in the report (:meth:`assumption`, and
-    :attr:`realisation`: how its noise is realised in floating point), its reported parameters
-    (:meth:`report_parameters`) and a labelled assumed accounting beside the headline
-    (:meth:`assumed_accounting`). The accounting and report code of :mod:`dpgen_jax.privacy` only
-    calls these.
+    A phase kind owns its accounting and engine facts: its event (:meth:`event`) and relation, its
+    noise (:attr:`noise_multiplier_or_none`, :attr:`noise_sensitivity`, hence :attr:`noise_std`),
+    the accountants that interpret it (:meth:`unsupported_reason`, :attr:`rdp_orders`,
+    :attr:`exact_accountant`), its reported numbers (:meth:`report_parameters`) and a labelled
+    assumed accounting beside the headline (:meth:`assumed_accounting`). The accounting and report
+    code of :mod:`dpgen_jax.privacy` only calls these. The report's words for the kind (the
+    mechanism's name, its assumption sentence and rank, how its noise is realised in floating
+    point) are its entry in :data:`dpgen_jax.privacy._prose.PROSE`, under its ``KIND``. Adding a
+    kind touches its own module, its prose entry, its import, its test and the docs
+    (docs/architecture.md, "Adding a method, a metric, a phase kind, a noise sampler").
     """
     KIND: ClassVar[str]  # the stable name of the phase kind in saved files (each kind sets its own)
 
@@ -91,8 +92,6 @@ class Phase(abc.ABC):
 
     differentially_private: ClassVar[bool] = True
     """Whether the phase is a DP mechanism (False: its epsilon is infinite once it runs a step)."""
-    realisation: ClassVar[str | None] = None
-    """How its noise is realised in floating point: a key of the report's ``FLOATING_POINT`` (None: no noise)."""
 
     @abc.abstractmethod
     def event(self) -> dpa.DpEvent:
@@ -102,11 +101,6 @@ class Phase(abc.ABC):
     @abc.abstractmethod
     def neighbouring_relation(self) -> NeighboringRelation | None:
         """The neighbouring relation the event is stated under (None: compatible with any)."""
-
-    @property
-    @abc.abstractmethod
-    def mechanism(self) -> str:
-        """A short name of the mechanism, as written in the privacy report."""
 
     @property
     def noise_multiplier_or_none(self) -> float | None:
@@ -165,12 +159,6 @@ class Phase(abc.ABC):
         the report prints beside the headline with the label (DESIGN rule 9); None for none."""
         return None
 
-    def assumption(self) -> tuple[int, str] | None:
-        """``(rank, sentence)``: what the report assumes of this kind of phase. Phases with the same
-        sentence share it, its ``{names}`` listing their names; sentences go in increasing rank
-        (rank 0 is the sentence that only the listed phases touch the data). None: no sentence."""
-        return None
-
     @property
     def parallel_groups(self) -> tuple | None:
         """``((group, phases), ...)`` for a phase that composes disjoint groups in parallel, else None."""
@@ -221,7 +209,6 @@ class DPSGDPhase(Phase):
         15000
     """
     KIND: ClassVar[str] = "dpsgd"
-    realisation: ClassVar[str] = "dpsgd"
 
     name: str
     sample_rate: float
@@ -310,17 +297,6 @@ class DPSGDPhase(Phase):
         return NeighboringRelation.ADD_OR_REMOVE_ONE
 
     @property
-    def mechanism(self) -> str:
-        return "poisson_subsampled_gaussian"
-
-    def assumption(self) -> tuple[int, str]:
-        return (10, "DP-SGD phases {names} sample every record independently with probability "
-                "sample_rate at every step (Poisson sampling, as realised by dpgen_jax.dpsgd with "
-                "padded batches whose overflow is processed, never truncated or resampled), clip each "
-                "example's gradient to the clip norm C and add Gaussian noise of standard deviation "
-                "noise_multiplier * C to the sum; the number of steps is the count actually executed.")
-
-    @property
     def noise_multiplier_or_none(self) -> float:
         return self.noise_multiplier
 
@@ -390,20 +366,6 @@ class GaussianPhase(Phase):
     @property
     def neighbouring_relation(self) -> NeighboringRelation:
         return NeighboringRelation.ADD_OR_REMOVE_ONE
-
-    @property
-    def mechanism(self) -> str:
-        return "gaussian"
-
-    @property
-    def realisation(self) -> str:  # type: ignore[override]
-        return self.output
-
-    def assumption(self) -> tuple[int, str]:
-        return (20, "Gaussian phases {names} release statistics of the whole dataset (no subsampling) "
-                "with Gaussian noise of standard deviation noise_multiplier * sensitivity per "
-                "coordinate, where sensitivity is the statistic's L2 sensitivity to adding or removing "
-                "one record; steps counts the releases.")
 
     @property
     def noise_multiplier_or_none(self) -> float:
@@ -491,16 +453,6 @@ class NonPrivatePhase(Phase):
     @property
     def neighbouring_relation(self) -> None:
         return None
-
-    @property
-    def mechanism(self) -> str:
-        return "non_private"
-
-    def assumption(self) -> tuple[int, str] | None:
-        if not self.spends_privacy:
-            return None
-        return (100, "Phases {names} trained on the private data without differential privacy, so the "
-                "composed epsilon is infinite: this run has no privacy guarantee (non_private: true).")
 
     def report_parameters(self) -> dict[str, Any]:
         return {}

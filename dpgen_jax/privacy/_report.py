@@ -29,6 +29,7 @@ from dpgen_jax.privacy._accounting import (
     rdp_epsilon_and_order,
 )
 from dpgen_jax.privacy._phases import NeighboringRelation, Phase, relation_name
+from dpgen_jax.privacy._prose import FLOATING_POINT, FLOATING_POINT_RANK, prose_of
 from dpgen_jax.privacy._sharded import MixtureAnalyticAccountant
 
 SEEDED_ASSUMPTION = (
@@ -65,69 +66,30 @@ _ONLY_LISTED = (
     "preprocessing, hyperparameter and checkpoint selection, repeated runs) is covered only "
     "if an assumption below says so."
 )
-FLOATING_POINT = {  # how a phase's noise is realised, by Phase.realisation (docs/privacy.md, "Floating point")
-    "integers": (
-        "Phases {names} release integer counts: each count plus round(s Z) (s the noise standard "
-        "deviation), the noise drawn (Z a float64 normal from 63-bit uniforms) and rounded on its "
-        "own before it meets the count, so the output is an exact integer shift of a "
-        "data-independent integer variable (post-processing of the accounted Gaussian mechanism); floating point reaches only the "
-        "sampler's approximation of the normal law."),
-    "snapped": (
-        "Phases {names} release real-valued sums computed exactly in fixed point, plus Gaussian "
-        "noise, rounded in exact arithmetic to a public power-of-two grid (snapping): the output "
-        "is post-processing of the accounted Gaussian mechanism; floating point reaches only the "
-        "sampler's approximation of the normal law."),
-    "exponential_mechanism": (
-        "Selections {names} are drawn exactly with the exponential mechanism's probabilities "
-        "(rational arithmetic and uniform integers; no floating-point Gumbel-max)."),
-    "dpsgd": (
-        "Training phases {names} compute gradients, clipping and noise in floating point "
-        "(float32); as in Opacus, TF Privacy and jax-privacy, the accounting treats the trained "
-        "parameters as post-processing of the Gaussian mechanism on real numbers: what rounding "
-        "could reveal through them is assumed negligible, not proven."),
-}
-_FLOATING_POINT_RANK = 80
-
-
-def _realisation(phase: Phase) -> str | None:
-    """The sentence of :data:`FLOATING_POINT` that says how ``phase``'s noise is realised, by the
-    key the phase kind declares (:attr:`Phase.realisation`; None: a phase that adds no noise, or a
-    composition whose leaves say it).
-
-    Raises:
-        ValueError: a key :data:`FLOATING_POINT` does not have, naming the phase.
-    """
-    how = phase.realisation
-    if how is None:
-        return None
-    if how not in FLOATING_POINT:
-        raise ValueError(f"{type(phase).__name__} {phase.name!r} declares realisation={how!r}, for which "
-                         f"privacy._report.FLOATING_POINT has no sentence: add one there, or declare one of "
-                         f"{sorted(FLOATING_POINT)}.")
-    return FLOATING_POINT[how]
-
 
 #: Above this delta, without a public record count, the report warns (delta >= 1/N cannot be
 #: checked without N, and a delta this large is meaningless on any table under 1/delta rows).
 LOOSE_DELTA = 1e-3
-_ACCOUNTANT_RANK = 90  # after every phase kind's sentence (:meth:`Phase.assumption`), before 100
+_ACCOUNTANT_RANK = 90  # after every phase kind's sentence (:func:`prose_of`), before 100
 
 
 def _module_assumptions(phases: tuple[Phase, ...], relation: NeighboringRelation, accountant: str,
                         conversion: str, pld_interval: float | None) -> list[str]:
-    """The relation's sentence, then by rank: each phase kind's (:meth:`Phase.assumption`, once
-    per sentence with the names of its phases, a parallel composition's included), how each
-    phase's noise is realised in floating point (:data:`FLOATING_POINT`), the sentence
-    that only the listed phases touch the data (rank 0), and how epsilon was computed."""
+    """The relation's sentence, then by rank: each phase kind's (:func:`prose_of`, once per
+    sentence with the names of its phases, a parallel composition's included), how each phase's
+    noise is realised in floating point (:data:`FLOATING_POINT`), the sentence that only the listed
+    phases touch the data (rank 0), and how epsilon was computed."""
     names: dict[str, list[str]] = {}
     ranks: dict[str, int] = {}
     for p in phases:
         for q in dict.fromkeys((p, *p.leaves())):  # a parallel composition and its phases
-            how = _realisation(q)
-            for said in (q.assumption(), None if how is None else (_FLOATING_POINT_RANK, how)):
-                if said is not None:
-                    ranks.setdefault(said[1], said[0])
-                    names.setdefault(said[1], []).append(q.name)
+            prose = prose_of(q)
+            realised = None if prose.realisation is None else FLOATING_POINT[prose.realisation]
+            said = ((prose.rank, prose.sentence), (FLOATING_POINT_RANK, realised))
+            for rank, sentence in said:
+                if sentence is not None:
+                    ranks.setdefault(sentence, rank)
+                    names.setdefault(sentence, []).append(q.name)
     ranked = [(rank, sentence.replace("{names}", str(names[sentence]))) for sentence, rank in ranks.items()]
     ranked += [(0, _ONLY_LISTED),
                (_ACCOUNTANT_RANK, accountant_sentence(phases, accountant, conversion, pld_interval))]
@@ -213,7 +175,7 @@ def report(
 
     def entry_of(p: Phase) -> dict[str, Any]:
         alone = epsilon_and_interval((p,), d, accountant, conversion, fixed)[0]
-        entry: dict[str, Any] = {"name": p.name, "mechanism": p.mechanism}
+        entry: dict[str, Any] = {"name": p.name, "mechanism": prose_of(p).mechanism}
         entry.update(p.report_parameters())
         entry["steps"] = p.steps
         rel = p.neighbouring_relation

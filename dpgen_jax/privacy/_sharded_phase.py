@@ -31,32 +31,6 @@ ASSUMED_SHARD_SENTENCE = (
 PAPER_RDP_ORDERS: tuple[float, ...] = tuple(float(a) for a in range(2, 257))
 """Integer orders 2..256, autodp's grid, used only for ``ShardedSanitizerPhase(accounting="paper")``."""
 
-_SENTENCES = {  # the report's sentence for each accounting ({names}: the phases' names)
-    "proven": (
-        "Sharded phases {names} (proven, selection-conditioned bound): each step queries one of "
-        "num_shards disjoint shards chosen uniformly and independently, and shard membership "
-        "comes from data-independent randomness. The bound reveals every step's shard choice and "
-        "the record's shard to the adversary: a step on another shard does not depend on the "
-        "record, and each of the c ~ Binomial(steps, 1 / num_shards) steps on its shard is "
-        "bounded by one Gaussian of noise multiplier noise_multiplier / sqrt(rows_per_step) "
-        "whatever state the discriminator carries; delta(eps) is the exact average over c. It "
-        "makes no assumption about the discriminators' state between steps; it assumes that no "
-        "state is shared across shards (no shared temporary generator, no batch statistics "
-        "across shards) and that the discriminators are never released."),
-    "assumed": (
-        "Sharded phases {names} (assumed accounting: " + ASSUMED_SHARD_SENTENCE + "): each step is "
-        "treated as a fresh Poisson subsample of rate 1 / num_shards releasing one Gaussian of "
-        "noise multiplier noise_multiplier / sqrt(rows_per_step), although a discriminator "
-        "keeps the records it has seen in its state for every later step on its shard."),
-    "paper": (
-        "Sharded phases {names} use the GS-WGAN paper's accounting (each of steps * "
-        "rows_per_step rows treated as an independent release sampled without replacement "
-        "at rate 1 / num_shards, replace-one, integer RDP orders 2..256, classic conversion). "
-        "It reproduces the published number but is NOT a valid bound: the rows of a step "
-        "share one shard selection, and it understates epsilon many times over; use the proven "
-        "accounting for any claim."),
-}
-
 
 @dataclasses.dataclass(frozen=True)
 class ShardedSanitizerPhase(Phase):
@@ -122,7 +96,6 @@ class ShardedSanitizerPhase(Phase):
         fresh-subsampling assumption. paper: unsound; comparison only.
     """
     KIND = "sharded-sanitizer"  # Phase.KIND, a ClassVar
-    realisation = "dpsgd"  # Phase.realisation: noise on gradients, as DP-SGD
 
     name: str
     num_shards: int
@@ -202,12 +175,6 @@ class ShardedSanitizerPhase(Phase):
         return NeighboringRelation.ADD_OR_REMOVE_ONE
 
     @property
-    def mechanism(self) -> str:
-        return {"proven": "sharded_gaussian_selection_conditioned",
-                "assumed": "sharded_poisson_subsampled_gaussian_joint_rows_assumed_fresh",
-                "paper": "sharded_per_row_sampled_without_replacement_gaussian_paper"}[self.accounting]
-
-    @property
     def noise_multiplier_or_none(self) -> float:
         return self.noise_multiplier
 
@@ -245,9 +212,6 @@ class ShardedSanitizerPhase(Phase):
         if self.accounting != "proven":
             return None
         return dataclasses.replace(self, accounting="assumed"), ASSUMED_SHARD_SENTENCE
-
-    def assumption(self) -> tuple[int, str]:
-        return ({"proven": 50, "assumed": 51, "paper": 52}[self.accounting], _SENTENCES[self.accounting])
 
     def with_noise_multiplier(self, noise_multiplier: float) -> ShardedSanitizerPhase:
         return dataclasses.replace(self, noise_multiplier=noise_multiplier)
