@@ -198,12 +198,16 @@ def test_infeasible_methods_are_listed_after_the_feasible_with_the_predicted_num
     assert "infeasible" in format_recommendations(tight)
 
 
-def test_wide_tables_rule_out_the_slow_marginal_methods():
-    """The issue's 1,058-column binary table: MST is predicted not to finish in 30 minutes; AIM cannot
-    list its workload of 3-way marginals there (no plan)."""
+def test_on_a_wide_binary_table_mst_is_predicted_near_its_fit_and_aim_cannot_plan():
+    """A 1,058-column binary table: MST's predicted time is within 2x of its grid cell's measured
+    fit on the 1,000-column table (1,110 s at N 1,600; a user's fit took 707 s), so it is feasible
+    within 30 minutes; AIM cannot list its workload of 3-way marginals there (no plan)."""
     ranked = {r.method: r for r in recommend(data.binary_schema(1058), 2000, 3.0)}
     mst = ranked["mst"]
-    assert mst.cost.seconds > 1800 and not mst.feasible and "infeasible here" in mst.reason, mst.cost
+    cell = [c for c in load_evidence()["cells"] if c["dataset"] == "planted-binary" and c["method"] == "mst"]
+    assert len(cell) == 1
+    measured = cell[0]["fit_seconds"]
+    assert measured / 2 < mst.cost.seconds < measured * 2 and mst.feasible, (mst.cost, measured)
     assert not ranked["aim"].usable and "workload" in ranked["aim"].unavailable
     first = next(r for r in ranked.values() if r.rank == 1)
     assert first.usable and first.feasible
